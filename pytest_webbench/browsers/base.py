@@ -1,0 +1,52 @@
+"""What every browser backend offers: Kernel's browser operations, one session per trial.
+
+The MCP server in `mcp_server.py` turns these into Kernel's tool surface; the trial fixtures use
+them directly to open sessions, register the treatment's tool batch and read the page for grading.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+
+class BackendError(RuntimeError):
+    """A browser backend failed (not the agent's code): the trial's stop reason is backend error.
+
+    `code` carries Kernel's machine-readable error code where there is one (`outcome_unknown`,
+    `tool_ref_stale`, `conflict`), `body` the structured error body Kernel's API would return.
+    """
+
+    def __init__(self, message: str, code: str | None = None, body: dict | None = None):
+        super().__init__(message)
+        self.code = code
+        self.body = body
+
+
+class BrowserBackend(Protocol):
+    name: str
+
+    async def create_session(self, session_id: str) -> dict[str, Any]: ...
+
+    async def delete_session(self, session_id: str) -> None: ...
+
+    async def execute_playwright(self, session_id: str, code: str, timeout_sec: float = 60) -> dict: ...
+
+    async def repl(self, session_id: str, code: str, reset: bool = False, timeout_sec: float = 60) -> dict: ...
+
+    async def computer_action(self, session_id: str, actions: list[dict]) -> dict: ...
+
+    async def webmcp_list(self, session_id: str, exclude_custom: bool = False) -> dict: ...
+
+    async def webmcp_invoke(self, session_id: str, tool_ref: str, input: dict, timeout_sec: float = 60) -> dict: ...
+
+    async def add_custom_tools(
+        self, session_id: str, namespace: str, source: str, force_overwrite_namespace: bool = False
+    ) -> dict: ...
+
+    async def list_custom_tools(self, session_id: str) -> dict: ...
+
+    async def screenshot(self, session_id: str) -> bytes: ...
+
+    async def read_page(self, session_id: str, url: str, script: str) -> Any: ...
+
+    async def close(self) -> None: ...
