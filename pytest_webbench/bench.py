@@ -1,0 +1,23 @@
+"""The benchmark's one test: a trial. `--suite` makes pytest collect this module alone, and the
+plugin parametrizes it with every task x attempt x arm of the suite."""
+
+from __future__ import annotations
+
+from pytest_webbench.grading import grade_trial
+from pytest_webbench.trial import read_page_value
+
+
+def test_trial(webbench_trial, browser_session, mcp_proxy, agent_runner, trial_recorder):
+    outcome = agent_runner.run()  # the agent, as a one-trial Harbor run, through the proxy
+    # Grading never trusts the agent's claim: its JSON answer, and the live page read afterwards.
+    page_value, page_error = read_page_value(browser_session, webbench_trial)
+    calls = mcp_proxy.calls()
+    grade = grade_trial(
+        webbench_trial.task.meta, outcome.answer_raw, calls.forwarded, cap_hit=calls.cap_hit,
+        page_value=page_value, page_error=page_error,
+    )
+    record = trial_recorder.record(outcome, grade, calls, page_value)
+    assert record.outcome == "passed", (
+        f"{webbench_trial.trial_id}: {record.stop_reason}: {record.detail} (expected {grade.expected}, "
+        f"answer {grade.answer!r})"
+    )

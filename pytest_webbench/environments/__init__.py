@@ -1,0 +1,1 @@
+"""Harbor environments of our own, loaded by Harbor through their import path."""

@@ -1,0 +1,169 @@
+"""The trial's fixtures: services per process, and per trial a browser session, a proxy route, the
+agent runner and the recorder that writes the trial's record whatever happens."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from .grading import Grade
+from .pairing import TrialKey
+from .records import TrialRecord, trial_record_path, write_trial_record
+from .run import RunOptions, RunServices
+from .runners import runner_spec
+from .trial import (
+    AgentOutcome, BrowserSessionHandle, ProxyHandle, TrialSpec, open_browser_session, open_proxy_route,
+    record_reward_in_harbor, run_harbor_trial,
+)
+
+STATE_KEY = pytest.StashKey["WebbenchState"]()
+
+
+class WebbenchState:
+    """What the plugin knows of this run in this process."""
+
+    def __init__(self, options: RunOptions, suite, experiment_dir: Path):
+        self.options, self.suite, self.experiment_dir = options, suite, experiment_dir
+        self.specs: dict[str, TrialSpec] = {}
+
+
+def state(config: pytest.Config) -> WebbenchState:
+    return config.stash[STATE_KEY]
+
+
+@pytest.fixture(scope="session")
+def webbench_services(request):
+    st = state(request.config)
+    services = RunServices.start(st.suite, st.options.browser)
+    yield services
+    services.close()
+
+
+@pytest.fixture
+def webbench_trial(request) -> TrialSpec:
+    return state(request.config).specs[request.param]
+
+
+def _trial_dir(request, spec: TrialSpec) -> Path:
+    return state(request.config).experiment_dir / "jobs" / spec.key.arm / spec.trial_id
+
+
+@pytest.fixture
+def browser_session(request, webbench_services: RunServices, webbench_trial: TrialSpec):
+    st = state(request.config)
+    session_id = f"{st.options.experiment_id}-{webbench_trial.trial_id}"
+    start_url = webbench_services.site_urls[webbench_trial.task.meta.site] + webbench_trial.task.meta.start_path
+    handle = BrowserSessionHandle(session_id, start_url, webbench_services)
+    try:
+        handle.run(open_browser_session(webbench_services, webbench_trial, session_id, start_url))
+        yield handle
+    finally:
+        backend = webbench_services.backend
+        try:
+            png = handle.run(backend.screenshot(session_id), timeout=30)
+            shot = _trial_dir(request, webbench_trial) / "final-screenshot.png"
+            shot.parent.mkdir(parents=True, exist_ok=True)
+            shot.write_bytes(png)
+        except Exception:
+            pass  # no page to show (the session never opened or the browser died)
+        try:
+            handle.run(backend.delete_session(session_id), timeout=30)
+        except Exception:
+            pass
+
+
+@pytest.fixture
+def mcp_proxy(request, webbench_services: RunServices, webbench_trial: TrialSpec, browser_session):
+    handle = open_proxy_route(webbench_services, webbench_trial, browser_session.session_id, _trial_dir(request, webbench_trial))
+    try:
+        yield handle
+    finally:
+        webbench_services.routes.remove(webbench_trial.trial_id)
+
+
+class AgentRunner:
+    def __init__(self, st: WebbenchState, spec: TrialSpec, browser: BrowserSessionHandle, proxy: ProxyHandle):
+        self.st, self.spec, self.browser, self.proxy = st, spec, browser, proxy
+        self.outcome: AgentOutcome | None = None
+
+    def run(self) -> AgentOutcome:
+        runner = runner_spec(self.st.options.runner)
+        timeout = self.spec.task.timeout_sec + 120
+        self.outcome = self.browser.run(
+            run_harbor_trial(self.st.options, runner, self.spec, self.browser, self.proxy, self.st.experiment_dir),
+            timeout=timeout,
+        )
+        return self.outcome
+
+
+@pytest.fixture
+def agent_runner(request, webbench_trial, browser_session, mcp_proxy) -> AgentRunner:
+    return AgentRunner(state(request.config), webbench_trial, browser_session, mcp_proxy)
+
+
+class TrialRecorder:
+    def __init__(self, st: WebbenchState, spec: TrialSpec):
+        self.st, self.spec = st, spec
+        self.written: TrialRecord | None = None
+
+    def base(self) -> dict:
+        key: TrialKey = self.spec.key
+        meta = self.spec.task.meta
+        return dict(
+            experiment_id=self.st.options.experiment_id, trial_id=key.trial_id, task=key.task, attempt=key.attempt,
+            arm=key.arm, pair_id=key.pair_id, pair_position=self.spec.pair_position, runner=self.st.options.runner,
+            model=self.st.options.model, grading=meta.grading, placebo=meta.placebo,
+        )
+
+    def record(self, outcome: AgentOutcome, grade: Grade, calls, page_value) -> TrialRecord:
+        if outcome.exception:
+            # A failed agent run is errored, whatever a grader would say of its leftovers.
+            verdict = dict(outcome="errored", stop_reason="agent_error", reward=0.0, detail=outcome.exception)
+        elif grade.passed:
+            verdict = dict(outcome="passed", stop_reason=None, reward=1.0, detail=grade.detail)
+        else:
+            verdict = dict(outcome="failed", stop_reason=grade.stop_reason, reward=0.0, detail=grade.detail)
+        raw = outcome.answer_raw.decode("utf-8", errors="replace")[:10000] if outcome.answer_raw else None
+        record = TrialRecord(
+            **self.base(), **verdict, answer=grade.answer, answer_raw=raw, expected=grade.expected,
+            page_value=page_value, instruction=outcome.instruction,
+            timings={"trial_sec": outcome.trial_sec, "agent_sec": outcome.agent_sec}, tokens=outcome.tokens,
+            calls=calls, harbor_trial_dir=str(outcome.harbor_trial_dir),
+        )
+        record_reward_in_harbor(outcome.harbor_trial_dir, record.reward)
+        write_trial_record(self.st.experiment_dir, record)
+        self.written = record
+        return record
+
+    def record_error(self, detail: str) -> None:
+        """The trial broke before grading (a backend or harness error): it stays in the denominator."""
+        reason = "backend_error" if "Backend" in detail or "browser" in detail.lower() else "error_before_grading"
+        record = TrialRecord(**self.base(), outcome="errored", stop_reason=reason, detail=detail[:4000])
+        write_trial_record(self.st.experiment_dir, record)
+        self.written = record
+
+
+@pytest.fixture
+def trial_recorder(request, webbench_trial) -> TrialRecorder:
+    recorder = TrialRecorder(state(request.config), webbench_trial)
+    request.node.stash[RECORDER_KEY] = recorder
+    return recorder
+
+
+RECORDER_KEY = pytest.StashKey[TrialRecorder]()
+
+
+def record_if_missing(item: pytest.Item, report: pytest.TestReport) -> None:
+    """Called from makereport: a trial that failed without a record (setup error, crash) gets one."""
+    if report.passed or STATE_KEY not in item.config.stash:
+        return
+    spec_id = getattr(getattr(item, "callspec", None), "params", {}).get("webbench_trial")
+    if spec_id is None:
+        return
+    st = state(item.config)
+    recorder = item.stash.get(RECORDER_KEY, None) or TrialRecorder(st, st.specs[spec_id])
+    if recorder.written is None and not trial_record_path(st.experiment_dir, spec_id).exists():
+        recorder.record_error(f"{report.when}: {report.longreprtext[-3000:]}")
+
+

@@ -1,0 +1,48 @@
+"""Reading the agent's answer: one JSON object, from its answer file or its last message."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+MAX_ANSWER_BYTES = 1_000_000
+
+
+class AnswerError(ValueError):
+    """The agent gave no usable answer; the message says why, for the report."""
+
+
+def parse_answer(raw: bytes | str | None) -> dict[str, Any]:
+    if raw is None:
+        raise AnswerError("the agent gave no answer (no answer.json and no final message)")
+    if len(raw) > MAX_ANSWER_BYTES:
+        raise AnswerError(f"the answer is {len(raw)} bytes, over the {MAX_ANSWER_BYTES}-byte limit")
+    if isinstance(raw, bytes):
+        try:
+            raw = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise AnswerError(f"the answer is not UTF-8 ({exc.reason} at byte {exc.start})") from None
+    text = raw.strip()
+    try:
+        value = json.loads(text)
+    except ValueError:
+        value = _last_json_object(text)
+    if not isinstance(value, dict):
+        raise AnswerError(f"the answer is not a JSON object: {text[:200]!r}")
+    return value
+
+
+def _last_json_object(text: str) -> Any:
+    """Agents often wrap the JSON in prose or a code fence: take the last object in the text."""
+    decoder = json.JSONDecoder()
+    found = None
+    for start in (i for i, ch in enumerate(text) if ch == "{"):
+        try:
+            value, _ = decoder.raw_decode(text, start)
+        except ValueError:
+            continue
+        if isinstance(value, dict):
+            found = value
+    if found is None:
+        raise AnswerError(f"the answer is not JSON: {text[:200]!r}")
+    return found

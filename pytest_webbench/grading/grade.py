@@ -1,0 +1,104 @@
+"""The verdict of one trial, from its answer, its page value and its proxy log."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..suite import FieldRule, WebbenchMeta
+from .answer import AnswerError, parse_answer
+
+_TYPES: dict[str, tuple[type, ...]] = {
+    "string": (str,), "integer": (int,), "number": (int, float), "boolean": (bool,), "array": (list,), "object": (dict,),
+}
+
+
+@dataclass
+class Grade:
+    passed: bool
+    stop_reason: str | None
+    detail: str
+    answer: Any = None
+    expected: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def reward(self) -> float:
+        return 1.0 if self.passed else 0.0
+
+
+def expected_values(meta: WebbenchMeta, page_value: Any = None) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, rule in meta.answer.items():
+        if rule.equals is not None:
+            out[key] = rule.equals
+        elif rule.one_of is not None:
+            out[key] = {"one_of": rule.one_of}
+        elif rule.from_page and isinstance(page_value, dict):
+            out[key] = page_value.get(rule.from_page)
+        else:
+            out[key] = {"type": rule.type, **({"pattern": rule.pattern} if rule.pattern else {})}
+    if meta.page:
+        out["(page)"] = meta.page.expect
+    return out
+
+
+def _same(a: Any, b: Any, casefold: bool) -> bool:
+    if casefold and isinstance(a, str) and isinstance(b, str):
+        return a.strip().casefold() == b.strip().casefold()
+    if isinstance(a, bool) or isinstance(b, bool):
+        return a is b
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return a == b
+    return a == b
+
+
+def check_field(key: str, rule: FieldRule, value: Any, page_value: Any) -> str | None:
+    """None when the field passes, else what is wrong with it."""
+    if value is None:
+        return f"{key}: missing"
+    if not isinstance(value, _TYPES[rule.type]) or (rule.type in ("integer", "number") and isinstance(value, bool)):
+        return f"{key}: expected a {rule.type}, got {value!r}"
+    if rule.pattern is not None and (not isinstance(value, str) or not re.fullmatch(rule.pattern, value)):
+        return f"{key}: {value!r} does not match {rule.pattern!r}"
+    if rule.minimum is not None and value < rule.minimum:
+        return f"{key}: {value!r} is below {rule.minimum}"
+    if rule.maximum is not None and value > rule.maximum:
+        return f"{key}: {value!r} is above {rule.maximum}"
+    if rule.min_items is not None and len(value) < rule.min_items:
+        return f"{key}: {len(value)} items, at least {rule.min_items} needed"
+    if rule.equals is not None and not _same(value, rule.equals, rule.casefold):
+        return f"{key}: expected {rule.equals!r}, got {value!r}"
+    if rule.one_of is not None and not any(_same(value, v, rule.casefold) for v in rule.one_of):
+        return f"{key}: expected one of {rule.one_of!r}, got {value!r}"
+    if rule.from_page is not None:
+        shown = page_value.get(rule.from_page) if isinstance(page_value, dict) else None
+        if not _same(value, shown, rule.casefold):
+            return f"{key}: the page shows {shown!r}, the answer says {value!r}"
+    return None
+
+
+def grade_trial(
+    meta: WebbenchMeta, answer_raw: bytes | str | None, forwarded_calls: int, cap_hit: bool = False,
+    page_value: Any = None, page_error: str | None = None,
+) -> Grade:
+    expected = expected_values(meta, page_value)
+    if forwarded_calls == 0:
+        return Grade(False, "no_browser_call", "no permitted browser call reached the browser: reward 0", expected=expected)
+    try:
+        answer = parse_answer(answer_raw)
+    except AnswerError as exc:
+        reason = "call_cap" if cap_hit else "no_answer"
+        return Grade(False, reason, str(exc), expected=expected)
+    problems = [p for key, rule in meta.answer.items() if (p := check_field(key, rule, answer.get(key), page_value))]
+    if meta.page is not None:
+        if page_error is not None:
+            return Grade(False, "unreadable_page", f"the page check failed: {page_error}", answer, expected)
+        if not isinstance(page_value, dict):
+            return Grade(False, "unreadable_page", f"the page check returned {page_value!r}, not an object", answer, expected)
+        for key, want in meta.page.expect.items():
+            if page_value.get(key) != want:
+                problems.append(f"page {key}: expected {want!r}, the page shows {page_value.get(key)!r}")
+    if problems:
+        return Grade(False, "call_cap" if cap_hit else "wrong_answer", "; ".join(problems), answer, expected)
+    return Grade(True, None, "answer matches" + (" and the page agrees" if meta.page else ""), answer, expected)

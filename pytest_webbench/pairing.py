@@ -1,0 +1,94 @@
+"""Trial ids, pairs, and the balanced order of each control/treatment pair.
+
+The order is a pure function of the run ID, so every xdist worker computes the same one and a
+resumed run keeps it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import re
+from dataclasses import dataclass
+
+from .arms import PAIRED_ARMS
+
+TRIAL_ID = re.compile(r"^(?P<task>[a-z0-9-]+?)-a(?P<attempt>\d+)-(?P<arm>control|treatment|playwright)$")
+
+
+@dataclass(frozen=True)
+class TrialKey:
+    task: str
+    attempt: int
+    arm: str
+
+    @property
+    def trial_id(self) -> str:
+        return f"{self.task}-a{self.attempt}-{self.arm}"
+
+    @property
+    def pair_id(self) -> str | None:
+        return f"{self.task}-a{self.attempt}" if self.arm in PAIRED_ARMS else None
+
+    @classmethod
+    def parse(cls, trial_id: str) -> TrialKey:
+        m = TRIAL_ID.match(trial_id)
+        if not m:
+            raise ValueError(f"not a trial id: {trial_id!r}")
+        return cls(m["task"], int(m["attempt"]), m["arm"])
+
+
+def control_first_attempts(run_id: str, task: str, attempts: int) -> set[int]:
+    """Which attempts run control first: half of them (rounded by a coin), chosen by the run ID."""
+    rng = random.Random(int.from_bytes(hashlib.sha256(f"{run_id}/{task}".encode()).digest()[:8], "big"))
+    count = attempts // 2 + (rng.random() < 0.5 if attempts % 2 else 0)
+    return set(rng.sample(range(1, attempts + 1), count))
+
+
+def order_trials(keys: list[TrialKey], run_id: str, paired: bool = True) -> list[TrialKey]:
+    """Puts each pair back to back in its balanced order, at the place of its first member.
+
+    Unpaired runs and the playwright arm keep the order they came in.
+    """
+    if not paired:
+        return list(keys)
+    present = {k.trial_id for k in keys}
+    attempts_by_task: dict[str, int] = {}
+    for k in keys:
+        attempts_by_task[k.task] = max(attempts_by_task.get(k.task, 0), k.attempt)
+    first_cache: dict[str, set[int]] = {}
+    ordered: list[TrialKey] = []
+    done: set[str] = set()
+    for k in keys:
+        if k.trial_id in done:
+            continue
+        if k.pair_id is None:
+            ordered.append(k)
+            done.add(k.trial_id)
+            continue
+        if k.task not in first_cache:
+            first_cache[k.task] = control_first_attempts(run_id, k.task, attempts_by_task[k.task])
+        arms = PAIRED_ARMS if k.attempt in first_cache[k.task] else tuple(reversed(PAIRED_ARMS))
+        for arm in arms:
+            member = TrialKey(k.task, k.attempt, arm)
+            if member.trial_id in present and member.trial_id not in done:
+                ordered.append(member)
+                done.add(member.trial_id)
+    return ordered
+
+
+def broken_pairs(keys: list[TrialKey]) -> list[str]:
+    """Pairs with only one member selected (e.g. by -k): reported, never run as half a pair silently."""
+    members: dict[str, set[str]] = {}
+    for k in keys:
+        if k.pair_id:
+            members.setdefault(k.pair_id, set()).add(k.arm)
+    return sorted(pid for pid, arms in members.items() if len(arms) == 1)
+
+
+def pair_position(key: TrialKey, run_id: str, attempts: int) -> int | None:
+    """1 if this arm ran first in its pair, 2 if second; None outside pairs."""
+    if key.pair_id is None:
+        return None
+    control_first = key.attempt in control_first_attempts(run_id, key.task, attempts)
+    return 1 if (key.arm == "control") == control_first else 2

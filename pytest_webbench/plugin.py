@@ -1,0 +1,249 @@
+"""pytest-webbench's options and hooks, all in one place; each delegates at once.
+
+Without `--suite` the plugin does nothing, so a project's own tests run as usual.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import subprocess
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from .fixtures import STATE_KEY, WebbenchState, record_if_missing, state
+from .fixtures import agent_runner, browser_session, mcp_proxy, trial_recorder, webbench_services, webbench_trial  # noqa: F401
+from .pairing import TrialKey, broken_pairs, order_trials, pair_position
+
+BENCH_MODULE = Path(__file__).with_name("bench.py")
+ARM_CHOICES = ("control", "treatment", "playwright")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("webbench", "benchmark browser agents on web tasks")
+    group.addoption("--suite", help="suite to run: a name under suites/ or a path to a suite folder")
+    group.addoption("--runner", help="agent runner: reference, nop (default: ini webbench_runner or reference)")
+    group.addoption("--model", help="model id passed to the runner's agent")
+    group.addoption("--attempts", type=int, help="attempts per task and arm (default 1)")
+    group.addoption("--arms", help="comma-separated arms to run (default: the suite's arms)")
+    group.addoption("--unpaired", action="store_true", help="run every arm independently (no control/treatment pairs)")
+    group.addoption("--experiment-id", help="results go to RESULTS_DIR/ID (default: a new id); an existing id is refused")
+    group.addoption("--results-dir", help="where experiments are written (default: results)")
+    group.addoption("--browser", choices=("local", "kernel"), help="browser backend (default local)")
+    parser.addini("webbench_runner", "default --runner", default="reference")
+    parser.addini("webbench_attempts", "default --attempts", default="1")
+    parser.addini("webbench_results_dir", "default --results-dir", default="results")
+    parser.addini("webbench_browser", "default --browser", default="local")
+
+
+def _is_worker(config: pytest.Config) -> bool:
+    return hasattr(config, "workerinput")
+
+
+def _options(config: pytest.Config):
+    from .records import new_experiment_id
+    from .run import RunOptions
+
+    get = config.getoption
+    arms = tuple(a.strip() for a in get("arms").split(",") if a.strip()) if get("arms") else None
+    for arm in arms or ():
+        if arm not in ARM_CHOICES:
+            raise pytest.UsageError(f"--arms: unknown arm {arm!r}; choose from {', '.join(ARM_CHOICES)}")
+    experiment_id = (config.workerinput.get("webbench_experiment_id") if _is_worker(config) else None) \
+        or get("experiment_id") or new_experiment_id()
+    results_dir = Path(get("results_dir") or config.getini("webbench_results_dir"))
+    if not results_dir.is_absolute():
+        results_dir = config.rootpath / results_dir
+    try:
+        return RunOptions(
+            suite=get("suite"), runner=get("runner") or config.getini("webbench_runner"), model=get("model"),
+            attempts=get("attempts") or int(config.getini("webbench_attempts")), arms=arms,
+            paired=not get("unpaired"), experiment_id=experiment_id, results_dir=results_dir,
+            browser=get("browser") or config.getini("webbench_browser"),
+        )
+    except ValueError as exc:
+        raise pytest.UsageError(f"webbench options: {exc}") from None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    if not config.getoption("suite", None):
+        return
+    from .records import ExperimentExists, claim_experiment_dir
+    from .runners import UnknownRunner, runner_spec
+    from .suite import SuiteError, load_suite, resolve_suite_path
+
+    # Harbor imports litellm, which otherwise waits ~7 s on a price-map download it cannot make.
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    options = _options(config)
+    if options.browser == "kernel":
+        raise pytest.UsageError("--browser kernel: the Kernel backend is not available yet (see its issue); use --browser local")
+    try:
+        runner_spec(options.runner)
+        suite = load_suite(resolve_suite_path(options.suite, [config.rootpath, Path.cwd()]))
+    except (UnknownRunner, SuiteError) as exc:
+        raise pytest.UsageError(str(exc)) from None
+    dist = config.getoption("dist", "no")
+    if options.paired and dist not in ("no", "load"):
+        raise pytest.UsageError(
+            f"--dist {dist}: webbench schedules each control/treatment pair onto one worker itself; "
+            "use -n N with the default --dist load (or --unpaired)"
+        )
+    experiment_dir = options.results_dir / options.experiment_id
+    if not _is_worker(config):
+        try:
+            experiment_dir = claim_experiment_dir(options.results_dir, options.experiment_id)
+        except ExperimentExists as exc:
+            raise pytest.UsageError(str(exc)) from None
+    config.stash[STATE_KEY] = WebbenchState(options, suite, experiment_dir)
+    config.args[:] = [str(BENCH_MODULE)]  # collect the trials, and nothing else
+
+
+def pytest_configure_node(node) -> None:
+    """xdist: every worker uses the controller's experiment id, so they compute one pair order."""
+    if STATE_KEY in node.config.stash:
+        node.workerinput["webbench_experiment_id"] = state(node.config).options.experiment_id
+
+
+def _trial_keys(st: WebbenchState) -> list[TrialKey]:
+    arms = st.options.arms or tuple(st.suite.spec.arms)
+    return [TrialKey(task.name, attempt, arm)
+            for task in st.suite.tasks for attempt in range(1, st.options.attempts + 1) for arm in arms]
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "webbench_trial" not in metafunc.fixturenames or STATE_KEY not in metafunc.config.stash:
+        return
+    from .trial import TrialSpec
+
+    st = state(metafunc.config)
+    tasks = {t.name: t for t in st.suite.tasks}
+    ids = []
+    for key in _trial_keys(st):
+        position = pair_position(key, st.options.experiment_id, st.options.attempts) if st.options.paired else None
+        st.specs[key.trial_id] = TrialSpec(key, tasks[key.task], position)
+        ids.append(key.trial_id)
+    metafunc.parametrize("webbench_trial", ids, ids=ids, indirect=True)
+
+
+def _item_key(item: pytest.Item) -> TrialKey | None:
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    return TrialKey.parse(params["webbench_trial"]) if "webbench_trial" in params else None
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """After -k and any shuffling: each pair back to back, in the order fixed by the run ID."""
+    if STATE_KEY not in config.stash:
+        return
+    st = state(config)
+    by_id = {k.trial_id: item for item in items if (k := _item_key(item))}
+    keys = [k for item in items if (k := _item_key(item))]
+    ordered = order_trials(keys, st.options.experiment_id, st.options.paired)
+    others = [item for item in items if _item_key(item) is None]
+    items[:] = [by_id[k.trial_id] for k in ordered] + others
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    if STATE_KEY in session.config.stash and not _is_worker(session.config) and not _xdist_controller(session.config):
+        _write_manifest(session.config, [k for item in session.items if (k := _item_key(item))])
+
+
+def _xdist_controller(config: pytest.Config) -> bool:
+    return bool(getattr(config.option, "numprocesses", None)) and config.getoption("dist", "no") != "no"
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_node_collection_finished(node, ids: list[str]) -> None:
+    config = node.config
+    if STATE_KEY not in config.stash or (state(config).experiment_dir / "manifest.json").exists():
+        return
+    keys = [TrialKey.parse(i.rsplit("[", 1)[1].rstrip("]")) for i in ids if "[" in i]
+    _write_manifest(config, order_trials(keys, state(config).options.experiment_id, state(config).options.paired))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    if STATE_KEY not in config.stash or not state(config).options.paired:
+        return None
+    from .scheduling import PairScheduling
+
+    return PairScheduling(config, log)
+
+
+def _write_manifest(config: pytest.Config, keys: list[TrialKey]) -> None:
+    from .records import PlannedTrial, RunManifest, TaskLimits, write_manifest
+
+    st = state(config)
+    opts = st.options
+    limits = {t.name: TaskLimits(grading=t.meta.grading, turn_cap=t.meta.turn_cap, spend_limit_usd=t.meta.spend_limit_usd,
+                                 placebo=t.meta.placebo, tool_batch=t.meta.tool_batch, timeout_sec=t.timeout_sec)
+              for t in st.suite.tasks}
+    manifest = RunManifest(
+        experiment_id=opts.experiment_id, created_at=datetime.now(UTC).isoformat(), suite=st.suite.name,
+        suite_path=str(st.suite.path), runner=opts.runner, model=opts.model, browser=opts.browser,
+        attempts=opts.attempts, arms=list(opts.arms or st.suite.spec.arms), paired=opts.paired,
+        trials=[PlannedTrial(trial_id=k.trial_id, task=k.task, attempt=k.attempt, arm=k.arm, pair_id=k.pair_id if opts.paired else None,
+                             pair_position=pair_position(k, opts.experiment_id, opts.attempts) if opts.paired else None)
+                for k in keys],
+        broken_pairs=broken_pairs(keys) if opts.paired else [], task_limits=limits,
+        content_hashes=st.suite.content_hashes, git_revision=_git_revision(st.suite.path), versions=_versions(),
+    )
+    write_manifest(st.experiment_dir, manifest)
+
+
+def _git_revision(path: Path) -> str | None:
+    try:
+        rev = subprocess.run(["git", "-C", str(path), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
+        dirty = subprocess.run(["git", "-C", str(path), "status", "--porcelain", "--", "."], capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if rev.returncode != 0:
+        return None
+    return rev.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
+
+
+def _versions() -> dict[str, str]:
+    out = {}
+    for dist in ("pytest-webbench", "harbor", "mcp", "playwright", "pytest", "scipy"):
+        try:
+            out[dist] = importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            pass
+    return out
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call):
+    report = yield
+    if report.failed and report.when in ("setup", "call"):
+        record_if_missing(item, report)
+    return report
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    config = session.config
+    if STATE_KEY not in config.stash or _is_worker(config):
+        return
+    st = state(config)
+    if not (st.experiment_dir / "manifest.json").exists():
+        return  # collection failed or nothing was selected: no run to report
+    from .report import write_report
+
+    st.report = write_report(st.experiment_dir)  # type: ignore[attr-defined]
+
+
+def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
+    if STATE_KEY not in config.stash or _is_worker(config):
+        return
+    report = getattr(state(config), "report", None)
+    if report is None:
+        return
+    from .report.render import headline_lines, paired_lines
+
+    terminalreporter.write_sep("=", "webbench")
+    for line in headline_lines(report) + paired_lines(report):
+        terminalreporter.write_line(line)
+    terminalreporter.write_line(f"report: {state(config).experiment_dir / 'report.md'}")

@@ -1,0 +1,178 @@
+"""What a run leaves on disk: the manifest and one record per trial.
+
+These files are the only interface between running and reporting: the report is built from
+them alone, so it can be re-rendered, merged and resumed. Every write is atomic (write, then
+rename), and an experiment directory is claimed with one `mkdir`, so of two runs started with one
+ID exactly one proceeds.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, ValidationError
+
+RECORD_SCHEMA = 1
+Outcome = Literal["passed", "failed", "errored"]
+StopReason = Literal[
+    "wrong_answer", "no_answer", "bot_block", "site_error", "backend_error", "unreadable_page", "call_cap",
+    "over_spend", "agent_error", "error_before_grading", "no_browser_call",
+]
+
+
+class ExperimentExists(Exception):
+    pass
+
+
+class PlannedTrial(BaseModel):
+    trial_id: str
+    task: str
+    attempt: int
+    arm: str
+    pair_id: str | None = None
+    pair_position: int | None = None
+
+
+class TaskLimits(BaseModel):
+    grading: str
+    turn_cap: int
+    spend_limit_usd: float
+    placebo: bool
+    tool_batch: str | None
+    timeout_sec: float
+
+
+class RunManifest(BaseModel):
+    schema_version: int = RECORD_SCHEMA
+    experiment_id: str
+    created_at: str
+    suite: str
+    suite_path: str
+    runner: str
+    model: str | None
+    browser: str
+    attempts: int
+    arms: list[str]
+    paired: bool
+    trials: list[PlannedTrial]
+    broken_pairs: list[str] = Field(default_factory=list)
+    task_limits: dict[str, TaskLimits]
+    content_hashes: dict[str, str]
+    git_revision: str | None = None
+    versions: dict[str, str] = Field(default_factory=dict)
+
+
+class Timings(BaseModel):
+    trial_sec: float = 0.0
+    agent_sec: float | None = None
+
+
+class Tokens(BaseModel):
+    input: int | None = None
+    cached: int | None = None
+    output: int | None = None
+    cost_usd: float | None = None  # None: could not be priced
+
+
+class BrowserCalls(BaseModel):
+    forwarded: int = 0
+    rejected: int = 0
+    cap_hit: bool = False
+    rejected_rules: dict[str, int] = Field(default_factory=dict)
+    webmcp_invokes: dict[str, int] = Field(default_factory=dict)  # "injected:completed" -> n
+    unreadable_log_lines: int = 0
+
+
+class TrialRecord(BaseModel):
+    schema_version: int = RECORD_SCHEMA
+    experiment_id: str
+    trial_id: str
+    task: str
+    attempt: int
+    arm: str
+    pair_id: str | None = None
+    pair_position: int | None = None
+    runner: str
+    model: str | None = None
+    grading: str
+    placebo: bool = False
+    outcome: Outcome
+    stop_reason: StopReason | None = None
+    reward: float = 0.0
+    detail: str = ""
+    answer: Any = None
+    answer_raw: str | None = None
+    expected: Any = None
+    page_value: Any = None
+    instruction: str = ""
+    timings: Timings = Field(default_factory=Timings)
+    tokens: Tokens = Field(default_factory=Tokens)
+    calls: BrowserCalls = Field(default_factory=BrowserCalls)
+    harbor_trial_dir: str | None = None
+    finished_at: str = Field(default_factory=lambda: datetime.now(UTC).isoformat())
+
+
+def atomic_write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def claim_experiment_dir(results_dir: Path, experiment_id: str) -> Path:
+    results_dir.mkdir(parents=True, exist_ok=True)
+    path = results_dir / experiment_id
+    try:
+        path.mkdir()  # atomic: exactly one of two concurrent runs succeeds
+    except FileExistsError:
+        raise ExperimentExists(
+            f"experiment {experiment_id!r} already exists at {path}: choose another --experiment-id "
+            "(nothing of the earlier run was touched)"
+        ) from None
+    return path
+
+
+def new_experiment_id() -> str:
+    return datetime.now(UTC).strftime("%Y%m%d-%H%M%S-") + os.urandom(3).hex()
+
+
+def trial_record_path(experiment_dir: Path, trial_id: str) -> Path:
+    return experiment_dir / "trials" / f"{trial_id}.json"
+
+
+def write_trial_record(experiment_dir: Path, record: TrialRecord) -> Path:
+    path = trial_record_path(experiment_dir, record.trial_id)
+    atomic_write(path, record.model_dump_json(indent=2))
+    return path
+
+
+def write_manifest(experiment_dir: Path, manifest: RunManifest) -> None:
+    atomic_write(experiment_dir / "manifest.json", manifest.model_dump_json(indent=2))
+
+
+def read_manifest(experiment_dir: Path) -> RunManifest:
+    path = experiment_dir / "manifest.json"
+    try:
+        return RunManifest.model_validate_json(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{path}: no manifest: is this an experiment directory?") from None
+
+
+def read_trial_records(experiment_dir: Path) -> tuple[list[TrialRecord], list[str]]:
+    """All readable records, and a note for each file that could not be read."""
+    records, problems = [], []
+    for path in sorted((experiment_dir / "trials").glob("*.json")):
+        try:
+            records.append(TrialRecord.model_validate_json(path.read_text(encoding="utf-8")))
+        except (ValidationError, ValueError, OSError) as exc:
+            problems.append(f"{path}: unreadable trial record ({type(exc).__name__})")
+    return records, problems

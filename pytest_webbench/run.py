@@ -1,0 +1,85 @@
+"""One pytest process's view of a run: its options, and the services its trials share.
+
+Sites, the browser backend with its MCP server, and the proxy's endpoint start once per process
+(per xdist worker) and are shared by every trial it runs.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .browsers.base import BrowserBackend
+from .proxy.http_endpoint import ProxyRoutes
+from .service import ServiceLoop
+from .suite import Suite
+
+
+class RunOptions(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    suite: str
+    runner: str = "reference"
+    model: str | None = None
+    attempts: int = Field(1, ge=1)
+    arms: tuple[str, ...] | None = None
+    paired: bool = True
+    experiment_id: str
+    results_dir: Path
+    browser: Literal["local", "kernel"] = "local"
+
+
+def load_site_app(suite: Suite, site: str):
+    """Imports a bundled site's `create_app()` from its file in the suite."""
+    spec_path = suite.path / (suite.spec.sites[site].app or "")
+    if str(spec_path.parent) not in sys.path:
+        sys.path.insert(0, str(spec_path.parent))  # sites import their shared page shell
+    spec = importlib.util.spec_from_file_location(f"webbench_site_{suite.name}_{site}".replace("-", "_"), spec_path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.create_app()
+
+
+@dataclass
+class RunServices:
+    suite: Suite
+    loop: ServiceLoop
+    backend: BrowserBackend
+    backend_mcp_url: str
+    routes: ProxyRoutes
+    proxy_base_url: str
+    site_urls: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def start(cls, suite: Suite, browser: str) -> RunServices:
+        from .browsers.local import LocalBackend
+        from .browsers.mcp_server import build_server
+
+        if browser != "local":
+            raise ValueError(f"--browser {browser}: only the local backend is available yet")
+        loop = ServiceLoop()
+        backend = LocalBackend()
+        app = build_server(backend).streamable_http_app(json_response=True, stateless_http=True)
+        backend_url = loop.serve(app, "browser MCP server") + "/mcp"
+        routes = ProxyRoutes()
+        proxy_url = loop.serve(routes.app, "proxy")
+        services = cls(suite, loop, backend, backend_url, routes, proxy_url)
+        for name, site in suite.spec.sites.items():
+            if site.app:
+                port = loop.serve(load_site_app(suite, name), f"site {name}").rsplit(":", 1)[1]
+                services.site_urls[name] = f"http://{site.host}:{port}"
+            else:
+                services.site_urls[name] = (site.base_url or "").rstrip("/")
+        return services
+
+    def close(self) -> None:
+        try:
+            self.loop.run(self.backend.close(), timeout=30)
+        finally:
+            self.loop.close()

@@ -1,0 +1,96 @@
+"""The reference runner: plays a task's reference solution through the proxy.
+
+Each task ships `solution/reference.py` with `async def solve(browser, arm) -> dict`. The solution
+gets a `ReferenceBrowser`, an MCP client of the trial's proxy, so every step it takes is a real
+MCP tool call that the proxy filters and logs; treatment solutions use the injected tools,
+control and playwright ones do not. The answer goes to `answer.json` in the environment, as a
+real agent's would.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from harbor.agents.base import BaseAgent
+from harbor.agents.capabilities import AgentCapabilities
+from mcp import Client
+
+
+class ReferenceBrowser:
+    def __init__(self, client: Client, session_id: str, start_url: str):
+        self.client, self.session_id, self.start_url = client, session_id, start_url
+        self._tools: dict[str, str] = {}
+
+    async def call(self, tool: str, **arguments: Any) -> Any:
+        result = await self.client.call_tool(tool, {"session_id": self.session_id, **arguments})
+        text = "\n".join(getattr(c, "text", "") for c in result.content)
+        if result.is_error:
+            raise RuntimeError(f"{tool} failed: {text}")
+        try:
+            return json.loads(text)
+        except ValueError:
+            return text
+
+    async def playwright(self, code: str) -> Any:
+        out = await self.call("execute_playwright_code", code=code)
+        if not out.get("success"):
+            raise RuntimeError(f"playwright code failed: {out.get('error')}")
+        return out.get("result")
+
+    async def webmcp_tools(self) -> dict[str, dict]:
+        listed = await self.call("webmcp", action="list")
+        self._tools = {t["tool"]["name"]: t for t in listed["tools"]}
+        return self._tools
+
+    async def webmcp(self, name: str, **tool_input: Any) -> Any:
+        if name not in self._tools:
+            await self.webmcp_tools()
+        if name not in self._tools:
+            raise RuntimeError(f"no WebMCP tool {name!r} on this page (have {sorted(self._tools)})")
+        out = await self.call("webmcp", action="invoke", tool_ref=self._tools[name]["tool_ref"], input=tool_input)
+        if out.get("status") != "completed":
+            raise RuntimeError(f"{name} ended {out.get('status')}: {out.get('error_text')}")
+        return out.get("output")
+
+
+def load_solution(task_dir: Path):
+    path = task_dir / "solution" / "reference.py"
+    spec = importlib.util.spec_from_file_location(f"webbench_solution_{task_dir.name.replace('-', '_')}", path)
+    if spec is None or spec.loader is None or not path.exists():
+        raise FileNotFoundError(f"{path}: the reference runner needs this solution file")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.solve
+
+
+class ReferenceAgent(BaseAgent):
+    capabilities = AgentCapabilities(mcp_servers=True)
+
+    def __init__(self, *args, task_dir: str, arm: str, browser_session_id: str, start_url: str, **kwargs):
+        super().__init__(*args, **kwargs)  # Harbor keeps its own session_id: ours is the browser's
+        self.task_dir, self.arm, self.browser_session_id, self.start_url = Path(task_dir), arm, browser_session_id, start_url
+
+    @staticmethod
+    def name() -> str:
+        return "webbench-reference"
+
+    def version(self) -> str | None:
+        return "1"
+
+    async def setup(self, environment) -> None:
+        pass
+
+    async def run(self, instruction, environment, context) -> None:
+        solve = load_solution(self.task_dir)
+        server = self.mcp_servers[0]
+        async with Client(server.url, mode="legacy") as client:
+            answer = await solve(ReferenceBrowser(client, self.browser_session_id, self.start_url), self.arm)
+        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+            json.dump(answer, f)
+        await environment.upload_file(f.name, "/app/answer.json")
+        Path(f.name).unlink()
+        context.metadata = {"answer": answer}

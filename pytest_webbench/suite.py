@@ -1,0 +1,258 @@
+"""Suite and task files: pydantic models, loading, and errors that name the file and field.
+
+A suite is a folder with `suite.toml` (its arms and sites) and `tasks/<name>/`, each a Harbor
+task directory (`task.toml`, `instruction.md`, `solution/`) whose `[metadata.webbench]` table
+says how the task is graded and limited. Harbor's own `TaskConfig` validates every task.toml.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import tomllib
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from .arms import ARM_POLICIES, ArmName
+
+GradingMode = Literal["page", "pinned", "format"]
+TASK_NAME = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+
+
+class SuiteError(Exception):
+    """A broken suite or task file: says which file and which field."""
+
+    def __init__(self, path: Path, field: str, message: str):
+        super().__init__(f"{path}: {field}: {message}")
+        self.path, self.field = path, field
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class FieldRule(_Strict):
+    """How one field of the agent's JSON answer is checked."""
+
+    type: Literal["string", "integer", "number", "boolean", "array", "object"]
+    equals: Any = None
+    one_of: list[Any] | None = None
+    pattern: str | None = None  # full match, strings only
+    minimum: float | None = None
+    maximum: float | None = None
+    min_items: int | None = None
+    casefold: bool = False  # compare strings ignoring case and surrounding space
+    from_page: str | None = None  # must equal this key of the page check's value
+
+    @property
+    def pins_a_value(self) -> bool:
+        return self.equals is not None or self.one_of is not None
+
+
+class PageCheck(_Strict):
+    """Read the live page after the agent stops: open `path` in the trial's browser context and
+    run `script` (a function body returning a JSON value)."""
+
+    path: str
+    script: str
+    expect: dict[str, Any] = Field(default_factory=dict)  # keys the page value must equal
+
+
+class WebbenchMeta(_Strict):
+    site: str
+    start_path: str = "/"
+    grading: GradingMode
+    answer: dict[str, FieldRule]
+    page: PageCheck | None = None
+    turn_cap: int = Field(gt=0, description="browser calls the proxy lets through")
+    spend_limit_usd: float = Field(ge=0)
+    placebo: bool = False
+    tool_batch: str | None = None  # the site whose injected batch covers this task
+
+    @model_validator(mode="after")
+    def _consistent(self) -> WebbenchMeta:
+        if not self.answer:
+            raise ValueError("answer: at least one field rule is needed")
+        pinned = [k for k, r in self.answer.items() if r.pins_a_value]
+        if self.grading == "pinned" and not pinned:
+            raise ValueError("grading 'pinned' needs an answer field with equals or one_of")
+        if self.grading == "format" and (pinned or self.page):
+            raise ValueError("grading 'format' checks shape only: no equals, one_of or page check")
+        if self.grading == "page" and self.page is None:
+            raise ValueError("grading 'page' needs a [metadata.webbench.page] check")
+        for key, rule in self.answer.items():
+            if rule.from_page and self.page is None:
+                raise ValueError(f"answer.{key}.from_page needs a page check")
+        if self.placebo and self.tool_batch:
+            raise ValueError("a placebo task is one no injected tool covers: drop tool_batch")
+        if not self.placebo and not self.tool_batch:
+            raise ValueError("tool_batch: name the site whose injected tools cover this task (or set placebo = true)")
+        return self
+
+
+class SiteSpec(_Strict):
+    title: str
+    modelled_on: str
+    app: str | None = None  # a bundled site: Python file with create_app(), served on 127.0.0.1
+    host: str | None = None  # the bundled site's host name in the browser (a *.localhost name)
+    base_url: str | None = None  # a public site
+    tool_batch: str | None = None  # JS file in Kernel's custom-tool form
+    namespace: str | None = None
+
+    @model_validator(mode="after")
+    def _where(self) -> SiteSpec:
+        if bool(self.app) == bool(self.base_url):
+            raise ValueError("give exactly one of app (a bundled site) or base_url (a public site)")
+        if self.app and not (self.host and self.host.endswith(".localhost")):
+            raise ValueError("host: a bundled site needs a *.localhost host name")
+        return self
+
+
+class SuiteFile(_Strict):
+    name: str
+    description: str = ""
+    arms: list[ArmName]
+    sites: dict[str, SiteSpec]
+    tasks_dir: str = "tasks"
+
+    @model_validator(mode="after")
+    def _arms(self) -> SuiteFile:
+        if len(set(self.arms)) != len(self.arms):
+            raise ValueError("arms: listed twice")
+        unknown = set(self.arms) - set(ARM_POLICIES)
+        if unknown:
+            raise ValueError(f"arms: unknown {sorted(unknown)}")
+        return self
+
+
+class Task(BaseModel):
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+
+    name: str
+    path: Path
+    instruction: str
+    meta: WebbenchMeta
+    timeout_sec: float
+
+
+class Suite(BaseModel):
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+
+    path: Path
+    spec: SuiteFile
+    tasks: list[Task]
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    def task(self, name: str) -> Task:
+        for task in self.tasks:
+            if task.name == name:
+                return task
+        raise KeyError(name)
+
+    def tool_batch_path(self, site: str) -> Path | None:
+        batch = self.spec.sites[site].tool_batch
+        return self.path / batch if batch else None
+
+    @cached_property
+    def content_hashes(self) -> dict[str, str]:
+        """sha256 of the suite's definition files and of each tool batch, for the manifest."""
+        files = sorted(p for p in self.path.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+        digest = hashlib.sha256()
+        for p in files:
+            digest.update(str(p.relative_to(self.path)).encode() + b"\0" + p.read_bytes() + b"\0")
+        hashes = {"suite": digest.hexdigest()}
+        for site in self.spec.sites:
+            if (batch := self.tool_batch_path(site)) is not None:
+                hashes[f"tool_batch:{site}"] = hashlib.sha256(batch.read_bytes()).hexdigest()
+        return hashes
+
+
+def _field_path(error: dict) -> str:
+    return ".".join(str(part) for part in error["loc"]) or "(file)"
+
+
+def _validation_error(path: Path, exc: ValidationError, prefix: str = "") -> SuiteError:
+    first = exc.errors()[0]
+    field = ".".join(filter(None, [prefix, _field_path(first)]))
+    more = f" (and {len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""
+    return SuiteError(path, field, first["msg"] + more)
+
+
+def _read_toml(path: Path) -> dict:
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise SuiteError(path, "(file)", "missing") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise SuiteError(path, "(file)", f"not valid TOML: {exc}") from None
+
+
+def load_task(task_dir: Path, suite: SuiteFile) -> Task:
+    from harbor.models.task.config import TaskConfig as HarborTaskConfig
+
+    config_path = task_dir / "task.toml"
+    raw = _read_toml(config_path)
+    try:
+        harbor_config = HarborTaskConfig.model_validate(raw)
+    except ValidationError as exc:
+        raise _validation_error(config_path, exc) from None
+    webbench = harbor_config.metadata.get("webbench")
+    if not isinstance(webbench, dict):
+        raise SuiteError(config_path, "metadata.webbench", "missing: every task needs a [metadata.webbench] table")
+    try:
+        meta = WebbenchMeta.model_validate(webbench)
+    except ValidationError as exc:
+        raise _validation_error(config_path, exc, prefix="metadata.webbench") from None
+    if meta.site not in suite.sites:
+        raise SuiteError(config_path, "metadata.webbench.site", f"{meta.site!r} is not a site of the suite ({', '.join(suite.sites)})")
+    if meta.tool_batch and meta.tool_batch not in suite.sites:
+        raise SuiteError(config_path, "metadata.webbench.tool_batch", f"{meta.tool_batch!r} is not a site of the suite")
+    if meta.tool_batch and not suite.sites[meta.tool_batch].tool_batch:
+        raise SuiteError(config_path, "metadata.webbench.tool_batch", f"site {meta.tool_batch!r} has no tool batch")
+    instruction_path = task_dir / "instruction.md"
+    if not instruction_path.is_file():
+        raise SuiteError(instruction_path, "(file)", "missing: every task needs its instruction")
+    name = task_dir.name
+    if not TASK_NAME.match(name):
+        raise SuiteError(task_dir, "(name)", "task folder names are lowercase letters, digits and hyphens")
+    return Task(
+        name=name, path=task_dir, instruction=instruction_path.read_text(encoding="utf-8"), meta=meta,
+        timeout_sec=harbor_config.agent.timeout_sec or 600.0,
+    )
+
+
+def load_suite(path: Path) -> Suite:
+    suite_file = path / "suite.toml" if path.is_dir() else path
+    root = suite_file.parent
+    try:
+        spec = SuiteFile.model_validate(_read_toml(suite_file))
+    except ValidationError as exc:
+        raise _validation_error(suite_file, exc) from None
+    for site_name, site in spec.sites.items():
+        for attr in ("app", "tool_batch"):
+            rel = getattr(site, attr)
+            if rel and not (root / rel).is_file():
+                raise SuiteError(suite_file, f"sites.{site_name}.{attr}", f"no file {root / rel}")
+    tasks_dir = root / spec.tasks_dir
+    task_dirs = sorted(p for p in tasks_dir.iterdir() if p.is_dir()) if tasks_dir.is_dir() else []
+    if not task_dirs:
+        raise SuiteError(suite_file, "tasks_dir", f"no task folders in {tasks_dir}")
+    tasks = [load_task(d, spec) for d in task_dirs]
+    return Suite(path=root, spec=spec, tasks=tasks)
+
+
+def resolve_suite_path(name_or_path: str, search_roots: list[Path]) -> Path:
+    """`--suite` takes a path, or the name of a folder under `suites/` of the project."""
+    given = Path(name_or_path)
+    candidates = [given] + [root / "suites" / name_or_path for root in search_roots]
+    for candidate in candidates:
+        if (candidate / "suite.toml").is_file() or (candidate.is_file() and candidate.name == "suite.toml"):
+            return candidate if candidate.is_dir() else candidate.parent
+    looked = ", ".join(str(c) for c in candidates)
+    raise SuiteError(given, "--suite", f"no suite.toml found (looked in {looked})")

@@ -1,0 +1,191 @@
+"""One trial's parts: its spec, its browser session, its proxy route, its Harbor run."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .arms import ArmPolicy, arm_instructions, arm_policy
+from .browsers.base import BackendError
+from .pairing import TrialKey
+from .proxy.log import CallLog, read_call_log
+from .proxy.relay import ProxySession
+from .proxy.upstream import HttpUpstream
+from .records import BrowserCalls, Tokens
+from .run import RunOptions, RunServices
+from .runners import RunnerSpec
+from .suite import Task
+
+
+@dataclass(frozen=True)
+class TrialSpec:
+    key: TrialKey
+    task: Task
+    pair_position: int | None
+
+    @property
+    def trial_id(self) -> str:
+        return self.key.trial_id
+
+    @property
+    def policy(self) -> ArmPolicy:
+        return arm_policy(self.key.arm)
+
+
+@dataclass
+class BrowserSessionHandle:
+    session_id: str
+    start_url: str
+    services: RunServices
+
+    def run(self, coro, timeout: float | None = 120):
+        return self.services.loop.run(coro, timeout=timeout)
+
+
+async def open_browser_session(services: RunServices, spec: TrialSpec, session_id: str, start_url: str) -> None:
+    """A fresh context at the task's start page; in treatment, the site's tool batch registered
+    before the agent starts (retried once: a registration resent replaces the first)."""
+    backend = services.backend
+    await backend.create_session(session_id)
+    goto = f"await page.goto({start_url!r}, {{waitUntil: 'load'}}); return page.url();"
+    result = await backend.execute_playwright(session_id, goto, timeout_sec=30)
+    if not result.get("success"):
+        raise BackendError(f"could not open the start page {start_url}: {result.get('error')}")
+    batch_site = spec.task.meta.tool_batch
+    if spec.policy.inject_tool_batch and batch_site:
+        batch_path = services.suite.tool_batch_path(batch_site)
+        assert batch_path is not None
+        source = batch_path.read_text(encoding="utf-8")
+        namespace = services.suite.spec.sites[batch_site].namespace or batch_site
+        for attempt in (1, 2):
+            try:
+                await backend.add_custom_tools(session_id, namespace, source, force_overwrite_namespace=True)
+                break
+            except BackendError as exc:
+                if attempt == 2 or exc.code not in (None, "conflict") or "source" in str(exc):
+                    raise BackendError(f"registering tool batch {batch_path.name} failed: {exc}") from exc
+                await asyncio.sleep(0.2)
+
+
+@dataclass
+class ProxyHandle:
+    url: str
+    session: ProxySession
+    log_path: Path
+
+    def calls(self) -> BrowserCalls:
+        contents = read_call_log(self.log_path)
+        rejected: dict[str, int] = {}
+        for rec in contents.records:
+            if rec.decision == "rejected" and rec.rule:
+                rejected[rec.rule] = rejected.get(rec.rule, 0) + 1
+        stats = self.session.stats
+        return BrowserCalls(
+            forwarded=stats.forwarded_calls, rejected=stats.rejected_calls, cap_hit=stats.cap_hits > 0,
+            rejected_rules=rejected, webmcp_invokes=dict(stats.webmcp_invokes),
+            unreadable_log_lines=contents.unreadable_lines,
+        )
+
+
+def open_proxy_route(services: RunServices, spec: TrialSpec, session_id: str, trial_dir: Path) -> ProxyHandle:
+    log_path = trial_dir / "proxy-log.jsonl"
+    session = ProxySession(
+        spec.policy, session_id, HttpUpstream(services.backend_mcp_url), CallLog(log_path),
+        trial=spec.trial_id, call_cap=spec.task.meta.turn_cap,
+    )
+    path = services.routes.add(spec.trial_id, session)
+    return ProxyHandle(services.proxy_base_url + path, session, log_path)
+
+
+@dataclass
+class AgentOutcome:
+    harbor_trial_dir: Path
+    instruction: str
+    answer_raw: bytes | None
+    agent_sec: float | None
+    trial_sec: float
+    tokens: Tokens
+    exception: str | None  # the agent failed (auth, rate limit, crash): the trial is errored
+
+
+async def run_harbor_trial(
+    options: RunOptions, runner: RunnerSpec, spec: TrialSpec, browser: BrowserSessionHandle, proxy: ProxyHandle,
+    experiment_dir: Path,
+) -> AgentOutcome:
+    """One Harbor trial with our host environment; the verifier is off because grading happens in
+    the test body, against the answer and the live page."""
+    from harbor.models.trial.config import AgentConfig, EnvironmentConfig, TaskConfig, TrialConfig, VerifierConfig
+    from harbor.trial.trial import Trial
+
+    instruction_extra = arm_instructions(spec.key.arm, browser.session_id, browser.start_url)
+    jobs_dir = experiment_dir / "jobs" / spec.key.arm
+    config = TrialConfig(
+        task=TaskConfig(path=spec.task.path),
+        trial_name=spec.trial_id,
+        trials_dir=jobs_dir,
+        agent=AgentConfig(
+            import_path=runner.agent_import_path,
+            model_name=options.model or runner.default_model,
+            mcp_servers=[{"name": "browser", "transport": "streamable-http", "url": proxy.url}],
+            kwargs={
+                **runner.kwargs, "task_dir": str(spec.task.path), "arm": spec.key.arm,
+                "browser_session_id": browser.session_id, "start_url": browser.start_url,
+            },
+        ),
+        environment=EnvironmentConfig(import_path="pytest_webbench.environments.host:HostEnvironment"),
+        verifier=VerifierConfig(disable=True),
+        extra_instructions=[instruction_extra],
+    )
+    started = time.perf_counter()
+    trial = await Trial.create(config)
+    result = await trial.run()
+    trial_sec = time.perf_counter() - started
+    trial_dir = jobs_dir / spec.trial_id
+    answer_path = trial_dir / "environment" / "app" / "answer.json"
+    agent_result = result.agent_result
+    timing = result.agent_execution
+    agent_sec = None
+    if timing is not None and timing.started_at and timing.finished_at:
+        agent_sec = (timing.finished_at - timing.started_at).total_seconds()
+    exception = None
+    if result.exception_info is not None:
+        exception = f"{result.exception_info.exception_type}: {result.exception_info.exception_message}"
+    tokens = Tokens(
+        input=getattr(agent_result, "n_input_tokens", None), cached=getattr(agent_result, "n_cache_tokens", None),
+        output=getattr(agent_result, "n_output_tokens", None), cost_usd=getattr(agent_result, "cost_usd", None),
+    )
+    return AgentOutcome(
+        harbor_trial_dir=trial_dir, instruction=spec.task.instruction + "\n\n" + instruction_extra,
+        answer_raw=answer_path.read_bytes() if answer_path.exists() else None,
+        agent_sec=agent_sec, trial_sec=trial_sec, tokens=tokens, exception=exception,
+    )
+
+
+def record_reward_in_harbor(trial_dir: Path, reward: float) -> None:
+    """Writes our grade into Harbor's result.json, so Harbor's tools see the same score."""
+    from harbor.models.trial.result import TrialResult
+    from harbor.models.verifier.result import VerifierResult
+
+    from .records import atomic_write
+
+    path = trial_dir / "result.json"
+    if not path.exists():
+        return
+    result = TrialResult.model_validate_json(path.read_text())
+    result.verifier_result = VerifierResult(rewards={"reward": reward})
+    atomic_write(path, result.model_dump_json(indent=2))
+
+
+def read_page_value(browser: BrowserSessionHandle, spec: TrialSpec) -> tuple[Any, str | None]:
+    page = spec.task.meta.page
+    if page is None:
+        return None, None
+    url = browser.start_url.split("/", 3)
+    base = "/".join(url[:3])
+    try:
+        return browser.run(browser.services.backend.read_page(browser.session_id, base + page.path, page.script)), None
+    except BackendError as exc:
+        return None, str(exc)

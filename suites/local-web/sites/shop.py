@@ -1,0 +1,153 @@
+"""Shoply: a shop modelled on a small online store: categories, search, paginated listings,
+product pages and a cart kept per browser (cookie). Its own WebMCP tool searches products."""
+
+from __future__ import annotations
+
+import secrets
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse
+from starlette.routing import Route
+
+from common import esc, page, page_number, paginate, pager
+
+COLOURS = ["red", "blue", "green", "black", "white", "yellow"]
+KINDS = {
+    "mugs": ("Mug", 899), "lanterns": ("Lantern", 2450), "bottles": ("Bottle", 1299), "socks": ("Socks", 650),
+}
+PER_PAGE = 8
+
+
+def _catalogue() -> list[dict]:
+    products = []
+    for category, (noun, base) in KINDS.items():
+        for i, colour in enumerate(COLOURS):
+            for size, bump in (("Small", 0), ("Large", 350)):
+                sku = f"{category[:3].upper()}-{colour[:3].upper()}-{size[0]}"
+                products.append({
+                    "sku": sku, "name": f"{size} {colour.title()} {noun}", "category": category,
+                    "colour": colour, "price_cents": base + bump + 25 * ((i * 7) % 5),
+                })
+    products.append({"sku": "LAN-TRL-X", "name": "Trail Lantern", "category": "lanterns", "colour": "black", "price_cents": 3995})
+    return products
+
+
+PRODUCTS = _catalogue()
+BY_SKU = {p["sku"]: p for p in PRODUCTS}
+CARTS: dict[str, dict[str, int]] = {}
+
+NATIVE_TOOLS = """
+document.modelContext.registerTool({
+  name: 'search_products',
+  description: 'Search Shoply products by words in their name; returns sku, name and price.',
+  inputSchema: {type: 'object', properties: {query: {type: 'string'}}, required: ['query']},
+  execute: async ({query}) => (await (await fetch('/api/products?q=' + encodeURIComponent(query))).json()),
+});
+"""
+
+
+def money(cents: int) -> str:
+    return f"${cents / 100:.2f}"
+
+
+def _cart_id(request: Request) -> str | None:
+    return request.cookies.get("cart")
+
+
+def _shell(request: Request, title: str, body: str) -> HTMLResponse:
+    cart = CARTS.get(_cart_id(request) or "", {})
+    nav = ("".join(f"<a href='/c/{c}'>{c.title()}</a>" for c in KINDS)
+           + f"<a href='/cart' id='cart-link'>Cart ({sum(cart.values())})</a>"
+           + "<form action='/search'><input name='q' placeholder='Search products'></form>")
+    return page(title, "Shoply", nav, body, NATIVE_TOOLS)
+
+
+def _listing(items: list[dict]) -> str:
+    return "".join(
+        f"<div class='card product' data-sku='{p['sku']}'><a href='/p/{p['sku']}'>{esc(p['name'])}</a> "
+        f"<span class='price'>{money(p['price_cents'])}</span></div>" for p in items
+    )
+
+
+def _search(q: str) -> list[dict]:
+    words = q.lower().split()
+    return [p for p in PRODUCTS if all(w in p["name"].lower() for w in words)]
+
+
+async def home(request):
+    return _shell(request, "Shoply", "<h1>Shop by category</h1>" + "".join(
+        f"<div class='card'><a href='/c/{c}'>{c.title()}</a></div>" for c in KINDS))
+
+
+async def category(request):
+    name = request.path_params["name"]
+    items = sorted((p for p in PRODUCTS if p["category"] == name), key=lambda p: p["name"])
+    shown, pages = paginate(items, page_number(request), PER_PAGE)
+    body = f"<h1>{esc(name.title())}</h1>{_listing(shown)}{pager(f'/c/{name}', page_number(request), pages)}"
+    return _shell(request, name.title(), body)
+
+
+async def search(request):
+    q = request.query_params.get("q", "")
+    shown, pages = paginate(_search(q), page_number(request), PER_PAGE)
+    body = f"<h1>Results for “{esc(q)}”</h1>{_listing(shown) or '<p>No products.</p>'}{pager('/search', page_number(request), pages, f'&q={esc(q)}')}"
+    return _shell(request, f"Search: {q}", body)
+
+
+async def api_products(request):
+    return JSONResponse([{"sku": p["sku"], "name": p["name"], "price": money(p["price_cents"])}
+                         for p in _search(request.query_params.get("q", ""))])
+
+
+async def product(request):
+    p = BY_SKU.get(request.path_params["sku"])
+    if p is None:
+        return HTMLResponse("<h1>404</h1>", status_code=404)
+    body = (f"<h1 class='product-name'>{esc(p['name'])}</h1><p class='price'>{money(p['price_cents'])}</p>"
+            f"<p>SKU <code>{p['sku']}</code> · colour {p['colour']}</p>"
+            f"<form method='post' action='/cart/add'><input type='hidden' name='sku' value='{p['sku']}'>"
+            f"<label>Quantity <input name='qty' type='number' value='1' min='1' max='9'></label> "
+            f"<button type='submit' id='add-to-cart'>Add to cart</button></form>")
+    return _shell(request, p["name"], body)
+
+
+async def cart_add(request: Request):
+    form = await request.form()
+    sku, qty = str(form.get("sku", "")), int(str(form.get("qty", "1")) or 1)
+    if sku not in BY_SKU or not 1 <= qty <= 9:
+        return HTMLResponse("<h1>Bad request</h1>", status_code=400)
+    cart_id = _cart_id(request) or secrets.token_hex(8)
+    cart = CARTS.setdefault(cart_id, {})
+    cart[sku] = cart.get(sku, 0) + qty
+    response = RedirectResponse("/cart", status_code=303)
+    response.set_cookie("cart", cart_id, httponly=True, samesite="lax")
+    return response
+
+
+async def cart_remove(request: Request):
+    form = await request.form()
+    CARTS.get(_cart_id(request) or "", {}).pop(str(form.get("sku", "")), None)
+    return RedirectResponse("/cart", status_code=303)
+
+
+async def cart(request):
+    items = CARTS.get(_cart_id(request) or "", {})
+    rows = "".join(
+        f"<tr class='cart-item' data-sku='{sku}' data-qty='{qty}'><td>{esc(BY_SKU[sku]['name'])}</td><td>{qty}</td>"
+        f"<td>{money(BY_SKU[sku]['price_cents'] * qty)}</td><td><form method='post' action='/cart/remove'>"
+        f"<input type='hidden' name='sku' value='{sku}'><button>Remove</button></form></td></tr>"
+        for sku, qty in items.items()
+    )
+    total = sum(BY_SKU[s]["price_cents"] * q for s, q in items.items())
+    body = (f"<h1>Your cart</h1><table>{rows or '<tr><td>Your cart is empty.</td></tr>'}</table>"
+            f"<p>Total: <strong id='cart-total'>{money(total)}</strong></p>")
+    return _shell(request, "Cart", body)
+
+
+def create_app() -> Starlette:
+    return Starlette(routes=[
+        Route("/", home), Route("/c/{name}", category), Route("/search", search), Route("/api/products", api_products),
+        Route("/p/{sku}", product), Route("/cart", cart), Route("/cart/add", cart_add, methods=["POST"]),
+        Route("/cart/remove", cart_remove, methods=["POST"]),
+    ])

@@ -1,0 +1,106 @@
+"""Wikipedium: a reference wiki modelled on Wikipedia: articles with infoboxes, categories,
+search, a random-article link. Its own WebMCP tool searches article titles."""
+
+from __future__ import annotations
+
+import random
+
+from starlette.applications import Starlette
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse
+from starlette.routing import Route
+
+from common import esc, page
+
+CITIES = {
+    "Aldermoor": {"country": "Norland", "population": 482_113, "founded": 1132, "river": "Veln"},
+    "Brisk Harbour": {"country": "Norland", "population": 91_870, "founded": 1604, "river": "Sallow"},
+    "Corvain": {"country": "Estria", "population": 1_204_556, "founded": 870, "river": "Ombre"},
+    "Dunmere": {"country": "Estria", "population": 37_402, "founded": 1388, "river": "Veln"},
+    "Eastwick Falls": {"country": "Tallis", "population": 258_004, "founded": 1791, "river": "Quill"},
+    "Fenwater": {"country": "Tallis", "population": 12_990, "founded": 1455, "river": "Sallow"},
+}
+RIVERS = {"Veln": 412, "Sallow": 188, "Ombre": 930, "Quill": 275}
+FILLER = ("The town grew around its market and the crossing of the river. Its old quarter keeps the "
+          "street plan of the medieval settlement, and its museum holds records of the early guilds. ")
+
+
+def _articles() -> dict[str, dict]:
+    articles = {}
+    for name, facts in CITIES.items():
+        articles[name] = {
+            "category": "Cities", "infobox": {"Country": facts["country"], "Population": f"{facts['population']:,}",
+                                               "Founded": str(facts["founded"]), "River": facts["river"]},
+            "text": f"{name} is a city in {facts['country']} on the river {facts['river']}. " + FILLER * 3,
+        }
+    for name, length in RIVERS.items():
+        articles[f"{name} (river)"] = {
+            "category": "Rivers", "infobox": {"Length": f"{length} km"},
+            "text": f"The {name} is a river {length} km long. " + FILLER,
+        }
+    return articles
+
+
+ARTICLES = _articles()
+
+NATIVE_TOOLS = """
+document.modelContext.registerTool({
+  name: 'search_articles',
+  description: 'Search Wikipedium article titles; returns matching titles and their URLs.',
+  inputSchema: {type: 'object', properties: {query: {type: 'string'}}, required: ['query']},
+  execute: async ({query}) => (await (await fetch('/api/search?q=' + encodeURIComponent(query))).json()),
+});
+"""
+
+
+def _url(title: str) -> str:
+    return "/wiki/" + title.replace(" ", "_")
+
+
+def _shell(title: str, body: str) -> HTMLResponse:
+    nav = ("<a href='/wiki/Special:Random'>Random article</a><a href='/category/Cities'>Cities</a>"
+           "<a href='/category/Rivers'>Rivers</a><form action='/search'><input name='q' placeholder='Search'></form>")
+    return page(f"{title} - Wikipedium", "Wikipedium", nav, body, NATIVE_TOOLS)
+
+
+def _search(q: str) -> list[dict]:
+    return [{"title": t, "url": _url(t)} for t in ARTICLES if q.lower() in t.lower()]
+
+
+async def home(request):
+    return _shell("Main page", "<h1>Welcome to Wikipedium</h1><p>The free reference of places that are not.</p>")
+
+
+async def article(request):
+    title = request.path_params["title"].replace("_", " ")
+    if title == "Special:Random":
+        return RedirectResponse(_url(random.choice(sorted(ARTICLES))), status_code=302)
+    a = ARTICLES.get(title)
+    if a is None:
+        return HTMLResponse("<h1>No such article</h1>", status_code=404)
+    rows = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in a["infobox"].items())
+    body = (f"<h1 id='firstHeading'>{esc(title)}</h1><aside class='infobox'><table>{rows}</table></aside>"
+            f"<div id='content'><p>{esc(a['text'])}</p></div><p>Category: <a href='/category/{a['category']}'>{a['category']}</a></p>")
+    return _shell(title, body)
+
+
+async def category(request):
+    name = request.path_params["name"]
+    items = "".join(f"<li><a href='{_url(t)}'>{esc(t)}</a></li>" for t, a in ARTICLES.items() if a["category"] == name)
+    return _shell(f"Category:{name}", f"<h1>Category: {esc(name)}</h1><ul>{items}</ul>")
+
+
+async def search(request):
+    q = request.query_params.get("q", "")
+    hits = "".join(f"<li><a href='{h['url']}'>{esc(h['title'])}</a></li>" for h in _search(q))
+    return _shell(f"Search: {q}", f"<h1>Search results</h1><ul>{hits or '<li>No results</li>'}</ul>")
+
+
+async def api_search(request):
+    return JSONResponse(_search(request.query_params.get("q", "")))
+
+
+def create_app() -> Starlette:
+    return Starlette(routes=[
+        Route("/", home), Route("/wiki/{title:path}", article), Route("/category/{name}", category),
+        Route("/search", search), Route("/api/search", api_search),
+    ])

@@ -1,0 +1,48 @@
+// Treatment tools for Shoply, in Kernel's custom-tool form.
+[
+  {
+    kind: 'page',
+    match: { url_patterns: ['http://shop.localhost/*'] },
+    tool: {
+      name: 'find_products',
+      description: 'Find Shoply products whose names contain all the given words; returns sku, name and price in cents, cheapest first.',
+      inputSchema: { type: 'object', properties: { words: { type: 'string' } }, required: ['words'] },
+    },
+    execute: async ({ words }) => {
+      const found = [];
+      for (let page = 1; page < 50; page++) {
+        const res = await fetch(`/search?q=${encodeURIComponent(words)}&page=${page}`);
+        const doc = new DOMParser().parseFromString(await res.text(), 'text/html');
+        for (const card of doc.querySelectorAll('.product')) {
+          found.push({
+            sku: card.dataset.sku,
+            name: card.querySelector('a').textContent,
+            price_cents: Math.round(Number(card.querySelector('.price').textContent.replace('$', '')) * 100),
+          });
+        }
+        if (!doc.querySelector('a[rel=next]')) break;
+      }
+      return { products: found.sort((a, b) => a.price_cents - b.price_cents) };
+    },
+  },
+  {
+    kind: 'page',
+    match: { url_patterns: ['http://shop.localhost/*'] },
+    tool: {
+      name: 'add_to_cart',
+      description: 'Add a quantity of a product (by sku) to the cart; returns the cart total.',
+      inputSchema: {
+        type: 'object',
+        properties: { sku: { type: 'string' }, quantity: { type: 'integer', minimum: 1, maximum: 9 } },
+        required: ['sku', 'quantity'],
+      },
+    },
+    execute: async ({ sku, quantity }) => {
+      const body = new URLSearchParams({ sku, qty: String(quantity) });
+      const res = await fetch('/cart/add', { method: 'POST', body });
+      if (!res.ok) throw new Error(`could not add ${sku}`);
+      const doc = new DOMParser().parseFromString(await res.text(), 'text/html');
+      return { total: doc.querySelector('#cart-total').textContent };
+    },
+  },
+]
