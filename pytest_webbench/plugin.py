@@ -230,8 +230,10 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     st = state(config)
     if not (st.experiment_dir / "manifest.json").exists():
         return  # collection failed or nothing was selected: no run to report
+    from .harbor_jobs import write_job_results
     from .report import write_report
 
+    write_job_results(st.experiment_dir, st.options.experiment_id)
     st.report = write_report(st.experiment_dir)  # type: ignore[attr-defined]
 
 

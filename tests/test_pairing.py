@@ -1,0 +1,43 @@
+from pytest_webbench.pairing import TrialKey, broken_pairs, control_first_attempts, order_trials
+
+
+def keys(tasks=("a", "b"), attempts=4, arms=("control", "treatment", "playwright")):
+    return [TrialKey(t, i, arm) for t in tasks for i in range(1, attempts + 1) for arm in arms]
+
+
+def test_pairs_are_adjacent_and_balanced_for_many_run_ids():
+    for run_id in [f"run-{i}" for i in range(30)]:
+        ordered = order_trials(keys(attempts=5), run_id)
+        for i, k in enumerate(ordered):
+            if k.pair_id and k.arm == "control":
+                neighbours = {ordered[j].trial_id for j in (i - 1, i + 1) if 0 <= j < len(ordered)}
+                assert f"{k.pair_id}-treatment" in neighbours
+        for task in ("a", "b"):
+            firsts = control_first_attempts(run_id, task, 5)
+            assert len(firsts) in (2, 3)
+            pos = {k.trial_id: n for n, k in enumerate(ordered)}
+            for attempt in range(1, 6):
+                control_before = pos[f"{task}-a{attempt}-control"] < pos[f"{task}-a{attempt}-treatment"]
+                assert control_before == (attempt in firsts)
+
+
+def test_even_attempts_split_exactly_in_half():
+    assert all(len(control_first_attempts(f"r{i}", "t", 4)) == 2 for i in range(20))
+
+
+def test_order_is_fixed_by_run_id_and_varies_across_ids():
+    k = keys(attempts=6)
+    assert order_trials(k, "x") == order_trials(k, "x")
+    assert len({tuple(t.trial_id for t in order_trials(k, f"id{i}")) for i in range(10)}) > 1
+
+
+def test_unpaired_keeps_order_and_broken_pairs_are_found():
+    k = keys(attempts=2)
+    assert order_trials(k, "x", paired=False) == k
+    partial = [t for t in k if not (t.task == "a" and t.attempt == 1 and t.arm == "treatment")]
+    assert broken_pairs(partial) == ["a-a1"]
+
+
+def test_trial_id_round_trip():
+    key = TrialKey("github-merged-pr", 12, "playwright")
+    assert TrialKey.parse(key.trial_id) == key
