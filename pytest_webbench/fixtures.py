@@ -3,6 +3,7 @@ agent runner and the recorder that writes the trial's record whatever happens.""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -106,6 +107,7 @@ class TrialRecorder:
     def __init__(self, st: WebbenchState, spec: TrialSpec):
         self.st, self.spec = st, spec
         self.written: TrialRecord | None = None
+        self.started_at = datetime.now(UTC).isoformat()
 
     def base(self) -> dict:
         key: TrialKey = self.spec.key
@@ -113,7 +115,7 @@ class TrialRecorder:
         return dict(
             experiment_id=self.st.options.experiment_id, trial_id=key.trial_id, task=key.task, attempt=key.attempt,
             arm=key.arm, pair_id=key.pair_id, pair_position=self.spec.pair_position, runner=self.st.options.runner,
-            model=self.st.options.model, grading=meta.grading, placebo=meta.placebo,
+            model=self.st.options.model, grading=meta.grading, placebo=meta.placebo, started_at=self.started_at,
         )
 
     def record(self, outcome: AgentOutcome, grade: Grade, calls, page_value) -> TrialRecord:

@@ -113,6 +113,8 @@ class TrialRecord(BaseModel):
     tokens: Tokens = Field(default_factory=Tokens)
     calls: BrowserCalls = Field(default_factory=BrowserCalls)
     harbor_trial_dir: str | None = None
+    worker: str = Field(default_factory=lambda: os.environ.get("PYTEST_XDIST_WORKER", "main"))
+    started_at: str | None = None
     finished_at: str = Field(default_factory=lambda: datetime.now(UTC).isoformat())
 
 

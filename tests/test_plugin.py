@@ -1,0 +1,135 @@
+"""The plugin end to end, in subprocess pytest runs (pytester)."""
+
+import json
+import shutil
+import threading
+from pathlib import Path
+
+import pytest
+
+from pytest_webbench.records import ExperimentExists, claim_experiment_dir
+
+LOCAL_WEB = Path(__file__).resolve().parents[1] / "suites" / "local-web"
+TASKS = sorted(p.name for p in (LOCAL_WEB / "tasks").iterdir() if p.is_dir())
+
+
+def run(pytester, *args):
+    return pytester.runpytest_subprocess("-p", "no:cacheprovider", f"--results-dir={pytester.path / 'results'}", *args)
+
+
+def collected_ids(result):
+    return [line.split("[", 1)[1].rstrip("]") for line in result.outlines if "::test_trial[" in line]
+
+
+def test_without_suite_the_plugin_is_inert(pytester):
+    pytester.makepyfile("def test_ok():\n    assert True\n")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    assert not (pytester.path / "results").exists()
+
+
+def test_items_one_per_task_attempt_arm_with_readable_ids(pytester):
+    result = run(pytester, "--suite", str(LOCAL_WEB), "--attempts", "3", "--collect-only", "-q")
+    ids = collected_ids(result)
+    assert len(ids) == len(TASKS) * 3 * 3
+    assert "codehub-merged-pr-a1-control" in ids and "shop-cart-a3-playwright" in ids
+
+
+@pytest.mark.parametrize("expr, expected", [
+    ("codehub-merged-pr", 3 * 2),
+    ("treatment", len(TASKS) * 2),
+    ("a1 and control", len(TASKS)),
+])
+def test_k_selection(pytester, expr, expected):
+    result = run(pytester, "--suite", str(LOCAL_WEB), "--attempts", "2", "--collect-only", "-q", "-k", expr)
+    assert len(collected_ids(result)) == expected
+
+
+def test_collection_puts_pairs_back_to_back(pytester):
+    result = run(pytester, "--suite", str(LOCAL_WEB), "--attempts", "4", "--arms", "control,treatment",
+                 "--experiment-id", "order-check", "--collect-only", "-q")
+    ids = collected_ids(result)
+    for first, second in zip(ids[::2], ids[1::2]):
+        assert first.rsplit("-", 1)[0] == second.rsplit("-", 1)[0]
+    controls_first = sum(1 for first in ids[::2] if first.endswith("control"))
+    assert controls_first == len(TASKS) * 2  # 4 attempts: exactly half control-first, per task
+
+
+def test_broken_pair_is_reported_in_the_manifest(pytester):
+    run(pytester, "--suite", str(LOCAL_WEB), "--experiment-id", "broken", "--collect-only", "-q",
+        "-k", "codehub-merged-pr and not treatment")
+    manifest = json.loads((pytester.path / "results" / "broken" / "manifest.json").read_text())
+    assert manifest["broken_pairs"] == ["codehub-merged-pr-a1"]
+    assert [t["trial_id"] for t in manifest["trials"]] == ["codehub-merged-pr-a1-control", "codehub-merged-pr-a1-playwright"]
+
+
+def test_reusing_an_experiment_id_is_refused(pytester):
+    first = run(pytester, "--suite", str(LOCAL_WEB), "--experiment-id", "same", "--collect-only", "-q")
+    assert first.ret == 0
+    (pytester.path / "results" / "same" / "marker").write_text("kept")
+    second = run(pytester, "--suite", str(LOCAL_WEB), "--experiment-id", "same", "--collect-only", "-q")
+    assert second.ret == pytest.ExitCode.USAGE_ERROR
+    second.stderr.fnmatch_lines(["*experiment 'same' already exists*"])
+    assert (pytester.path / "results" / "same" / "marker").read_text() == "kept"
+
+
+def test_experiment_claim_race_has_exactly_one_winner(tmp_path):
+    outcomes, barrier = [], threading.Barrier(8)
+
+    def claim():
+        barrier.wait()
+        try:
+            claim_experiment_dir(tmp_path, "race")
+            outcomes.append("won")
+        except ExperimentExists:
+            outcomes.append("refused")
+
+    threads = [threading.Thread(target=claim) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(outcomes) == ["refused"] * 7 + ["won"]
+
+
+@pytest.mark.parametrize("edit, file, field", [
+    (lambda t: t.replace('grading = "pinned"', 'grading = "vibes"'), "task.toml", "metadata.webbench.grading"),
+    (lambda t: t.replace("turn_cap = 40", "turn_cap = -1"), "task.toml", "metadata.webbench.turn_cap"),
+    (lambda t: t.replace("[metadata.webbench]", "[metadata.webbench]\nsurprise = 1"), "task.toml", "metadata.webbench.surprise"),
+    (lambda t: t + "\n[[[", "task.toml", "(file)"),
+    (lambda t: t.replace('site = "codehub"', 'site = "nowhere"'), "task.toml", "metadata.webbench.site"),
+    (lambda t: t.replace('timeout_sec = 600', 'timeout_sec = "soon"'), "task.toml", "agent.timeout_sec"),
+])
+def test_broken_task_file_fails_collection_naming_file_and_field(pytester, edit, file, field):
+    suite = pytester.path / "suite"
+    shutil.copytree(LOCAL_WEB, suite)
+    path = suite / "tasks" / "codehub-merged-pr" / file
+    path.write_text(edit(path.read_text()))
+    result = run(pytester, "--suite", str(suite), "--collect-only", "-q")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert f"{path}: {field}:" in result.stderr.str()
+
+
+def test_missing_instruction_and_bad_suite_file(pytester):
+    suite = pytester.path / "suite"
+    shutil.copytree(LOCAL_WEB, suite)
+    (suite / "tasks" / "shop-price" / "instruction.md").unlink()
+    result = run(pytester, "--suite", str(suite), "--collect-only", "-q")
+    assert "instruction.md: (file): missing" in result.stderr.str()
+    (suite / "tasks" / "shop-price" / "instruction.md").write_text("x")
+    (suite / "suite.toml").write_text((suite / "suite.toml").read_text().replace('"playwright"]', '"placebo"]'))
+    result = run(pytester, "--suite", str(suite), "--collect-only", "-q")
+    assert "suite.toml: arms.2:" in result.stderr.str()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--runner", "gpt-9"], "unknown runner"),
+    (["--browser", "kernel"], "Kernel backend is not available yet"),
+    (["-n", "2", "--dist", "loadfile"], "use -n N with the default --dist load"),
+    (["--arms", "control,sideways"], "unknown arm"),
+])
+def test_bad_options_fail_before_any_trial(pytester, args, message):
+    result = run(pytester, "--suite", str(LOCAL_WEB), *args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert message in result.stderr.str()
+    assert not list((pytester.path / "results").glob("*/trials/*.json"))
