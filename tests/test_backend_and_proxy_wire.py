@@ -1,0 +1,103 @@
+"""The local backend behind its Kernel-shaped MCP server, reached through the proxy's HTTP
+endpoint by the real `mcp` SDK client, under both handshakes."""
+
+import asyncio
+import json
+
+import pytest
+from mcp import Client
+
+from pytest_webbench.arms import arm_policy
+from pytest_webbench.browsers.local import LocalBackend
+from pytest_webbench.browsers.mcp_server import build_server
+from pytest_webbench.proxy.http_endpoint import ProxyRoutes
+from pytest_webbench.proxy.log import CallLog, read_call_log
+from pytest_webbench.proxy.relay import ProxySession
+from pytest_webbench.proxy.upstream import HttpUpstream
+from pytest_webbench.service import ServiceLoop
+
+pytestmark = pytest.mark.chromium
+
+PAGE = """<html><head><title>T</title></head><body><h1 id=h>Hello</h1><script>
+document.modelContext.registerTool({name: 'native_echo', description: 'echo', inputSchema: {type: 'object'},
+  execute: async (i) => ({echo: i})});
+</script></body></html>"""
+BATCH = """[{kind: 'page', match: {url_patterns: ['http://site.localhost/*']},
+  tool: {name: 'injected_title', description: 'title', inputSchema: {type: 'object'}},
+  execute: async () => ({title: document.title})}]"""
+
+
+@pytest.fixture(scope="module")
+def stack():
+    from starlette.applications import Starlette
+    from starlette.responses import HTMLResponse
+    from starlette.routing import Route
+
+    loop = ServiceLoop()
+    backend = LocalBackend()
+    site = loop.serve(Starlette(routes=[Route("/{p:path}", lambda r: HTMLResponse(PAGE))]), "site")
+    mcp_url = loop.serve(build_server(backend).streamable_http_app(json_response=True, stateless_http=True), "mcp") + "/mcp"
+    routes = ProxyRoutes()
+    proxy = loop.serve(routes.app, "proxy")
+    loop.run(backend.create_session("S1"))
+    url = "http://site.localhost:" + site.rsplit(":", 1)[1] + "/x"
+    loop.run(backend.execute_playwright("S1", f"await page.goto({url!r})"))
+    loop.run(backend.add_custom_tools("S1", "site", BATCH, True))
+    yield loop, backend, routes, proxy, mcp_url
+    loop.run(backend.close())
+    loop.close()
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+def test_sdk_client_through_proxy(stack, tmp_path, mode):
+    loop, backend, routes, proxy, mcp_url = stack
+    session = ProxySession(arm_policy("control"), "S1", HttpUpstream(mcp_url), CallLog(tmp_path / "log.jsonl"), trial=f"t-{mode}")
+    path = routes.add(f"t-{mode}", session)
+
+    async def go():
+        async with Client(proxy + path, mode=mode) as client:
+            tools = {t.name for t in (await client.list_tools()).tools}
+            assert tools == {"execute_playwright_code", "browser_repl", "computer_action", "webmcp"}
+            out = await client.call_tool("execute_playwright_code", {"session_id": "S1", "code": "return await page.title()"})
+            assert json.loads(out.content[0].text)["result"] == "T"
+            listed = json.loads((await client.call_tool("webmcp", {"session_id": "S1", "action": "list"})).content[0].text)
+            by_name = {t["tool"]["name"]: t for t in listed["tools"]}
+            assert by_name["injected_title"]["source"]["custom"]["namespace"] == "site"
+            assert "custom" not in by_name["native_echo"]["source"]
+            for name in ("injected_title", "native_echo"):
+                out = await client.call_tool("webmcp", {"session_id": "S1", "action": "invoke", "tool_ref": by_name[name]["tool_ref"], "input": {}})
+                assert json.loads(out.content[0].text)["status"] == "completed"
+            bad = await client.call_tool("manage_browsers", {"session_id": "S1", "action": "create"})
+            assert bad.is_error
+
+    loop.run(go(), timeout=60)
+    assert session.stats.webmcp_invokes == {"injected:completed": 1, "native:completed": 1}
+    records = read_call_log(tmp_path / "log.jsonl").records
+    assert [r.rule for r in records if r.decision == "rejected"] == ["tool_not_in_arm"]
+
+
+def test_backend_repl_persists_and_stale_refs_are_refused(stack):
+    loop, backend, *_ = stack
+    loop.run(backend.repl("S1", "const answer = 41", reset=True))
+    out = loop.run(backend.repl("S1", "repl.write(answer + 1)"))
+    assert out["success"] and out["content"][0]["text"] == "42"
+    ref = loop.run(backend.webmcp_list("S1"))["tools"][0]["tool_ref"]
+    loop.run(backend.execute_playwright("S1", "await page.reload()"))
+    with pytest.raises(Exception, match="stale"):
+        loop.run(backend.webmcp_invoke("S1", ref, {}))
+
+
+def test_backend_bounds_runaway_code(stack):
+    loop, backend, *_ = stack
+    out = loop.run(backend.execute_playwright("S1", "while (true) {}", timeout_sec=1))
+    assert not out["success"] and "timed out" in out["error"]
+    out = loop.run(backend.execute_playwright("S1", "await new Promise(r => setTimeout(r, 5000))", timeout_sec=1))
+    assert not out["success"] and "timed out" in out["error"]
+
+
+def test_malformed_tool_batch_is_a_clear_error(stack):
+    loop, backend, *_ = stack
+    with pytest.raises(Exception, match="url_patterns must be a non-empty array"):
+        loop.run(backend.add_custom_tools("S1", "bad", "[{kind: 'page', match: {}, tool: {name: 'x', description: ''}, execute() {}}]"))
+    with pytest.raises(Exception, match="did not evaluate"):
+        loop.run(backend.add_custom_tools("S1", "bad", "[{ nope"))
