@@ -29,6 +29,8 @@ class ExperimentExists(Exception):
 
 
 class PlannedTrial(BaseModel):
+    """Which trial: shared by the manifest's plan and each trial's record."""
+
     trial_id: str
     task: str
     attempt: int
@@ -87,15 +89,9 @@ class BrowserCalls(BaseModel):
     unreadable_log_lines: int = 0
 
 
-class TrialRecord(BaseModel):
+class TrialRecord(PlannedTrial):
     schema_version: int = RECORD_SCHEMA
     experiment_id: str
-    trial_id: str
-    task: str
-    attempt: int
-    arm: str
-    pair_id: str | None = None
-    pair_position: int | None = None
     runner: str
     model: str | None = None
     grading: str
