@@ -183,9 +183,8 @@ def read_page_value(browser: BrowserSessionHandle, spec: TrialSpec) -> tuple[Any
     page = spec.task.meta.page
     if page is None:
         return None, None
-    url = browser.start_url.split("/", 3)
-    base = "/".join(url[:3])
+    url = browser.services.site_urls[spec.task.meta.site] + page.path
     try:
-        return browser.run(browser.services.backend.read_page(browser.session_id, base + page.path, page.script)), None
+        return browser.run(browser.services.backend.read_page(browser.session_id, url, page.script)), None
     except BackendError as exc:
         return None, str(exc)

@@ -169,33 +169,30 @@ async function invokeTool(s, toolRef, input, timeoutMs) {
     err.code = 'tool_ref_stale';
     throw err;
   }
+  // A response can arrive before invokeTool returns its id: keep every response, then pick ours.
+  const seen = [];
+  let wake = () => {};
+  const onResponse = (response) => {
+    seen.push(response);
+    wake();
+  };
+  cdp.on('WebMCP.toolResponded', onResponse);
   let invocationId = null;
-  const responded = new Promise((resolve) => {
-    const early = [];
-    const onResponse = (e) => {
-      if (invocationId === null) return early.push(e);
-      if (e.invocationId === invocationId) {
-        cdp.off('WebMCP.toolResponded', onResponse);
-        resolve(e);
-      }
-    };
-    cdp.on('WebMCP.toolResponded', onResponse);
-    s.flushEarly = () => {
-      const hit = early.find((e) => e.invocationId === invocationId);
-      if (hit) {
-        cdp.off('WebMCP.toolResponded', onResponse);
-        resolve(hit);
-      }
-    };
-  });
-  ({ invocationId } = await cdp.send('WebMCP.invokeTool', { frameId: tool.frameId, toolName: tool.name, input: input || {} }));
-  s.flushEarly();
   let e;
   try {
+    ({ invocationId } = await cdp.send('WebMCP.invokeTool', { frameId: tool.frameId, toolName: tool.name, input: input || {} }));
+    const ours = () => seen.find((response) => response.invocationId === invocationId);
+    const responded = new Promise((resolve) => {
+      wake = () => ours() && resolve(ours());
+      wake();
+    });
     e = await withTimeout(responded, timeoutMs, `tool ${tool.name}`);
   } catch (err) {
+    if (invocationId === null) throw err;
     // Kernel answers HTTP 504 outcome_unknown here: the tool may have run; never retry.
     throw new OutcomeUnknown(`invocation of ${tool.name} did not finish: ${err.message}`, invocationId);
+  } finally {
+    cdp.off('WebMCP.toolResponded', onResponse);
   }
   const status = String(e.status || '').toLowerCase();
   const result = { invocation_id: invocationId, status: status || 'error' };
