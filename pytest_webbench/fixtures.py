@@ -80,7 +80,9 @@ def mcp_proxy(request, webbench_services: RunServices, webbench_trial: TrialSpec
     try:
         yield handle
     finally:
-        webbench_services.routes.remove(webbench_trial.trial_id)
+        session = webbench_services.routes.remove(webbench_trial.trial_id)
+        if session is not None:
+            webbench_services.loop.run(session.aclose(), timeout=30)
 
 
 class AgentRunner:

@@ -62,7 +62,16 @@ class ServiceLoop:
                 server.should_exit = True
             await asyncio.gather(*(task for _, task in self._servers), return_exceptions=True)
 
+        async def cancel_leftovers() -> None:
+            # Tasks a server left behind (an SSE shutdown watcher, a half-read request) are
+            # cancelled, not destroyed pending with a warning.
+            leftovers = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in leftovers:
+                task.cancel()
+            await asyncio.gather(*leftovers, return_exceptions=True)
+
         if self._servers:
             self.run(stop_all(), timeout=30)
+        self.run(cancel_leftovers(), timeout=30)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(timeout=10)

@@ -1,6 +1,7 @@
 """The proxy's rules at the message level, against a recording upstream (nothing real behind it)."""
 
 import asyncio
+import io
 import json
 
 import pytest
@@ -9,7 +10,7 @@ from hypothesis import given, settings, strategies as st
 from pytest_webbench.arms import arm_policy
 from pytest_webbench.proxy.log import CallLog, read_call_log
 from pytest_webbench.proxy.relay import ProxySession
-from pytest_webbench.proxy.rules import WEBMCP_IN_CODE, strip_webmcp_guidance
+from pytest_webbench.proxy.rules import mentions_webmcp, strip_webmcp_guidance
 
 TOOLS = [{"name": n, "description": d, "inputSchema": {"type": "object"}} for n, d in [
     ("execute_playwright_code", "Run code. A `webmcp` client is in scope. Return a value."),
@@ -134,7 +135,7 @@ def test_webmcp_rule_property(code):
     with tempfile.TemporaryDirectory() as d:
         s, up = session("playwright", Path(d))
         run(s.handle(call("execute_playwright_code", session_id="S1", code=code)))
-        mentions = bool(WEBMCP_IN_CODE.search(code))
+        mentions = mentions_webmcp(code)
         assert (len(up.sent) == 0) == mentions
 
 
@@ -153,3 +154,157 @@ def test_no_line_crashes_the_proxy(line):
 
 def test_strip_guidance():
     assert strip_webmcp_guidance("Run code. A `webmcp` client is in scope. Return a value.") == "Run code. Return a value."
+
+
+# -- properties of the framing and of the WebMCP rule ---------------------------------------------
+
+from pytest_webbench.proxy.framing import HEAD_BYTES, Oversized, read_lines  # noqa: E402
+
+LIMIT = 64
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    lines=st.lists(st.binary(max_size=150).map(lambda b: b.replace(b"\n", b"").replace(b"\r", b"")), max_size=8),
+    cuts=st.lists(st.integers(min_value=1, max_value=97), max_size=20),
+    final_newline=st.booleans(),
+)
+def test_framing_property(lines, cuts, final_newline):
+    """However the bytes arrive, every line comes out whole, and a line over the limit comes out
+    as Oversized with its true size: never parsed, never merged with its neighbours."""
+    data = b"\n".join(lines) + (b"\n" if final_newline else b"")
+
+    class Chunked(io.RawIOBase):  # a pipe that delivers the bytes in arbitrary pieces
+        def __init__(self):
+            self.pos, self.sizes = 0, iter(cuts)
+
+        def readable(self):
+            return True
+
+        def readinto(self, buffer):
+            size = min(len(buffer), next(self.sizes, len(buffer)), len(data) - self.pos)
+            buffer[:size] = data[self.pos:self.pos + size]
+            self.pos += size
+            return size
+
+    out = list(read_lines(io.BufferedReader(Chunked(), buffer_size=16), LIMIT))
+    expected = [
+        Oversized(len(line), line[:HEAD_BYTES]) if len(line) > LIMIT else line
+        for line in lines if line.strip() or len(line) > LIMIT
+    ]
+    assert out == expected
+
+
+_NAMES = st.sampled_from(["modelContext", "webmcp", "webMCP", "model_context", "web_mcp"])
+
+
+@st.composite
+def webmcp_reference(draw):
+    """A reference to WebMCP in one of the spellings an agent might write."""
+    name = "".join(c.upper() if draw(st.booleans()) else c.lower() for c in draw(_NAMES))
+    obj = draw(st.sampled_from(["document", "navigator", "window", "globalThis", "(await page.evaluateHandle(() => document))"]))
+    split = draw(st.integers(min_value=1, max_value=len(name) - 1))
+    escaped_at = draw(st.integers(min_value=0, max_value=len(name) - 1))
+    escaped = name[:escaped_at] + f"\\u{ord(name[escaped_at]):04x}" + name[escaped_at + 1:]
+    form = draw(st.sampled_from([
+        f"{obj}.{name}", f"{obj}?.{name}", f"{obj}['{name}']", f'{obj}["{name}"]', f"{obj}[`{name}`]",
+        f"{obj}?.['{name}']", f"const run = {obj}.{name}.executeTool.bind({obj}.{name})",
+        f"{obj}['{name[:split]}' + '{name[split:]}']", f'{obj}["{escaped}"]', f"{name}.invokeTool(ref, {{}})",
+    ]))
+    before = draw(st.sampled_from(["", "await page.goto(url); ", "const x = 1;\n", "return await page.evaluate(() => "]))
+    return before + form
+
+
+@settings(max_examples=300, deadline=None)
+@given(webmcp_reference())
+def test_every_spelling_of_webmcp_is_rejected_in_the_playwright_arm(code):
+    assert mentions_webmcp(code)
+
+
+_IDENT = st.from_regex(r"[a-z][a-zA-Z0-9]{0,10}", fullmatch=True)
+
+
+@st.composite
+def playwright_code(draw):
+    """Ordinary Playwright code: never mentions WebMCP, so it must always be forwarded."""
+    ident = draw(_IDENT)
+    sel = draw(_IDENT)
+    return draw(st.sampled_from([
+        f"await page.click('#{sel}')", f"const {ident} = await page.textContent('.{sel}'); return {ident}",
+        f"await page.goto('http://shop.localhost/{sel}')", f"return await page.evaluate(() => document.title + '{ident}')",
+        f"await page.fill('input[name={sel}]', '{ident}')", f"return (await page.$$('{sel}')).length",
+    ]))
+
+
+@settings(max_examples=200, deadline=None)
+@given(playwright_code())
+def test_ordinary_playwright_code_is_forwarded(code):
+    from hypothesis import assume
+
+    assume(not any(w in code.lower() for w in ("webmcp", "web_mcp", "modelcontext", "model_context")))
+    assert not mentions_webmcp(code)
+
+
+_TOOLS = st.sampled_from(["execute_playwright_code", "browser_repl", "computer_action", "webmcp", "manage_browsers",
+                          "get_connection_context", "get_more_tools", "search_docs", "exec_command"]) | st.text(max_size=8)
+_ARGS = st.fixed_dictionaries({}, optional={
+    "session_id": st.sampled_from(["S1", "S2", "", "s1"]) | st.integers() | st.none(),
+    "action": st.sampled_from(["list", "invoke", "add_custom", "remove_custom", "list_custom", "LIST"]) | st.none(),
+    "code": webmcp_reference() | playwright_code() | st.text(max_size=30),
+    "context": st.text(max_size=10),
+})
+
+
+@settings(max_examples=300, deadline=None)
+@given(arm=st.sampled_from(["control", "treatment", "playwright"]), tool=_TOOLS, args=_ARGS,
+       msg_id=st.integers(min_value=1, max_value=10**9) | st.text(min_size=1, max_size=5))
+def test_no_rejected_call_reaches_the_upstream(arm, tool, args, msg_id):
+    import tempfile
+    from pathlib import Path
+
+    policy = arm_policy(arm)
+    with tempfile.TemporaryDirectory() as d:
+        s, up = session(arm, Path(d))
+        reply = run(s.handle({"jsonrpc": "2.0", "id": msg_id, "method": "tools/call", "params": {"name": tool, "arguments": args}}))
+    assert reply["id"] == msg_id and ("result" in reply or "error" in reply)
+    for sent in up.sent:  # everything that got through obeys every rule of the arm
+        sent_args = sent["params"]["arguments"]
+        assert sent["params"]["name"] in policy.tools and sent_args.get("session_id") == "S1"
+        if sent["params"]["name"] == "webmcp":
+            assert sent_args.get("action") in ("list", "invoke")
+        if arm == "playwright":
+            assert not mentions_webmcp(str(sent_args.get("code", "")))
+    allowed = tool in policy.tools and args.get("session_id") == "S1" and (
+        tool != "webmcp" or args.get("action") in ("list", "invoke")) and not (
+        arm == "playwright" and isinstance(args.get("code"), str) and mentions_webmcp(args["code"]))
+    assert len(up.sent) == (1 if allowed else 0)
+
+
+def test_http_endpoint_refuses_oversized_bodies_by_id_and_keeps_serving(tmp_path):
+    from starlette.testclient import TestClient
+
+    from pytest_webbench.proxy.http_endpoint import MAX_BODY_BYTES, ProxyRoutes
+
+    routes = ProxyRoutes()
+    s, up = session("control", tmp_path)
+    path = routes.add("t1", s)
+    with TestClient(routes.app) as client:
+        big = b'{"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"arguments": {"code": "' + b"a" * MAX_BODY_BYTES + b'"}}}'
+        refused = client.post(path, content=big)
+        assert refused.status_code == 413 and refused.json()["id"] == 5
+        listed = client.post(path, json={"jsonrpc": "2.0", "id": 6, "method": "tools/list"})
+        assert listed.status_code == 200 and listed.json()["id"] == 6
+        assert client.post(path, json={"jsonrpc": "2.0", "method": "notifications/initialized"}).status_code == 202
+        assert client.get(path).status_code == 405
+        assert client.post("/trials/nope/mcp", json={}).status_code == 404
+    assert [m.get("method") for m in up.sent] == ["tools/list", "notifications/initialized"]
+    assert read_call_log(tmp_path / "log.jsonl").records[0].rule == "invalid_message"
+
+
+def test_huge_arguments_are_logged_bounded(tmp_path):
+    s, up = session("control", tmp_path)
+    run(s.handle(call("execute_playwright_code", session_id="S1", code="x" * 100_000)))
+    [record] = read_call_log(tmp_path / "log.jsonl").records
+    assert record.arguments["truncated"] is True and record.arguments["chars"] > 100_000
+    assert len((tmp_path / "log.jsonl").read_text()) < 10_000
+    assert len(up.sent[0]["params"]["arguments"]["code"]) == 100_000  # forwarded whole, logged bounded

@@ -295,16 +295,29 @@ def build_server(backend: BrowserBackend) -> Server:
     )
 
 
-def main() -> None:  # pragma: no cover - exercised through the proxy's stdio upstream
+def main(argv: list[str] | None = None) -> None:
+    """`--session ID [--goto URL]` opens a browser session before serving, as the harness does
+    for a trial, so a client can call tools on it straight away."""
+    import argparse
+
     import anyio
     from mcp.server.stdio import stdio_server
 
     from .local import LocalBackend
 
+    parser = argparse.ArgumentParser(prog="python -m pytest_webbench.browsers.mcp_server")
+    parser.add_argument("--session", action="append", default=[], help="open a session with this id first")
+    parser.add_argument("--goto", help="URL to open in each of those sessions")
+    args = parser.parse_args(argv)
+
     async def serve() -> None:
         backend = LocalBackend()
         server = build_server(backend)
         try:
+            for session_id in args.session:
+                await backend.create_session(session_id)
+                if args.goto:
+                    await backend.execute_playwright(session_id, f"await page.goto({json.dumps(args.goto)})")
             async with stdio_server() as (read, write):
                 await server.run(read, write, server.create_initialization_options())
         finally:
@@ -315,4 +328,3 @@ def main() -> None:  # pragma: no cover - exercised through the proxy's stdio up
 
 if __name__ == "__main__":
     main()
-

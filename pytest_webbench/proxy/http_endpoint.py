@@ -12,6 +12,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from .framing import HEAD_BYTES, Oversized
 from .relay import ProxySession
 
 MAX_BODY_BYTES = 8 * 1024 * 1024
@@ -26,8 +27,9 @@ class ProxyRoutes:
         self.sessions[trial] = session
         return f"/trials/{trial}/mcp"
 
-    def remove(self, trial: str) -> None:
-        self.sessions.pop(trial, None)
+    def remove(self, trial: str) -> ProxySession | None:
+        """Stops serving the trial; the caller closes the returned session on the service loop."""
+        return self.sessions.pop(trial, None)
 
     async def _endpoint(self, request: Request) -> Response:
         session = self.sessions.get(request.path_params["trial"])
@@ -37,11 +39,24 @@ class ProxyRoutes:
             return Response(status_code=405, headers={"allow": "POST, DELETE"})
         if request.method == "DELETE":
             return Response(status_code=200)
-        body = await request.body()
-        if len(body) > MAX_BODY_BYTES:
-            reply = await session.handle_line(b"oversized")  # logged as an invalid message
-            return JSONResponse(reply, status_code=413)
+        body = await _body_within(request, MAX_BODY_BYTES)
+        if isinstance(body, Oversized):
+            reply = session.refuse_oversized(body.size, body.head, MAX_BODY_BYTES)
+            return JSONResponse(reply, status_code=413) if reply else Response(status_code=413)
         reply = await session.handle_line(body)
         if reply is None:
             return Response(status_code=202)
         return JSONResponse(reply)
+
+
+async def _body_within(request: Request, limit: int) -> bytes | Oversized:
+    """The body, or `Oversized` once it passes the limit (the rest is drained, not kept)."""
+    chunks, size, head = [], 0, b""
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size <= limit:
+            chunks.append(chunk)
+        elif not head:
+            head = b"".join(chunks)[:HEAD_BYTES] or chunk[:HEAD_BYTES]
+            chunks = []
+    return Oversized(size, head) if size > limit else b"".join(chunks)

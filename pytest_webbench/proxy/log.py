@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import threading
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TextIO
 
 from pydantic import BaseModel, Field, ValidationError
 
@@ -41,15 +41,28 @@ def bounded(value: Any, limit: int = MAX_ARGUMENT_CHARS) -> Any:
 
 
 class CallLog:
+    """Appends records to a JSON-lines file kept open for the session, one flushed line per call,
+    so a reader (or a crash) never sees half a record from us."""
+
     def __init__(self, path: Path):
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
+        self._file: TextIO | None = None
 
     def write(self, record: CallRecord) -> None:
         line = record.model_dump_json() + "\n"
-        with self._lock, self.path.open("a", encoding="utf-8") as f:
-            f.write(line)
+        with self._lock:
+            if self._file is None:
+                self._file = self.path.open("a", encoding="utf-8")
+            self._file.write(line)
+            self._file.flush()
+
+    def close(self) -> None:
+        with self._lock:
+            if self._file is not None:
+                self._file.close()
+                self._file = None
 
 
 class CallLogContents(BaseModel):

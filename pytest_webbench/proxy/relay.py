@@ -5,12 +5,22 @@ same over stdio lines or HTTP posts and under both handshakes (`initialize` and 
 `server/discover`). It advertises only the arm's tools, rejects disallowed calls without
 forwarding them, withholds the server's instructions, enforces the call cap and logs every
 request with its decision and outcome.
+
+The core is sans-IO: `receive` decides what to do with one inbound message (answer it now,
+relay it, or forward it as a call), `complete` turns the upstream's reply into the agent's and
+logs it. `handle` drives that over an async upstream (the fixture's HTTP endpoint); the stdio
+mode drives it from threads, which on these machines costs a fraction of an event loop's
+wake-ups (benchmarks/proxy_overhead.py).
 """
 
 from __future__ import annotations
 
+import itertools
 import json
+import re
+import threading
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -18,13 +28,23 @@ from ..arms import WEBMCP_TOOL, ArmPolicy
 from .log import CallLog, CallRecord, bounded
 from .rules import Rejection, check_call, filter_tools
 
-PARSE_ERROR, INVALID_REQUEST, INTERNAL_ERROR = -32700, -32600, -32603
+PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INTERNAL_ERROR = -32700, -32600, -32601, -32603
 UPSTREAM_ERROR = -32000
 HANDSHAKES = ("initialize", "server/discover")
+# Requests the proxy forwards. Everything else an MCP server could offer (prompts, resources,
+# completions, tasks) is where usage guidance and side doors live, so it is not offered.
+FORWARDED_METHODS = frozenset({*HANDSHAKES, "ping", "tools/list", "tools/call", "logging/setLevel"})
+EMPTY_LISTS = {"prompts/list": "prompts", "resources/list": "resources", "resources/templates/list": "resourceTemplates"}
+WITHHELD_CAPABILITIES = ("prompts", "resources", "completions", "tasks")
+# An oversized line is not parsed, but its id usually sits near the start: answer it if found.
+_ID_NEAR_START = re.compile(rb'"id"\s*:\s*(-?\d{1,15}|"(?:[^"\\]|\\.){0,200}")')
 
 
 class Upstream(Protocol):
     async def send(self, message: dict) -> dict | None: ...
+
+
+ServerMessageSink = Callable[[dict], Awaitable[None]]
 
 
 @dataclass
@@ -33,7 +53,36 @@ class ProxyStats:
     rejected_calls: int = 0
     cap_hits: int = 0
     bad_messages: int = 0
-    webmcp_invokes: dict[str, int] = field(default_factory=dict)  # "custom:completed" -> n
+    server_messages: int = 0
+    webmcp_invokes: dict[str, int] = field(default_factory=dict)  # "injected:completed" -> n
+
+
+@dataclass
+class Answer:
+    """Reply now, forward nothing (None: nothing to reply, as for a refused notification)."""
+    reply: dict | None
+
+
+@dataclass
+class Relay:
+    """Forward as is and expect no reply: a notification, or the client's answer to a server request."""
+    message: dict
+
+
+@dataclass
+class Call:
+    """Forward a request; hand its reply (or the failure) to `complete`."""
+    message: dict
+    tool: str | None = None
+    arguments: dict | None = None
+    started: float = field(default_factory=time.perf_counter)
+    # The bytes the agent sent, forwarded as they are (a call is never rewritten on the way up).
+    raw: bytes | None = None
+    # Set by `complete` when the reply it returns differs from the upstream's.
+    rewritten: bool = False
+
+
+Step = Answer | Relay | Call
 
 
 class ProxySession:
@@ -44,150 +93,244 @@ class ProxySession:
         self.policy, self.session_id, self.upstream, self.log = policy, session_id, upstream, log
         self.trial, self.call_cap = trial, call_cap
         self.stats = ProxyStats()
-        self._seq = 0
-        # tool_ref -> (tool name, custom?) from the latest webmcp list results.
+        self._seq = itertools.count(1)
+        # Calls may complete on several threads at once (stdio mode): accounting is serialised.
+        self._lock = threading.Lock()
+        # tool_ref -> (tool name, injected?) from the latest webmcp list result.
         self._webmcp_refs: dict[str, tuple[str, bool]] = {}
 
-    # -- entry point -----------------------------------------------------------------------
+    async def aclose(self) -> None:
+        close = getattr(self.upstream, "close", None)
+        try:
+            if close is not None:
+                await close()
+        finally:
+            self.log.close()
+
+    # -- async driver ----------------------------------------------------------------------
     async def handle_line(self, line: str | bytes) -> dict | None:
+        return await self._drive(self.receive_line(line))
+
+    async def handle(self, message: Any) -> dict | None:
+        return await self._drive(self.receive(message))
+
+    async def _drive(self, step: Step) -> dict | None:
+        if isinstance(step, Answer):
+            return step.reply
+        if isinstance(step, Relay):
+            try:
+                await self.upstream.send(step.message)
+            except Exception:
+                pass  # nothing waits on a notification; the next call reports a dead upstream
+            return None
+        try:
+            reply: dict | None | BaseException = await self.upstream.send(step.message)
+        except Exception as exc:
+            reply = exc
+        return self.complete(step, reply)
+
+    # -- sans-IO core ----------------------------------------------------------------------
+    def receive_line(self, line: str | bytes) -> Step:
         """One inbound line or HTTP body: exactly one JSON-RPC message, or an error reply."""
         try:
             message = json.loads(line)
         except (ValueError, UnicodeDecodeError) as exc:
             return self._refuse(None, PARSE_ERROR, f"not JSON: {exc}", raw=line)
-        return await self.handle(message)
+        step = self.receive(message)
+        if isinstance(step, Call) and isinstance(line, bytes) and b"\n" not in line:
+            step.raw = line
+        return step
 
-    async def handle(self, message: Any) -> dict | None:
+    def refuse_oversized(self, size: int, head: bytes, limit: int) -> dict | None:
+        """A line over the size limit: logged, and answered if its id can be read from its start."""
+        match = _ID_NEAR_START.search(head)
+        msg_id = json.loads(match.group(1)) if match else None
+        text = f"message of {size} bytes is over the proxy's limit of {limit} bytes"
+        self._log_refusal(text, {"oversized_bytes": size, "head": head[:200].decode("utf-8", "replace")})
+        return _error(msg_id, INVALID_REQUEST, text) if msg_id is not None else None
+
+    def receive(self, message: Any) -> Step:
         if isinstance(message, list):
             return self._refuse(None, INVALID_REQUEST, "batches are not accepted: send one message at a time", raw=message)
         if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
             msg_id = message.get("id") if isinstance(message, dict) else None
-            return self._refuse(msg_id, INVALID_REQUEST, "not a JSON-RPC 2.0 message", raw=message)
+            return self._refuse(_usable_id(msg_id), INVALID_REQUEST, "not a JSON-RPC 2.0 message", raw=message)
+        has_id = "id" in message
+        if has_id and _usable_id(message["id"]) is None:
+            return self._refuse(None, INVALID_REQUEST, "id must be a string or an integer", raw=message)
         method = message.get("method")
-        if not isinstance(method, str):
-            # A response from the client to a server request: pass it on, log nothing as a call.
-            return await self.upstream.send(message) if "id" in message else None
-        if "id" not in message:
-            await self.upstream.send(message)  # a notification
-            return None
+        if method is None:
+            if has_id and (("result" in message) != ("error" in message)):
+                return Relay(message)  # the client's answer to a server request: not a call
+            return self._refuse(message.get("id"), INVALID_REQUEST, "neither a request, a notification nor a response", raw=message)
+        if not isinstance(method, str) or ("params" in message and not isinstance(message["params"], dict)):
+            return self._refuse(message.get("id"), INVALID_REQUEST, "method must be a string and params an object", raw=message)
+        if not has_id:
+            if method.startswith("notifications/"):
+                return Relay(message)
+            return self._refuse(None, INVALID_REQUEST, f"{method!r} sent as a notification", raw=message)
         if method == "tools/call":
-            return await self._tools_call(message)
-        return await self._request(message)
+            return self._tools_call(message)
+        if method in FORWARDED_METHODS:
+            return Call(message)
+        return Answer(self._not_offered(message))
+
+    def complete(self, call: Call, reply: dict | None | BaseException) -> dict:
+        """The agent's reply to a forwarded request, filtered and accounted, and its log record."""
+        msg_id = call.message["id"]
+        if isinstance(reply, BaseException):
+            reply = _error(msg_id, UPSTREAM_ERROR, f"browser server error: {reply or type(reply).__name__}")
+            call.rewritten = True
+        elif not isinstance(reply, dict) or not (isinstance(reply.get("result"), dict) or isinstance(reply.get("error"), dict)):
+            reply = _error(msg_id, UPSTREAM_ERROR, "browser server sent no usable reply")
+            call.rewritten = True
+        method = call.message["method"]
+        result = reply.get("result")
+        webmcp = None
+        with self._lock:
+            if isinstance(result, dict) and method in (*HANDSHAKES, "tools/list"):
+                call.rewritten = True
+                if method in HANDSHAKES:
+                    result.pop("instructions", None)  # usage guidance is withheld in every arm
+                    capabilities = result.get("capabilities")
+                    if isinstance(capabilities, dict):
+                        for name in WITHHELD_CAPABILITIES:
+                            capabilities.pop(name, None)
+                elif method == "tools/list" and isinstance(result.get("tools"), list):
+                    result["tools"] = filter_tools(self.policy, result["tools"])
+            if call.tool == WEBMCP_TOOL:
+                webmcp = self._account_webmcp(call.arguments or {}, reply)
+        self._write(method, call.tool, call.arguments, "forwarded", call.started, reply, webmcp=webmcp)
+        return reply
 
     # -- requests --------------------------------------------------------------------------
-    async def _request(self, message: dict) -> dict:
-        started = time.perf_counter()
-        reply = await self._forward(message)
-        result = reply.get("result") if isinstance(reply, dict) else None
-        if isinstance(result, dict):
-            if message["method"] in HANDSHAKES:
-                result.pop("instructions", None)  # usage guidance is withheld in every arm
-            elif message["method"] == "tools/list" and isinstance(result.get("tools"), list):
-                result["tools"] = filter_tools(self.policy, result["tools"])
-        self._write(message["method"], None, None, "forwarded", started, reply)
-        return reply
+    def _not_offered(self, message: dict) -> dict:
+        method = message["method"]
+        self.log.write(CallRecord(
+            time=time.time(), trial=self.trial, seq=next(self._seq), method=method, decision="rejected",
+            rule="method_not_offered", outcome="rejected",
+        ))
+        if method in EMPTY_LISTS:
+            return {"jsonrpc": "2.0", "id": message["id"], "result": {EMPTY_LISTS[method]: [], "resultType": "complete"}}
+        return _error(message["id"], METHOD_NOT_FOUND, f"{method} is not offered through the benchmark proxy")
 
-    async def _tools_call(self, message: dict) -> dict:
+    def _tools_call(self, message: dict) -> Step:
         started = time.perf_counter()
-        params = message.get("params") if isinstance(message.get("params"), dict) else {}
+        params = message.get("params") or {}
         tool = params.get("name")
-        arguments = params.get("arguments") if isinstance(params.get("arguments"), dict) else {}
-        if not isinstance(tool, str):
-            return self._refuse(message["id"], INVALID_REQUEST, "tools/call needs params.name", raw=message)
-        try:
-            check_call(self.policy, self.session_id, tool, arguments)
-            if self.call_cap is not None and self.stats.forwarded_calls >= self.call_cap:
-                self.stats.cap_hits += 1
-                raise Rejection("call_cap", f"the call cap of {self.call_cap} browser calls is reached: give your answer now")
-        except Rejection as rejection:
-            self.stats.rejected_calls += 1
-            reply = _tool_error(message["id"], f"Rejected by the benchmark proxy ({rejection.rule}): {rejection}")
-            self._write("tools/call", tool, arguments, "rejected", started, reply, rule=rejection.rule,
-                        cap_reached=rejection.rule == "call_cap")
-            return reply
-        self.stats.forwarded_calls += 1
-        reply = await self._forward(message)
-        webmcp = self._account_webmcp(arguments, reply) if tool == WEBMCP_TOOL else None
-        self._write("tools/call", tool, arguments, "forwarded", started, reply, webmcp=webmcp)
-        return reply
-
-    async def _forward(self, message: dict) -> dict:
-        try:
-            reply = await self.upstream.send(message)
-        except Exception as exc:  # the upstream died or answered garbage: tell the agent, keep going
-            return {"jsonrpc": "2.0", "id": message["id"], "error": {"code": UPSTREAM_ERROR, "message": f"browser server error: {exc}"}}
-        if reply is None:
-            return {"jsonrpc": "2.0", "id": message["id"], "error": {"code": UPSTREAM_ERROR, "message": "browser server sent no reply"}}
-        return reply
+        arguments = params.get("arguments", {})
+        if not isinstance(tool, str) or not isinstance(arguments, dict):
+            return self._refuse(message["id"], INVALID_REQUEST, "tools/call needs params.name (a string) and params.arguments (an object)", raw=message)
+        with self._lock:  # the cap is checked and spent in one step
+            try:
+                check_call(self.policy, self.session_id, tool, arguments)
+                if self.call_cap is not None and self.stats.forwarded_calls >= self.call_cap:
+                    self.stats.cap_hits += 1
+                    raise Rejection("call_cap", f"the call cap of {self.call_cap} browser calls is reached: give your answer now")
+            except Rejection as rejection:
+                self.stats.rejected_calls += 1
+                reply = _tool_error(message["id"], f"Rejected by the benchmark proxy ({rejection.rule}): {rejection}")
+                self._write("tools/call", tool, arguments, "rejected", started, reply, rule=rejection.rule,
+                            cap_reached=rejection.rule == "call_cap")
+                return Answer(reply)
+            self.stats.forwarded_calls += 1
+        return Call(message, tool, arguments, started)
 
     # -- WebMCP accounting -----------------------------------------------------------------
     def _account_webmcp(self, arguments: dict, reply: dict) -> dict[str, Any]:
         action = arguments.get("action")
         payload = _result_json(reply)
-        if action == "list" and isinstance(payload, dict):
+        if action == "list":
+            if not isinstance(payload, dict):
+                return {"action": "list", "tools": None}
             self._webmcp_refs = {}
             for entry in payload.get("tools") or []:
                 if isinstance(entry, dict) and isinstance(entry.get("tool_ref"), str):
                     meta = entry.get("tool") if isinstance(entry.get("tool"), dict) else entry
-                    custom = isinstance(entry.get("source"), dict) and bool(entry["source"].get("custom"))
-                    self._webmcp_refs[entry["tool_ref"]] = (str(meta.get("name")), custom)
+                    injected = isinstance(entry.get("source"), dict) and bool(entry["source"].get("custom"))
+                    self._webmcp_refs[entry["tool_ref"]] = (str(meta.get("name")), injected)
             return {"action": "list", "tools": len(self._webmcp_refs)}
         if action == "invoke":
-            ref = arguments.get("tool_ref")
-            name, custom = self._webmcp_refs.get(ref, (None, None))
-            if name is None:
-                status = "unlisted_ref"
-            elif reply.get("error") or (reply.get("result") or {}).get("isError"):
-                text = json.dumps(reply.get("result") or reply.get("error"))
-                status = "unknown" if "outcome_unknown" in text else "stale_ref" if "stale" in text else "error"
-            else:
-                status = str((payload or {}).get("status") or "unknown")
-            origin = "injected" if custom else "native" if custom is not None else "unknown"
+            name, injected = self._webmcp_refs.get(arguments.get("tool_ref"), (None, None))
+            status = _invoke_status(reply, payload, listed=name is not None)
+            origin = "unknown" if injected is None else "injected" if injected else "native"
             key = f"{origin}:{status}"
             self.stats.webmcp_invokes[key] = self.stats.webmcp_invokes.get(key, 0) + 1
             return {"action": "invoke", "tool": name, "origin": origin, "status": status}
         return {"action": action}
 
     # -- logging ---------------------------------------------------------------------------
-    def _refuse(self, msg_id: Any, code: int, text: str, raw: Any) -> dict | None:
-        self.stats.bad_messages += 1
-        self._seq += 1
+    def _log_refusal(self, text: str, raw: Any) -> None:
+        with self._lock:
+            self.stats.bad_messages += 1
         self.log.write(CallRecord(
-            time=time.time(), trial=self.trial, seq=self._seq, method="(invalid)", arguments=bounded(_printable(raw)),
+            time=time.time(), trial=self.trial, seq=next(self._seq), method="(invalid)", arguments=bounded(_printable(raw)),
             decision="rejected", rule="invalid_message", outcome="rejected", detail=text,
         ))
+
+    def _refuse(self, msg_id: Any, code: int, text: str, raw: Any) -> Answer:
+        self._log_refusal(text, raw)
         if msg_id is None and code != PARSE_ERROR and not isinstance(raw, list):
-            return None  # JSON-RPC: no id known, nothing to answer but a parse error
-        return {"jsonrpc": "2.0", "id": msg_id, "error": {"code": code, "message": text}}
+            return Answer(None)  # no id known: JSON-RPC answers only parse errors and invalid batches with a null id
+        return Answer(_error(msg_id, code, text))
 
     def _write(
         self, method: str, tool: str | None, arguments: Any, decision: str, started: float, reply: dict,
         rule: str | None = None, webmcp: dict | None = None, cap_reached: bool = False,
     ) -> None:
-        self._seq += 1
         if decision == "rejected":
             outcome, detail = "rejected", None
         elif "error" in reply:
             outcome, detail = "error", str(reply["error"].get("message"))
-        elif (reply.get("result") or {}).get("isError"):
+        elif reply["result"].get("isError"):
             outcome, detail = "tool_error", _result_text(reply)[:500]
         else:
             outcome, detail = "ok", None
         self.log.write(CallRecord(
-            time=time.time(), trial=self.trial, seq=self._seq, method=method, tool=tool,
+            time=time.time(), trial=self.trial, seq=next(self._seq), method=method, tool=tool,
             arguments=bounded(arguments) if arguments is not None else None, decision=decision, rule=rule,
             outcome=outcome, detail=detail, latency_ms=(time.perf_counter() - started) * 1000,
             webmcp=webmcp, cap_reached=cap_reached,
         ))
 
 
+def _invoke_status(reply: dict, payload: Any, listed: bool) -> str:
+    """completed / error / canceled / awaiting_submission as Kernel reports them, `unknown` for an
+    outcome_unknown (the tool may have run), `stale_ref` for a ref whose document navigated."""
+    failed = "error" in reply or reply["result"].get("isError")
+    if failed:
+        text = json.dumps(reply.get("error") or reply["result"])
+        if "outcome_unknown" in text:
+            return "unknown"
+        if "stale" in text or "tool_ref_stale" in text:
+            return "stale_ref"
+        return "error" if listed else "unlisted_ref"
+    status = payload.get("status") if isinstance(payload, dict) else None
+    return str(status) if status else "unreadable"
+
+
+def _usable_id(value: Any) -> Any:
+    """MCP ids are strings or integers (not null, not a bool, not a float)."""
+    if isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool)):
+        return value
+    return None
+
+
+def _error(msg_id: Any, code: int, text: str) -> dict:
+    return {"jsonrpc": "2.0", "id": msg_id, "error": {"code": code, "message": text}}
+
+
 def _tool_error(msg_id: Any, text: str) -> dict:
-    return {"jsonrpc": "2.0", "id": msg_id, "result": {"content": [{"type": "text", "text": text}], "isError": True}}
+    # `resultType` is required under protocol 2026-07-28 and ignored by older clients.
+    result = {"content": [{"type": "text", "text": text}], "isError": True, "resultType": "complete"}
+    return {"jsonrpc": "2.0", "id": msg_id, "result": result}
 
 
 def _result_text(reply: dict) -> str:
-    content = (reply.get("result") or {}).get("content") or []
-    return "\n".join(c.get("text", "") for c in content if isinstance(c, dict) and c.get("type") == "text")
+    content = (reply.get("result") or {}).get("content")
+    if not isinstance(content, list):
+        return ""
+    return "\n".join(str(c.get("text", "")) for c in content if isinstance(c, dict) and c.get("type") == "text")
 
 
 def _result_json(reply: dict) -> Any:

@@ -39,24 +39,60 @@ def check_call(policy: ArmPolicy, session_id: str, tool: str, arguments: dict[st
     if policy.forbid_webmcp_in_code:
         for key in CODE_ARGUMENTS:
             code = arguments.get(key)
-            if isinstance(code, str) and WEBMCP_IN_CODE.search(code):
+            if isinstance(code, str) and mentions_webmcp(code):
                 raise Rejection("webmcp_in_code", "code that refers to WebMCP is not allowed in this arm")
 
 
-def filter_tools(policy: ArmPolicy, tools: list[dict]) -> list[dict]:
+_JS_ESCAPE = re.compile(r"\\u\{([0-9a-fA-F]{1,6})\}|\\u([0-9a-fA-F]{4})|\\x([0-9a-fA-F]{2})")
+_STRING_JOIN = re.compile(r"""['"`]\s*\+\s*['"`]""")
+
+
+def mentions_webmcp(code: str) -> bool:
+    """A static check, so it also looks through the cheap disguises: JS escapes in names
+    (`model\\u0043ontext`) and split string literals (`'model' + 'Context'`). Code built at run
+    time (fromCharCode, atob) is beyond it; the arm's instructions forbid WebMCP too."""
+    if WEBMCP_IN_CODE.search(code):
+        return True
+    unescaped = _JS_ESCAPE.sub(lambda m: _char(int(next(g for g in m.groups() if g), 16)), code)
+    return bool(WEBMCP_IN_CODE.search(_STRING_JOIN.sub("", unescaped)))
+
+
+def _char(code_point: int) -> str:
+    try:
+        return chr(code_point)
+    except ValueError:
+        return ""
+
+
+def filter_tools(policy: ArmPolicy, tools: list[Any]) -> list[dict]:
     kept = []
     for tool in tools:
-        name = tool.get("name")
-        if name in NEVER_ADVERTISED or not policy.allows_tool(name):
+        if not isinstance(tool, dict):
             continue
-        if policy.forbid_webmcp_in_code and isinstance(tool.get("description"), str):
-            tool = {**tool, "description": strip_webmcp_guidance(tool["description"])}
+        name = tool.get("name")
+        if name in NEVER_ADVERTISED or not isinstance(name, str) or not policy.allows_tool(name):
+            continue
+        if policy.forbid_webmcp_in_code:
+            tool = _without_webmcp_guidance(tool)
         kept.append(tool)
     return kept
 
 
+def _without_webmcp_guidance(value: Any) -> Any:
+    """The tool's description and every description inside its schemas, WebMCP sentences cut."""
+    if isinstance(value, dict):
+        return {
+            k: strip_webmcp_guidance(v) if k == "description" and isinstance(v, str) else _without_webmcp_guidance(v)
+            for k, v in value.items()
+        }
+    if isinstance(value, list):
+        return [_without_webmcp_guidance(v) for v in value]
+    return value
+
+
 def strip_webmcp_guidance(description: str) -> str:
     """Drops every sentence (or parenthesised aside) that mentions WebMCP."""
-    sentences = re.split(r"(?<=[.!?])\s+", description)
+    without_asides = re.sub(r"\s*\([^()]*\)", lambda m: "" if WEBMCP_IN_CODE.search(m.group(0)) else m.group(0), description)
+    sentences = re.split(r"(?<=[.!?])\s+", without_asides)
     kept = [s for s in sentences if not WEBMCP_IN_CODE.search(s)]
     return " ".join(kept).strip()

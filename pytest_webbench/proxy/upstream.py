@@ -5,8 +5,14 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
 import httpx
+
+from .framing import MAX_LINE_BYTES, Oversized, read_lines
 
 SESSION_HEADER = "mcp-session-id"
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -26,36 +32,87 @@ def expand_env_refs(value: str) -> str:
 
 
 class HttpUpstream:
-    """Streamable HTTP: POST each message; the reply is JSON or an SSE stream ending in it."""
+    """Streamable HTTP: POST each message; the reply is JSON or an SSE stream ending in it.
+
+    `send` is for an event loop (the fixture's endpoint), `call` and `post` for threads (the
+    stdio mode). Server messages on a reply's stream go to `on_server_message` in stdio mode and
+    are dropped on the endpoint, which has no stream to the agent to put them on.
+    """
 
     def __init__(self, url: str, headers: dict[str, str] | None = None, timeout: float = 180):
         self.url = url
+        self.timeout = timeout
         self._header_templates = dict(headers or {})
-        self._client = httpx.AsyncClient(timeout=timeout)
+        self._async_client: httpx.AsyncClient | None = None
+        self._sync_client: httpx.Client | None = None
+        self._pool: ThreadPoolExecutor | None = None
         self._session_id: str | None = None
+        self.on_server_message: Callable[[dict], None] | None = None
 
-    async def send(self, message: dict) -> dict | None:
+    def _headers(self) -> dict[str, str]:
         headers = {k: expand_env_refs(v) for k, v in self._header_templates.items()}
         headers.update({"accept": "application/json, text/event-stream", "content-type": "application/json"})
         if self._session_id:
             headers[SESSION_HEADER] = self._session_id
-        response = await self._client.post(self.url, content=json.dumps(message), headers=headers)
+        return headers
+
+    def _reply(self, message: dict, response: httpx.Response) -> dict | None:
         if sid := response.headers.get(SESSION_HEADER):
             self._session_id = sid
         if response.status_code == 202 or "id" not in message or "method" not in message:
             return None
         response.raise_for_status()
         if response.headers.get("content-type", "").startswith("text/event-stream"):
-            return _last_reply_in_sse(response.text, message.get("id"))
+            reply, others = _split_sse(response.text, message.get("id"))
+            if self.on_server_message is not None:
+                for other in others:
+                    self.on_server_message(other)
+            return reply
         return response.json()
 
+    async def send(self, message: dict) -> dict | None:
+        if self._async_client is None:
+            self._async_client = httpx.AsyncClient(timeout=self.timeout)
+        response = await self._async_client.post(self.url, content=json.dumps(message), headers=self._headers())
+        return self._reply(message, response)
+
+    def call(self, message: dict) -> dict | None:
+        if self._sync_client is None:
+            self._sync_client = httpx.Client(timeout=self.timeout)
+        response = self._sync_client.post(self.url, content=json.dumps(message), headers=self._headers())
+        return self._reply(message, response)
+
+    post = call  # a notification's reply is empty either way
+
+    def start_call(self, message: dict, done: Callable[..., None], raw: bytes | None = None) -> None:
+        """Blocking HTTP on a small pool, so a slow call never holds up the next message."""
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=16, thread_name_prefix="upstream-http")
+
+        def run() -> None:
+            try:
+                reply: dict | BaseException | None = self.call(message)
+            except Exception as exc:
+                reply = exc
+            done(reply)
+
+        self._pool.submit(run)
+
     async def close(self) -> None:
-        await self._client.aclose()
+        if self._async_client is not None:
+            await self._async_client.aclose()
+        self.close_blocking()
+
+    def close_blocking(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)  # calls in flight finish and are answered first
+        if self._sync_client is not None:
+            self._sync_client.close()
 
 
-def _last_reply_in_sse(body: str, msg_id: object) -> dict | None:
-    """The stream may carry server notifications before the reply: keep only the reply."""
-    reply = None
+def _split_sse(body: str, msg_id: object) -> tuple[dict | None, list[dict]]:
+    """The reply to `msg_id`, and the server's other messages on the same stream, in order."""
+    reply, others = None, []
     for event in body.split("\n\n"):
         data = "\n".join(line[5:].lstrip() for line in event.splitlines() if line.startswith("data:"))
         if not data:
@@ -64,6 +121,100 @@ def _last_reply_in_sse(body: str, msg_id: object) -> dict | None:
             message = json.loads(data)
         except ValueError:
             continue
-        if isinstance(message, dict) and message.get("id") == msg_id and ("result" in message or "error" in message):
+        if not isinstance(message, dict):
+            continue
+        if "method" not in message and message.get("id") == msg_id and ("result" in message or "error" in message):
             reply = message
-    return reply
+        elif "method" in message:
+            others.append(message)
+    return reply, others
+
+
+class UpstreamClosed(ConnectionError):
+    pass
+
+
+class StdioUpstream:
+    """A browser MCP server run as a child process: one JSON-RPC message per line each way.
+
+    Threads, not an event loop, and no hand-offs: the caller's thread writes a request, the
+    reader thread matches the reply by id and finishes the call itself, so calls overlap freely
+    and each costs two pipe writes, as a bare forwarder does. The server's own requests and
+    notifications go to `on_server_message`, never to a waiting call.
+    """
+
+    def __init__(self, command: list[str], env: dict[str, str] | None = None,
+                 on_server_message: Callable[[dict], None] | None = None):
+        self.on_server_message = on_server_message
+        self.unreadable_lines = 0
+        self._pending: dict[str, Callable[..., None]] = {}
+        self._lock = threading.Lock()
+        self._closed: str | None = None
+        self._process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+        self._reader = threading.Thread(target=self._read, name="upstream-reader", daemon=True)
+        self._reader.start()
+
+    def post(self, message: dict, raw: bytes | None = None) -> None:
+        line = (raw if raw is not None else json.dumps(message, separators=(",", ":")).encode()) + b"\n"
+        with self._lock:
+            if self._closed:
+                raise UpstreamClosed(self._closed)
+            try:
+                self._process.stdin.write(line)
+                self._process.stdin.flush()
+            except (BrokenPipeError, ValueError, OSError) as exc:
+                raise UpstreamClosed(f"browser server is gone: {exc}") from exc
+
+    def start_call(self, message: dict, done: Callable[..., None], raw: bytes | None = None) -> None:
+        """Sends a request; `done(reply, raw_line)` gets its reply (or the failure) on the reader thread."""
+        key = json.dumps(message["id"])
+        with self._lock:
+            if key in self._pending:
+                raise ValueError(f"request id {message['id']!r} is already in flight")
+            self._pending[key] = done
+        try:
+            self.post(message, raw)
+        except UpstreamClosed:
+            with self._lock:
+                self._pending.pop(key, None)
+            raise
+
+    def _read(self) -> None:
+        for line in read_lines(self._process.stdout, MAX_LINE_BYTES):
+            if isinstance(line, Oversized):
+                self.unreadable_lines += 1
+                continue
+            try:
+                message = json.loads(line)
+            except ValueError:
+                self.unreadable_lines += 1  # a server printing to stdout: skip the line, not fatal
+                continue
+            if not isinstance(message, dict):
+                self.unreadable_lines += 1
+            elif "method" in message:
+                if self.on_server_message is not None:
+                    self.on_server_message(message)
+            else:
+                with self._lock:
+                    done = self._pending.pop(json.dumps(message.get("id")), None)
+                if done is not None:
+                    done(message, line)
+        code = self._process.wait()
+        with self._lock:
+            self._closed = f"browser server exited with code {code}"
+            pending, self._pending = list(self._pending.values()), {}
+        for done in pending:
+            done(UpstreamClosed(self._closed))
+
+    def close_blocking(self) -> None:
+        if self._process.poll() is None:
+            try:
+                self._process.stdin.close()  # a stdio server ends at EOF; give it time to clean up
+            except OSError:
+                pass
+            try:
+                self._process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                self._process.wait()
+        self._reader.join(timeout=10)

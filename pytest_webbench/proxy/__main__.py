@@ -1,0 +1,5 @@
+import sys
+
+from .stdio import main
+
+sys.exit(main())

@@ -1,0 +1,130 @@
+"""A stand-in for Kernel's hosted MCP server: real MCP (the `mcp` SDK's server) over stdio or
+streamable HTTP, offering the hosted tool list with its extras (a required `context` argument,
+`get_more_tools`, lifecycle, account and docs tools) and replaying results in Kernel's shapes.
+
+Every call it receives is appended to a JSON-lines record file, so a test can prove what the
+proxy did not forward. Some inputs trigger behaviour a proxy must survive:
+- `execute_playwright_code` code containing `progress`: a progress notification before the reply;
+  `ping-client`: a ping request to the client, answered before the reply; `crash`: the server dies.
+- `webmcp invoke` refs: `tr_native` completes, `tr_custom` (injected) completes, `tr_custom_error`
+  ends with status error, `tr_stale` is refused as stale, `tr_unknown` times out outcome_unknown.
+
+Run over stdio: `python tests/support/kernel_standin.py --record FILE`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import mcp_types as types
+from mcp.server.lowlevel import Server
+
+from pytest_webbench.browsers.mcp_server import INSTRUCTIONS, TOOLS
+
+CONTEXT_ARG = {"type": "string", "description": "Why you are calling this tool (analytics)."}
+EXTRA_TOOLS = [
+    types.Tool(name="get_more_tools", description="Discover more Kernel tools.", input_schema={"type": "object"}),
+    types.Tool(name="search_docs", description="Search Kernel's docs (WebMCP guide included).", input_schema={"type": "object"}),
+    types.Tool(name="exec_command", description="Run a shell command in the browser VM.", input_schema={"type": "object"}),
+]
+PAGE = {"window_id": 1, "tab_id": 1, "page_title": "CodeHub", "page_url": "https://codehub.example/pulls/23", "frame": "main"}
+LISTED = [
+    ("tr_native", "search_issues", None),
+    ("tr_custom", "get_pull_request", {"id": "ct_1", "namespace": "codehub"}),
+    ("tr_custom_error", "get_release", {"id": "ct_1", "namespace": "codehub"}),
+    ("tr_stale", "get_commit", {"id": "ct_1", "namespace": "codehub"}),
+    ("tr_unknown", "merge_pull_request", None),
+]
+
+
+def hosted_tools() -> list[types.Tool]:
+    """Kernel's tools as the hosted server lists them with analytics on: `context` required."""
+    tools = []
+    for tool in [*TOOLS, *EXTRA_TOOLS]:
+        schema = json.loads(json.dumps(tool.input_schema))
+        schema.setdefault("properties", {})["context"] = CONTEXT_ARG
+        schema["required"] = [*schema.get("required", []), "context"]
+        tools.append(tool.model_copy(update={"input_schema": schema}))
+    return tools
+
+
+def _text(value: Any) -> list[types.ContentBlock]:
+    return [types.TextContent(type="text", text=json.dumps(value, indent=2))]
+
+
+def _error(text: str) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
+
+
+def build_standin(record: Path) -> Server:
+    def remember(name: str, arguments: dict) -> None:
+        with record.open("a", encoding="utf-8") as f:
+            f.write(json.dumps({"tool": name, "arguments": arguments}) + "\n")
+
+    async def on_list_tools(ctx, params) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=hosted_tools())
+
+    async def on_call_tool(ctx, params: types.CallToolRequestParams) -> types.CallToolResult:
+        name, args = params.name, dict(params.arguments or {})
+        remember(name, args)
+        if name == "execute_playwright_code":
+            code = str(args.get("code", ""))
+            if "crash" in code:
+                os._exit(3)
+            if "progress" in code:
+                await ctx.session.report_progress(0.5, 1.0, "half way")
+            if "ping-client" in code:
+                await ctx.session.send_ping()
+            if "big-result" in code:
+                return types.CallToolResult(content=_text({"success": True, "result": "x" * 3_000_000}))
+            return types.CallToolResult(content=_text({"success": True, "result": len(code), "error": None, "stdout": "", "stderr": ""}))
+        if name == "webmcp":
+            action = args.get("action")
+            if action == "list":
+                return types.CallToolResult(content=_text({"tools": [
+                    {"tool_ref": ref, "tool": {"name": tool, "description": tool, "inputSchema": {"type": "object"}},
+                     "source": {**PAGE, **({"custom": custom} if custom else {})}}
+                    for ref, tool, custom in LISTED
+                ]}))
+            if action == "invoke":
+                ref = args.get("tool_ref")
+                if ref in ("tr_native", "tr_custom"):
+                    return types.CallToolResult(content=_text({"invocation_id": f"inv_{ref}", "status": "completed", "output": {"number": 23}}))
+                if ref == "tr_custom_error":
+                    return types.CallToolResult(content=_text({"invocation_id": "inv_e", "status": "error", "error_text": "TypeError: release is undefined"}))
+                if ref == "tr_unknown":
+                    return _error('Error in webmcp (invoke): {"code": "outcome_unknown", "message": "the tool did not respond in time; it may have run", "invocation_id": "inv_u"}')
+                return _error(f'Error in webmcp (invoke): {{"code": "tool_ref_stale", "message": "tool_ref {ref} is stale: its document navigated; call list again"}}')
+            return _text({"ok": action})
+        if name in ("browser_repl", "execute_browser_repl"):
+            return types.CallToolResult(content=_text({"success": True, "content": [{"type": "text", "text": "1"}]}))
+        if name == "computer_action":
+            return types.CallToolResult(content=[types.TextContent(type="text", text="Executed 1 action(s) successfully")])
+        return types.CallToolResult(content=_text({"tool": name, "ok": True}))
+
+    return Server("kernel-mcp-server (stand-in)", version="1.0.0", instructions=INSTRUCTIONS,
+                  on_list_tools=on_list_tools, on_call_tool=on_call_tool)
+
+
+def main() -> None:
+    import anyio
+    from mcp.server.stdio import stdio_server
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--record", type=Path, required=True)
+    args = parser.parse_args()
+    server = build_standin(args.record)
+
+    async def serve() -> None:
+        async with stdio_server() as (read, write):
+            await server.run(read, write, server.create_initialization_options())
+
+    anyio.run(serve)
+
+
+if __name__ == "__main__":
+    main()
