@@ -110,6 +110,7 @@ class TrialRecorder:
         self.st, self.spec = st, spec
         self.written: TrialRecord | None = None
         self.started_at = datetime.now(UTC).isoformat()
+        self.spend_limit = spec.task.meta.spend_limit_usd
 
     def base(self) -> dict:
         key: TrialKey = self.spec.key
@@ -124,6 +125,10 @@ class TrialRecorder:
         if outcome.exception:
             # A failed agent run is errored, whatever a grader would say of its leftovers.
             verdict = dict(outcome="errored", stop_reason="agent_error", reward=0.0, detail=outcome.exception)
+        elif outcome.tokens.cost_usd is not None and outcome.tokens.cost_usd > self.spend_limit:
+            # Over the task's spend limit is never a pass, whatever the answer.
+            verdict = dict(outcome="failed", stop_reason="over_spend", reward=0.0,
+                           detail=f"spent ${outcome.tokens.cost_usd:.4f} of a ${self.spend_limit:.2f} limit; {grade.detail}")
         elif grade.passed:
             verdict = dict(outcome="passed", stop_reason=None, reward=1.0, detail=grade.detail)
         else:
@@ -167,6 +172,7 @@ def record_if_missing(item: pytest.Item, report: pytest.TestReport) -> None:
         return
     st = state(item.config)
     recorder = item.stash.get(RECORDER_KEY, None) or TrialRecorder(st, st.specs[spec_id])
+    item.stash[RECORDER_KEY] = recorder  # so the report columns find the error record too
     if recorder.written is None and not trial_record_path(st.experiment_dir, spec_id).exists():
         recorder.record_error(f"{report.when}: {report.longreprtext[-3000:]}")
 

@@ -99,6 +99,10 @@ def pytest_configure(config: pytest.Config) -> None:
             raise pytest.UsageError(str(exc)) from None
     config.stash[STATE_KEY] = WebbenchState(options, suite, experiment_dir)
     config.args[:] = [str(BENCH_MODULE)]  # collect the trials, and nothing else
+    if config.pluginmanager.hasplugin("html"):
+        from .report.pytest_html import HtmlColumns
+
+        config.pluginmanager.register(HtmlColumns(), "webbench-html")
 
 
 def pytest_configure_node(node) -> None:
@@ -179,7 +183,8 @@ def _write_manifest(config: pytest.Config, keys: list[TrialKey]) -> None:
     st = state(config)
     opts = st.options
     limits = {t.name: TaskLimits(grading=t.meta.grading, turn_cap=t.meta.turn_cap, spend_limit_usd=t.meta.spend_limit_usd,
-                                 placebo=t.meta.placebo, tool_batch=t.meta.tool_batch, timeout_sec=t.timeout_sec)
+                                 placebo=t.meta.placebo, tool_batch=t.meta.tool_batch, timeout_sec=t.timeout_sec,
+                                 agree_on=t.meta.agree_on)
               for t in st.suite.tasks}
     manifest = RunManifest(
         experiment_id=opts.experiment_id, created_at=datetime.now(UTC).isoformat(), suite=st.suite.name,
@@ -220,6 +225,13 @@ def pytest_runtest_makereport(item: pytest.Item, call):
     report = yield
     if report.failed and report.when in ("setup", "call"):
         record_if_missing(item, report)
+    if STATE_KEY in item.config.stash:
+        from .fixtures import RECORDER_KEY
+        from .report.pytest_html import attach
+
+        recorder = item.stash.get(RECORDER_KEY, None)
+        html_active = item.config.pluginmanager.hasplugin("html") and bool(item.config.getoption("htmlpath", None))
+        attach(item, report, recorder.written if recorder else None, html_active)
     return report
 
 

@@ -46,6 +46,7 @@ class TaskLimits(BaseModel):
     placebo: bool
     tool_batch: str | None
     timeout_sec: float
+    agree_on: list[str] = Field(default_factory=list)
 
 
 class RunManifest(BaseModel):
@@ -108,6 +109,9 @@ class TrialRecord(PlannedTrial):
     timings: Timings = Field(default_factory=Timings)
     tokens: Tokens = Field(default_factory=Tokens)
     calls: BrowserCalls = Field(default_factory=BrowserCalls)
+    # Trajectory-scan findings (a call that reached the site, the backend or the task's files
+    # outside the arm's browser tools). A flag is reported; it never changes the score.
+    flags: list[str] = Field(default_factory=list)
     harbor_trial_dir: str | None = None
     worker: str = Field(default_factory=lambda: os.environ.get("PYTEST_XDIST_WORKER", "main"))
     started_at: str | None = None

@@ -71,6 +71,8 @@ class WebbenchMeta(_Strict):
     spend_limit_usd: float = Field(ge=0)
     placebo: bool = False
     tool_batch: str | None = None  # the site whose injected batch covers this task
+    # Answer fields on which a pair's two answers should agree (the report's answer agreement).
+    agree_on: list[str] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _consistent(self) -> WebbenchMeta:
@@ -83,6 +85,9 @@ class WebbenchMeta(_Strict):
             raise ValueError("grading 'format' checks shape only: no equals, one_of or page check")
         if self.grading == "page" and self.page is None:
             raise ValueError("grading 'page' needs a [metadata.webbench.page] check")
+        for key in self.agree_on:
+            if key not in self.answer:
+                raise ValueError(f"agree_on: {key!r} is not an answer field")
         for key, rule in self.answer.items():
             if rule.from_page and self.page is None:
                 raise ValueError(f"answer.{key}.from_page needs a page check")

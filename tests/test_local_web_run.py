@@ -47,8 +47,21 @@ def test_reference_runner_passes_every_item_and_leaves_a_complete_experiment(pyt
     assert trial.verifier_result.rewards == {"reward": 1.0}
     report = json.loads((exp / "report.json").read_text())
     assert report["complete"] and report["headline"]["treatment"]["passes"] == 5
-    assert "## Paired control vs treatment" in (exp / "report.md").read_text()
-    result.stdout.fnmatch_lines(["*webbench*", "*treatment*5/5 passed*"])
+    md = (exp / "report.md").read_text()
+    for section in ("## Paired control vs treatment", "## Pooled paired effect", "## Usage, tools and validity",
+                    "## What each test assumes", "Minimum detectable effect"):
+        assert section in md
+    # every treatment pair passed both arms: no discordance, so no effect is detectable at this size
+    assert report["pooled"]["pairs"] == 5 and report["pooled"]["difference"] == 0 and report["pooled"]["mde"] is None
+    treatment = next(u for u in report["usage"] if u["arm"] == "treatment")
+    assert treatment["webmcp"]["injected:tried"] == treatment["webmcp"]["injected:completed"] >= 5
+    assert all(u["toolset_invalid"] == 0 for u in report["usage"])
+    # re-rendering from disk gives the same bytes
+    before = (exp / "report.json").read_bytes()
+    from pytest_webbench.report.__main__ import main
+
+    assert main([str(exp)]) == 0 and (exp / "report.json").read_bytes() == before
+    result.stdout.fnmatch_lines(["*webbench*", "*treatment*5/5 passed*", "*pooled effect*"])
 
 
 def test_nop_runner_fails_every_item_with_the_full_denominator(pytester):
@@ -60,6 +73,9 @@ def test_nop_runner_fails_every_item_with_the_full_denominator(pytester):
     report = json.loads((exp / "report.json").read_text())
     assert {arm: (r["passes"], r["n"]) for arm, r in report["headline"].items()} == {
         "control": (0, 5), "treatment": (0, 5), "playwright": (0, 5)}
+    assert report["stop_reasons"] == {arm: {"no_browser_call": 6} for arm in ("control", "treatment", "playwright")}
+    assert report["pooled"]["difference"] == 0 and report["pooled"]["control_rate"] == 0
+    assert all(row["pass_at_k"] == {"1": 0.0} for row in report["by_arm_task"])
 
 
 def test_pairs_stay_together_and_in_order_under_xdist(pytester):
@@ -97,4 +113,27 @@ def test_a_rejected_call_is_logged_and_counted(pytester, monkeypatch):
     log = (Path(record.harbor_trial_dir) / "proxy-log.jsonl").read_text().splitlines()
     assert any(json.loads(line)["rule"] == "webmcp_action_forbidden" for line in log)
     report = json.loads((pytester.path / "results" / "rej" / "report.json").read_text())
-    assert report["rejected_calls"] == 1
+    treatment = next(u for u in report["usage"] if u["arm"] == "treatment")
+    assert treatment["trials_with_rejections"] == 1
+    assert [(n["trial_id"], n["note"]) for n in report["rejected"]] == [(record.trial_id, "webmcp_action_forbidden x1")]
+
+
+def test_pytest_html_gets_the_trial_columns_and_extras(pytester):
+    import html as html_lib
+    import re
+
+    result, exp = run(pytester, "html", "--runner", "reference", "-k", "shop-price",
+                      f"--html={pytester.path / 'out.html'}", "--self-contained-html")
+    result.assert_outcomes(passed=3)
+    page = (pytester.path / "out.html").read_text()
+    blob = json.loads(html_lib.unescape(re.search(r'data-jsonblob="([^"]*)"', page).group(1)))
+    header = " ".join(re.findall(r"<th[^>]*>[^<]*</th>", page))
+    for column in ("Task", "Attempt", "Arm", "Calls", "Tokens", "Agent s", "Stop reason"):
+        assert f"<th>{column}</th>" in header
+    tests = [t for runs in blob["tests"].values() for t in runs]
+    assert len(tests) == 3
+    for test in tests:
+        row = " ".join(test["resultsTableRow"])
+        assert "<td>shop-price</td>" in row and "<td>passed</td>" in row
+        names = {extra["name"] for extra in test["extras"]}
+        assert {"answer", "grade", "proxy log", "agent transcript (transcript.jsonl)", "final screenshot"} <= names

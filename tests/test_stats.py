@@ -39,3 +39,68 @@ def test_sign_test_symmetric_and_hand_computed():
     assert sign_test(6, 0) == pytest.approx(2 * 0.5**6)
     assert sign_test(3, 3) == pytest.approx(1.0)
     assert sign_test(0, 0) is None
+
+
+# -- pass@k, clustered effect, power, comparisons --------------------------------------------------
+
+from math import comb, isclose, sqrt  # noqa: E402
+
+from scipy.stats import binom as _binom, binomtest as _binomtest  # noqa: E402
+
+from pytest_webbench.stats import (  # noqa: E402
+    clustered_paired_difference, fisher_exact_p, mcnemar_mde, mcnemar_power, newcombe_difference, pass_at_k, pass_hat_k,
+)
+
+
+def test_pass_at_k_and_pass_hat_k_by_hand():
+    # n=5 attempts, 2 passed: pass@2 = 1 - C(3,2)/C(5,2) = 0.7; pass^2 = C(2,2)/C(5,2) = 0.1
+    assert isclose(pass_at_k(5, 2, 2), 0.7) and isclose(pass_hat_k(5, 2, 2), 0.1)
+    assert pass_at_k(5, 2, 1) == pass_hat_k(5, 2, 1) == 0.4  # k = 1: both are the pass rate
+    assert pass_at_k(5, 0, 5) == 0 and pass_at_k(5, 1, 5) == 1 and pass_hat_k(5, 4, 5) == 0
+    assert pass_at_k(1, 1, 2) is None and pass_hat_k(3, 1, 0) is None  # k beyond the attempts made
+
+
+def test_clustered_difference_by_hand():
+    # d = [1,0 | 0,0 | 1,1]: mean 0.5; cluster residual sums 0, -1, 1; CR1 var = 3/2 * 2 / 36 = 1/12;
+    # t(0.975, df=2) = 4.302653; half-width 4.302653 * 0.288675 = 1.242069
+    effect = clustered_paired_difference([[1, 0], [0, 0], [1, 1]])
+    assert effect.estimate == 0.5 and isclose(effect.se, sqrt(1 / 12))
+    assert isclose(effect.low, 0.5 - 1.242069, abs_tol=1e-6) and isclose(effect.high, 0.5 + 1.242069, abs_tol=1e-6)
+    assert clustered_paired_difference([[1, 1, 0]]) is None  # one task: no clustered interval
+    no_effect = clustered_paired_difference([[0, 0], [0, 0]])
+    assert no_effect.estimate == 0 and no_effect.se == 0
+
+
+def _brute_force_power(n, p01, p10, alpha=0.05):
+    psi, total = p01 + p10, 0.0
+    for m in range(n + 1):
+        rejecting = sum(_binom.pmf(k, m, p10 / psi) for k in range(m + 1) if _binomtest(k, m, 0.5).pvalue <= alpha)
+        total += _binom.pmf(m, n, psi) * rejecting
+    return total
+
+
+def test_mcnemar_power_is_the_exact_power():
+    for n, p01, p10 in [(20, 0.05, 0.3), (40, 0.15, 0.05), (60, 0.1, 0.1)]:
+        assert isclose(mcnemar_power(n, p01, p10), _brute_force_power(n, p01, p10), abs_tol=1e-9)
+    # The asymptotic sample size (Connor 1987) for p01=.15, p10=.05 is ~155 pairs (../shared/README.md):
+    # ((1.959964*sqrt(.2) + 0.841621*sqrt(.2 - .01))**2 / .01 = 154.6. The exact test needs a few more.
+    asymptotic = (1.959964 * sqrt(0.2) + 0.841621 * sqrt(0.19)) ** 2 / 0.01
+    assert round(asymptotic) == 155
+    assert 0.74 < mcnemar_power(155, 0.15, 0.05) < 0.8 < mcnemar_power(175, 0.15, 0.05)
+    assert mcnemar_power(10, 0.0, 0.0) == 0.0
+
+
+def test_minimum_detectable_effect():
+    mde = mcnemar_mde(155, 0.2)
+    assert 0.1 <= mde <= 0.11 and mcnemar_power(155, (0.2 - mde) / 2, (0.2 + mde) / 2) >= 0.8
+    assert mcnemar_mde(5, 0.0) is None  # five pairs cannot reach p < .05 however they fall
+    assert mcnemar_mde(30, 0.1) < mcnemar_mde(15, 0.1)  # more pairs see smaller effects
+
+
+def test_newcombe_and_fisher_against_published_values():
+    # Newcombe (1998), Stat Med 17:873, example (a): 56/70 vs 48/80, method 10: 0.0524 to 0.3339
+    interval = newcombe_difference(56, 70, 48, 80)
+    assert round(interval.low, 4) == 0.0524 and round(interval.high, 4) == 0.3339
+    # Fisher's tea-tasting table [[3,1],[1,3]]: two-sided p = 0.4857
+    assert round(fisher_exact_p(3, 4, 1, 4), 4) == 0.4857
+    assert newcombe_difference(1, 0, 1, 2) is None and fisher_exact_p(0, 0, 1, 1) is None

@@ -91,12 +91,21 @@ class StdoutWriter:
             self.out.flush()
 
 
-def serve(session: ProxySession, upstream, stdin: BinaryIO, writer: StdoutWriter, max_line_bytes: int) -> None:
-    """Runs until stdin ends. Calls finish on the upstream's side (its reader thread, or its
-    HTTP pool), which answers the agent directly."""
+def serve(session: ProxySession, upstream, stdin: BinaryIO, writer: StdoutWriter, max_line_bytes: int,
+          drain_timeout: float = 300) -> None:
+    """Runs until stdin ends, then until the calls in flight are answered (a client may close its
+    side right after its last request). Calls finish on the upstream's side (its reader thread,
+    or its HTTP pool), which answers the agent directly."""
+    in_flight = 0
+    settled = threading.Condition()
 
     def finisher(call: Call):
+        nonlocal in_flight
+        with settled:
+            in_flight += 1
+
         def done(reply, raw: bytes | None = None) -> None:
+            nonlocal in_flight
             try:
                 answer = session.complete(call, reply)
                 if raw is not None and not call.rewritten:
@@ -105,6 +114,10 @@ def serve(session: ProxySession, upstream, stdin: BinaryIO, writer: StdoutWriter
                     writer.write(answer)
             except Exception as exc:  # a proxy bug must not take the agent's session down
                 print(f"webbench proxy: internal error: {exc!r}", file=sys.stderr)
+            finally:
+                with settled:
+                    in_flight -= 1
+                    settled.notify_all()
         return done
 
     for line in read_lines(stdin, max_line_bytes):
@@ -121,10 +134,13 @@ def serve(session: ProxySession, upstream, stdin: BinaryIO, writer: StdoutWriter
             except Exception:
                 pass  # nothing waits on a notification; the next call reports the dead upstream
         else:
+            done = finisher(step)
             try:
-                upstream.start_call(step.message, finisher(step), step.raw)
+                upstream.start_call(step.message, done, step.raw)
             except Exception as exc:
-                finisher(step)(exc)
+                done(exc)
+    with settled:
+        settled.wait_for(lambda: in_flight == 0, timeout=drain_timeout)
 
 
 def run(args: argparse.Namespace, command: list[str]) -> int:

@@ -1,20 +1,45 @@
-"""`python -m pytest_webbench.report EXPERIMENT_DIR`: re-render the report from disk."""
+"""`python -m pytest_webbench.report EXPERIMENT_DIR [OTHER_DIR]`
+
+One directory: re-render report.json, report.md and report.html from the results on disk.
+Two: re-render both, then compare them (unpaired across runs), printing the comparison and
+writing it to --out (Markdown, with a .json beside it) when given.
+"""
 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
+from ..records import atomic_write
+from .compare import compare_reports, render_comparison
 from .render import headline_lines, paired_lines, write_report
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m pytest_webbench.report")
-    parser.add_argument("experiment_dir", type=Path)
+    parser = argparse.ArgumentParser(prog="python -m pytest_webbench.report", description=__doc__.split("\n\n")[1])
+    parser.add_argument("experiment_dirs", type=Path, nargs="+", metavar="EXPERIMENT_DIR")
+    parser.add_argument("--out", type=Path, help="write the comparison of two runs here (Markdown)")
     args = parser.parse_args(argv)
-    report = write_report(args.experiment_dir)
-    print("\n".join(headline_lines(report) + paired_lines(report)))
-    print(f"report: {args.experiment_dir / 'report.md'}")
+    if len(args.experiment_dirs) > 2:
+        parser.error("give one experiment directory to re-render, or two to compare")
+    reports = []
+    for directory in args.experiment_dirs:
+        try:
+            report = write_report(directory)
+        except FileNotFoundError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        reports.append(report)
+        print("\n".join(headline_lines(report) + paired_lines(report)))
+        print(f"report: {directory / 'report.md'}, {directory / 'report.html'}")
+    if len(reports) == 2:
+        comparison = compare_reports(*reports)
+        text = render_comparison(comparison)
+        print(text)
+        if args.out:
+            atomic_write(args.out, text)
+            atomic_write(args.out.with_suffix(".json"), comparison.model_dump_json(indent=2))
     return 0
 
 

@@ -1,19 +1,27 @@
 """Builds the report from the experiment directory alone: the manifest and the trial records.
 
-Planned trials without a record count as missing: they stay in the denominator, as failures.
+Planned trials without a record count as missing: they stay in every arm's denominator, as
+failures, and are shown. Paired tests use only pairs whose two trials both ended (passed or
+failed); pairs with an errored or missing member are counted and listed, not tested. The report
+holds no clock time and no randomness, so rendering it twice gives the same bytes.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 from statistics import median
 
 from pydantic import BaseModel, Field
 
 from ..records import RunManifest, TrialRecord, read_manifest, read_trial_records
-from ..stats import ASSUMPTIONS, mcnemar_exact, sign_test, wilson
+from ..stats import (
+    ASSUMPTIONS, clustered_paired_difference, mcnemar_exact, mcnemar_mde, pass_at_k, pass_hat_k, sign_test, wilson,
+)
 
-REPORT_SCHEMA = 1
+REPORT_SCHEMA = 2
+FEW_ATTEMPTS = 5  # below this a run screens for large effects only
+NOT_A_PASS = ("failed", "errored", "missing")
 
 
 class Rate(BaseModel):
@@ -34,23 +42,70 @@ class ArmTaskRow(BaseModel):
     errored: int
     missing: int
     rate: Rate
+    pass_at_k: dict[int, float] = Field(default_factory=dict)  # over ended trials (passed + failed)
+    pass_hat_k: dict[int, float] = Field(default_factory=dict)
     stop_reasons: dict[str, int] = Field(default_factory=dict)
+    median_agent_sec: float | None = None
 
 
 class PairedRow(BaseModel):
     task: str
     placebo: bool
-    pairs: int
+    pairs: int  # intended pairs (broken-by-selection pairs left out)
+    excluded: int  # a member errored or is missing: counted here, left out of the tests
+    tested: int
     both: int
     control_only: int
     treatment_only: int
     neither: int
     mcnemar_p: float | None
-    both_pass_pairs: int
     median_speedup: float | None  # control agent time / treatment agent time, both-pass pairs
+    speedups: list[float] = Field(default_factory=list)
     treatment_faster: int
     control_faster: int
     sign_p: float | None
+    agree_on: list[str] = Field(default_factory=list)
+    agreement: Rate | None = None  # pairs where both answered and agree on `agree_on`
+
+
+class PooledEffect(BaseModel):
+    tasks: int
+    pairs: int
+    control_rate: float
+    treatment_rate: float
+    difference: float  # treatment minus control, over tested pairs
+    se: float | None
+    ci_low: float | None
+    ci_high: float | None
+    mcnemar_p: float | None  # pairs as if independent: a screening figure beside the clustered interval
+    discordance: float
+    mde: float | None  # smallest difference detectable with 80% power at this many pairs
+
+
+class ArmUsage(BaseModel):
+    arm: str
+    trials: int
+    median_agent_sec: float | None
+    input_tokens: int
+    cached_tokens: int
+    output_tokens: int
+    tokens_reported: int  # trials whose runner reported tokens
+    cost_usd: float
+    priced: int  # trials whose cost could be priced (model-cost coverage)
+    browser_calls: int
+    median_browser_calls: float | None
+    webmcp: dict[str, int] = Field(default_factory=dict)  # injected/native x tried/completed
+    trials_with_rejections: int
+    cap_hits: int
+    over_spend: int
+    toolset_invalid: int  # a trial that used WebMCP tools its arm should not have had
+
+
+class TrialNote(BaseModel):
+    trial_id: str
+    arm: str
+    task: str
+    note: str
 
 
 class Report(BaseModel):
@@ -59,20 +114,29 @@ class Report(BaseModel):
     suite: str
     runner: str
     model: str | None
+    browser: str
     attempts: int
+    arms: list[str]
     complete: bool
+    incomplete_because: list[str] = Field(default_factory=list)
     planned_trials: int
     recorded_trials: int
     headline: dict[str, Rate]  # per arm, tasks graded against the page or a pinned value
     format_only: dict[str, Rate]
     by_arm_task: list[ArmTaskRow]
     paired: list[PairedRow]
-    pooled_paired: PairedRow | None
+    pooled: PooledEffect | None
+    usage: list[ArmUsage]
+    stop_reasons: dict[str, dict[str, int]]  # arm -> reason -> trials that did not pass
+    flagged: list[TrialNote]
+    rejected: list[TrialNote]
+    cap_hits: list[TrialNote]
+    over_spend: list[TrialNote]
+    toolset_invalid: list[TrialNote]
     broken_pairs: list[str]
-    rejected_calls: int
-    cap_hits: int
     problems: list[str]
     assumptions: dict[str, str]
+    caveat: str | None
 
 
 def _rate(passes: int, n: int) -> Rate:
@@ -81,77 +145,171 @@ def _rate(passes: int, n: int) -> Rate:
                 ci_low=ci.low if ci else None, ci_high=ci.high if ci else None)
 
 
-def _paired_row(task: str, placebo: bool, pairs: list[tuple[TrialRecord | None, TrialRecord | None]]) -> PairedRow:
-    def passed(r: TrialRecord | None) -> bool:
-        return r is not None and r.outcome == "passed"
+def _passed(r: TrialRecord | None) -> bool:
+    return r is not None and r.outcome == "passed"
 
-    both = sum(passed(c) and passed(t) for c, t in pairs)
-    c_only = sum(passed(c) and not passed(t) for c, t in pairs)
-    t_only = sum(passed(t) and not passed(c) for c, t in pairs)
+
+def _ended(r: TrialRecord | None) -> bool:
+    return r is not None and r.outcome in ("passed", "failed")
+
+
+def _toolset_invalid(r: TrialRecord) -> str | None:
+    invokes = r.calls.webmcp_invokes
+    if r.arm == "playwright" and invokes:
+        return "invoked WebMCP tools in the playwright arm"
+    if r.arm != "treatment" and any(k.startswith("injected:") for k in invokes):
+        return "invoked an injected tool outside the treatment arm"
+    return None
+
+
+def _agreement(task_fields: list[str], pairs: list[tuple[TrialRecord, TrialRecord]]) -> Rate | None:
+    if not task_fields:
+        return None
+    answered = [(c, t) for c, t in pairs if isinstance(c.answer, dict) and isinstance(t.answer, dict)]
+    agree = sum(all(c.answer.get(f) == t.answer.get(f) for f in task_fields) for c, t in answered)
+    return _rate(agree, len(answered))
+
+
+def _paired_row(task: str, placebo: bool, agree_on: list[str], pairs: list[tuple[TrialRecord | None, TrialRecord | None]]) -> PairedRow:
+    tested = [(c, t) for c, t in pairs if _ended(c) and _ended(t)]
+    both = sum(_passed(c) and _passed(t) for c, t in tested)
+    c_only = sum(_passed(c) and not _passed(t) for c, t in tested)
+    t_only = sum(_passed(t) and not _passed(c) for c, t in tested)
     speedups, t_fast, c_fast = [], 0, 0
-    for c, t in pairs:
-        if passed(c) and passed(t) and c.timings.agent_sec and t.timings.agent_sec:
-            speedups.append(c.timings.agent_sec / t.timings.agent_sec)
+    for c, t in tested:
+        if _passed(c) and _passed(t) and c.timings.agent_sec and t.timings.agent_sec:
+            speedups.append(round(c.timings.agent_sec / t.timings.agent_sec, 6))
             t_fast += t.timings.agent_sec < c.timings.agent_sec
             c_fast += c.timings.agent_sec < t.timings.agent_sec
     return PairedRow(
-        task=task, placebo=placebo, pairs=len(pairs), both=both, control_only=c_only, treatment_only=t_only,
-        neither=len(pairs) - both - c_only - t_only, mcnemar_p=mcnemar_exact(c_only, t_only), both_pass_pairs=both,
-        median_speedup=median(speedups) if speedups else None, treatment_faster=t_fast, control_faster=c_fast,
-        sign_p=sign_test(t_fast, c_fast),
+        task=task, placebo=placebo, pairs=len(pairs), excluded=len(pairs) - len(tested), tested=len(tested),
+        both=both, control_only=c_only, treatment_only=t_only, neither=len(tested) - both - c_only - t_only,
+        mcnemar_p=mcnemar_exact(c_only, t_only), median_speedup=median(speedups) if speedups else None,
+        speedups=sorted(speedups), treatment_faster=t_fast, control_faster=c_fast, sign_p=sign_test(t_fast, c_fast),
+        agree_on=agree_on, agreement=_agreement(agree_on, tested),
     )
+
+
+def _pooled(by_task: dict[str, list[tuple[TrialRecord, TrialRecord]]]) -> PooledEffect | None:
+    groups = {task: [int(_passed(t)) - int(_passed(c)) for c, t in pairs] for task, pairs in by_task.items() if pairs}
+    pairs = [p for ps in by_task.values() for p in ps]
+    if not pairs:
+        return None
+    n = len(pairs)
+    c_only = sum(_passed(c) and not _passed(t) for c, t in pairs)
+    t_only = sum(_passed(t) and not _passed(c) for c, t in pairs)
+    clustered = clustered_paired_difference(list(groups.values()))
+    return PooledEffect(
+        tasks=len(groups), pairs=n, control_rate=sum(_passed(c) for c, _ in pairs) / n,
+        treatment_rate=sum(_passed(t) for _, t in pairs) / n, difference=(t_only - c_only) / n,
+        se=clustered.se if clustered else None, ci_low=clustered.low if clustered else None,
+        ci_high=clustered.high if clustered else None, mcnemar_p=mcnemar_exact(c_only, t_only),
+        discordance=(c_only + t_only) / n, mde=mcnemar_mde(n, (c_only + t_only) / n),
+    )
+
+
+def _median(values: Iterable[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return median(present) if present else None
+
+
+def _usage(arm: str, records: list[TrialRecord]) -> ArmUsage:
+    webmcp: dict[str, int] = {}
+    for r in records:
+        for key, count in r.calls.webmcp_invokes.items():
+            origin, status = key.split(":", 1) if ":" in key else ("unknown", key)
+            webmcp[f"{origin}:tried"] = webmcp.get(f"{origin}:tried", 0) + count
+            if status == "completed":
+                webmcp[f"{origin}:completed"] = webmcp.get(f"{origin}:completed", 0) + count
+    reported = [r for r in records if r.tokens.input is not None or r.tokens.output is not None]
+    return ArmUsage(
+        arm=arm, trials=len(records), median_agent_sec=_median(r.timings.agent_sec for r in records),
+        input_tokens=sum(r.tokens.input or 0 for r in records), cached_tokens=sum(r.tokens.cached or 0 for r in records),
+        output_tokens=sum(r.tokens.output or 0 for r in records), tokens_reported=len(reported),
+        cost_usd=round(sum(r.tokens.cost_usd or 0.0 for r in records), 6),
+        priced=sum(r.tokens.cost_usd is not None for r in records),
+        browser_calls=sum(r.calls.forwarded for r in records),
+        median_browser_calls=_median(r.calls.forwarded for r in records), webmcp=dict(sorted(webmcp.items())),
+        trials_with_rejections=sum(r.calls.rejected > 0 for r in records), cap_hits=sum(r.calls.cap_hit for r in records),
+        over_spend=sum(r.stop_reason == "over_spend" for r in records),
+        toolset_invalid=sum(_toolset_invalid(r) is not None for r in records),
+    )
+
+
+def _note(r: TrialRecord, note: str) -> TrialNote:
+    return TrialNote(trial_id=r.trial_id, arm=r.arm, task=r.task, note=note)
 
 
 def build_report(manifest: RunManifest, records: list[TrialRecord], problems: list[str] | None = None) -> Report:
     by_id = {r.trial_id: r for r in records}
     planned = manifest.trials
+    arm_order = {a: i for i, a in enumerate(manifest.arms)}
     rows: list[ArmTaskRow] = []
     headline_counts: dict[str, list[int]] = {}
     format_counts: dict[str, list[int]] = {}
-    keys = sorted({(t.arm, t.task) for t in planned}, key=lambda k: (manifest.arms.index(k[0]) if k[0] in manifest.arms else 99, k[1]))
-    for arm, task in keys:
+    stop_reasons: dict[str, dict[str, int]] = {}
+    for arm, task in sorted({(t.arm, t.task) for t in planned}, key=lambda k: (arm_order.get(k[0], 99), k[1])):
         limits = manifest.task_limits[task]
-        trials = [t for t in planned if t.arm == arm and t.task == task]
-        recs = [by_id.get(t.trial_id) for t in trials]
+        recs = [by_id.get(t.trial_id) for t in planned if t.arm == arm and t.task == task]
         counts = {o: sum(1 for r in recs if r is not None and r.outcome == o) for o in ("passed", "failed", "errored")}
-        missing = sum(1 for r in recs if r is None)
         reasons: dict[str, int] = {}
         for r in recs:
-            reason = "missing" if r is None else r.stop_reason
-            if reason:
+            if not _passed(r):
+                reason = "missing" if r is None else r.stop_reason or r.outcome
                 reasons[reason] = reasons.get(reason, 0) + 1
+                arm_reasons = stop_reasons.setdefault(arm, {})
+                arm_reasons[reason] = arm_reasons.get(reason, 0) + 1
+        ended = counts["passed"] + counts["failed"]
+        ks = [k for k in (1, 2, 3, 5, 10) if k <= ended]
         rows.append(ArmTaskRow(
-            arm=arm, task=task, grading=limits.grading, placebo=limits.placebo, missing=missing,
-            rate=_rate(counts["passed"], len(trials)), stop_reasons=reasons, **counts,
+            arm=arm, task=task, grading=limits.grading, placebo=limits.placebo, missing=sum(r is None for r in recs),
+            rate=_rate(counts["passed"], len(recs)), stop_reasons=dict(sorted(reasons.items())),
+            pass_at_k={k: round(pass_at_k(ended, counts["passed"], k), 6) for k in ks},
+            pass_hat_k={k: round(pass_hat_k(ended, counts["passed"], k), 6) for k in ks},
+            median_agent_sec=_median(r.timings.agent_sec for r in recs if r is not None), **counts,
         ))
-        target = format_counts if limits.grading == "format" else headline_counts
-        acc = target.setdefault(arm, [0, 0])
+        acc = (format_counts if limits.grading == "format" else headline_counts).setdefault(arm, [0, 0])
         acc[0] += counts["passed"]
-        acc[1] += len(trials)
-    paired_rows, pooled_pairs = [], []
+        acc[1] += len(recs)
+
+    paired_rows: list[PairedRow] = []
+    pooled_input: dict[str, list[tuple[TrialRecord, TrialRecord]]] = {}
     if manifest.paired:
         for task in sorted({t.task for t in planned}):
-            pairs = []
-            for pair_id in sorted({t.pair_id for t in planned if t.task == task and t.pair_id}):
-                if pair_id in manifest.broken_pairs:
-                    continue
-                pairs.append((by_id.get(f"{pair_id}-control"), by_id.get(f"{pair_id}-treatment")))
-            if pairs:
-                placebo = manifest.task_limits[task].placebo
-                paired_rows.append(_paired_row(task, placebo, pairs))
-                if not placebo:
-                    pooled_pairs.extend(pairs)
-    pooled = _paired_row("(pooled, placebo left out)", False, pooled_pairs) if pooled_pairs else None
-    problems = list(problems or [])
-    incomplete = any(r.outcome == "errored" for r in records) or len(by_id) < len(planned)
+            pair_ids = sorted({t.pair_id for t in planned if t.task == task and t.pair_id} - set(manifest.broken_pairs))
+            pairs = [(by_id.get(f"{p}-control"), by_id.get(f"{p}-treatment")) for p in pair_ids]
+            if not pairs:
+                continue
+            limits = manifest.task_limits[task]
+            paired_rows.append(_paired_row(task, limits.placebo, limits.agree_on, pairs))
+            if not limits.placebo:
+                pooled_input[task] = [(c, t) for c, t in pairs if _ended(c) and _ended(t)]
+
+    ordered = sorted(records, key=lambda r: r.trial_id)
+    incomplete = []
+    if missing := len(planned) - sum(t.trial_id in by_id for t in planned):
+        incomplete.append(f"{missing} planned trial(s) have no result")
+    if errored := sum(r.outcome == "errored" for r in records):
+        incomplete.append(f"{errored} trial(s) errored (agent or infrastructure failure)")
     return Report(
         experiment_id=manifest.experiment_id, suite=manifest.suite, runner=manifest.runner, model=manifest.model,
-        attempts=manifest.attempts, complete=not incomplete, planned_trials=len(planned), recorded_trials=len(by_id),
+        browser=manifest.browser, attempts=manifest.attempts, arms=manifest.arms, complete=not incomplete,
+        incomplete_because=incomplete, planned_trials=len(planned), recorded_trials=len(by_id),
         headline={arm: _rate(*c) for arm, c in headline_counts.items()},
         format_only={arm: _rate(*c) for arm, c in format_counts.items()},
-        by_arm_task=rows, paired=paired_rows, pooled_paired=pooled, broken_pairs=manifest.broken_pairs,
-        rejected_calls=sum(r.calls.rejected for r in records), cap_hits=sum(r.calls.cap_hit for r in records),
-        problems=problems, assumptions=ASSUMPTIONS,
+        by_arm_task=rows, paired=paired_rows, pooled=_pooled(pooled_input),
+        usage=[_usage(arm, [r for r in ordered if r.arm == arm]) for arm in manifest.arms],
+        stop_reasons={arm: dict(sorted(v.items())) for arm, v in sorted(stop_reasons.items(), key=lambda kv: arm_order.get(kv[0], 99))},
+        flagged=[_note(r, "; ".join(r.flags)) for r in ordered if r.flags],
+        rejected=[_note(r, ", ".join(f"{k} x{v}" for k, v in sorted(r.calls.rejected_rules.items())) or f"{r.calls.rejected} call(s)")
+                  for r in ordered if r.calls.rejected],
+        cap_hits=[_note(r, f"{r.calls.forwarded} calls") for r in ordered if r.calls.cap_hit],
+        over_spend=[_note(r, r.detail) for r in ordered if r.stop_reason == "over_spend"],
+        toolset_invalid=[_note(r, note) for r in ordered if (note := _toolset_invalid(r))],
+        broken_pairs=manifest.broken_pairs, problems=list(problems or []), assumptions=ASSUMPTIONS,
+        caveat=(f"With {manifest.attempts} attempt(s) per task and arm this run screens for large effects only: a null "
+                "result here is weak evidence of no effect (see the minimum detectable effect)."
+                if manifest.attempts < FEW_ATTEMPTS else None),
     )
 
 

@@ -1,95 +1,156 @@
-"""Renders a `Report` as Markdown (report.md) and as the terminal summary's short tables."""
+"""Renders a `Report`: Markdown (report.md), the terminal summary's lines, and writes all forms."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from ..records import atomic_write
-from .build import Report, build_report_from_dir
+from .build import Rate, Report, build_report_from_dir
 
 
-def _pct(x: float | None) -> str:
+def pct(x: float | None) -> str:
     return "–" if x is None else f"{100 * x:.0f}%"
 
 
-def _ci(r) -> str:
-    return "–" if r.ci_low is None else f"{_pct(r.ci_low)}–{_pct(r.ci_high)}"
+def ci(r: Rate) -> str:
+    return "–" if r.ci_low is None else f"{pct(r.ci_low)}–{pct(r.ci_high)}"
 
 
-def _p(p: float | None) -> str:
+def pval(p: float | None) -> str:
     return "–" if p is None else f"{p:.3g}"
+
+
+def num(x: float | None, digits: int = 1) -> str:
+    return "–" if x is None else f"{x:.{digits}f}"
+
+
+def signed_pct(x: float | None) -> str:
+    return "–" if x is None else f"{100 * x:+.0f} pts"
 
 
 def headline_lines(report: Report) -> list[str]:
     lines = [f"webbench {report.experiment_id}: suite {report.suite}, runner {report.runner}, "
              f"{report.recorded_trials}/{report.planned_trials} trials recorded"
-             + ("" if report.complete else " (INCOMPLETE: errored or missing trials)")]
+             + ("" if report.complete else " (INCOMPLETE: " + "; ".join(report.incomplete_because) + ")")]
     for arm, rate in report.headline.items():
-        lines.append(f"  {arm:<11} {rate.passes}/{rate.n} passed ({_pct(rate.rate)}, 95% CI {_ci(rate)}) on page/pinned tasks")
+        lines.append(f"  {arm:<11} {rate.passes}/{rate.n} passed ({pct(rate.rate)}, 95% CI {ci(rate)}) on page/pinned tasks")
     for arm, rate in report.format_only.items():
         lines.append(f"  {arm:<11} {rate.passes}/{rate.n} format-only passes (shape checked, not correctness)")
+    if p := report.pooled:
+        lines.append(f"  pooled effect (treatment - control, {p.pairs} pairs in {p.tasks} tasks): {signed_pct(p.difference)}, "
+                     f"task-clustered 95% CI {signed_pct(p.ci_low)} to {signed_pct(p.ci_high)}; "
+                     f"detectable with 80% power: {signed_pct(p.mde) if p.mde else 'none at this size'}")
     return lines
 
 
 def paired_lines(report: Report) -> list[str]:
     if not report.paired:
         return []
-    lines = [f"  {'task':<28} pairs both c-only t-only neither McNemar-p"]
-    rows = report.paired + ([report.pooled_paired] if report.pooled_paired else [])
-    for r in rows:
-        mark = " (placebo)" if r.placebo else ""
-        lines.append(f"  {(r.task + mark)[:28]:<28} {r.pairs:>5} {r.both:>4} {r.control_only:>6} {r.treatment_only:>6} "
-                     f"{r.neither:>7} {_p(r.mcnemar_p):>9}")
+    lines = [f"  {'task':<30} pairs both c-only t-only neither excl McNemar-p speedup"]
+    for r in report.paired:
+        name = r.task + (" (placebo)" if r.placebo else "")
+        speed = "–" if r.median_speedup is None else f"{r.median_speedup:.2f}x"
+        lines.append(f"  {name[:30]:<30} {r.pairs:>5} {r.both:>4} {r.control_only:>6} {r.treatment_only:>6} "
+                     f"{r.neither:>7} {r.excluded:>4} {pval(r.mcnemar_p):>9} {speed:>7}")
     return lines
+
+
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)] + ["| " + " | ".join(r) + " |" for r in rows]
+
+
+def _notes(title: str, notes, empty: str) -> list[str]:
+    out = ["", f"### {title}", ""]
+    return out + ([f"- `{n.trial_id}` ({n.arm}, {n.task}): {n.note}" for n in notes] if notes else [empty])
 
 
 def render_markdown(report: Report) -> str:
     out = [f"# webbench report: {report.experiment_id}", "",
-           f"Suite `{report.suite}`, runner `{report.runner}`, model `{report.model or 'default'}`, "
-           f"{report.attempts} attempt(s) per task and arm. {report.recorded_trials} of {report.planned_trials} planned "
-           "trials have a record." + ("" if report.complete else " **Incomplete run**: errored or missing trials "
-                                      "count as failures in every denominator below."), "",
-           "## Headline: pass rate on tasks graded against the page or a pinned value", "",
-           "| arm | passes | rate | 95% Wilson CI |", "|---|---|---|---|"]
-    for arm, r in report.headline.items():
-        out.append(f"| {arm} | {r.passes}/{r.n} | {_pct(r.rate)} | {_ci(r)} |")
+           f"Suite `{report.suite}`, runner `{report.runner}`, model `{report.model or 'default'}`, browser "
+           f"`{report.browser}`, {report.attempts} attempt(s) per task and arm, arms {', '.join(report.arms)}. "
+           f"{report.recorded_trials} of {report.planned_trials} planned trials have a record."]
+    if not report.complete:
+        out += ["", "**Incomplete run**: " + "; ".join(report.incomplete_because)
+                + ". Missing and errored trials count as failures in every pass-rate denominator and are left out "
+                  "of the paired tests (counted in their `excluded` column)."]
+    if report.caveat:
+        out += ["", f"*{report.caveat}*"]
+    out += ["", "## Headline: pass rate on tasks graded against the page or a pinned value", ""]
+    out += _table(["arm", "passes", "rate", "95% Wilson CI"],
+                  [[arm, f"{r.passes}/{r.n}", pct(r.rate), ci(r)] for arm, r in report.headline.items()])
     if report.format_only:
-        out += ["", "Format-only tasks (the answer's shape is checked, not its truth), reported apart:", "",
-                "| arm | passes | rate |", "|---|---|---|"]
-        for arm, r in report.format_only.items():
-            out.append(f"| {arm} | {r.passes}/{r.n} | {_pct(r.rate)} |")
-    out += ["", "## Per arm and task", "",
-            "| arm | task | grading | passed | failed | errored | missing | rate | 95% CI | stop reasons |",
-            "|---|---|---|---|---|---|---|---|---|---|"]
-    for row in report.by_arm_task:
-        reasons = ", ".join(f"{k} {v}" for k, v in sorted(row.stop_reasons.items())) or "–"
-        name = row.task + (" (placebo)" if row.placebo else "")
-        out.append(f"| {row.arm} | {name} | {row.grading} | {row.passed} | {row.failed} | {row.errored} | {row.missing} "
-                   f"| {_pct(row.rate.rate)} | {_ci(row.rate)} | {reasons} |")
+        out += ["", "Format-only tasks (the answer's shape is checked, not its truth), reported apart:", ""]
+        out += _table(["arm", "passes", "rate"], [[arm, f"{r.passes}/{r.n}", pct(r.rate)] for arm, r in report.format_only.items()])
+
+    if report.pooled:
+        p = report.pooled
+        out += ["", "## Pooled paired effect (placebo left out)", "",
+                f"Over {p.pairs} tested pairs in {p.tasks} tasks: control {pct(p.control_rate)}, treatment "
+                f"{pct(p.treatment_rate)}, difference **{signed_pct(p.difference)}**, task-clustered 95% CI "
+                f"{signed_pct(p.ci_low)} to {signed_pct(p.ci_high)} (SE {num(p.se, 3)}). Exact McNemar on the pooled "
+                f"pairs, as if independent (screening only): p = {pval(p.mcnemar_p)}.", "",
+                f"Minimum detectable effect: with {p.pairs} pairs and {pct(p.discordance)} of them discordant, exact "
+                f"McNemar at alpha 0.05 has 80% power only for a difference of "
+                + (f"**{signed_pct(p.mde)}** or more." if p.mde else "**none**: this run is too small to detect any effect.")]
+
+    out += ["", "## Per arm and task", ""]
+    out += _table(
+        ["arm", "task", "grading", "passed", "failed", "errored", "missing", "rate", "95% CI", "pass@k", "pass^k", "median agent s", "stop reasons"],
+        [[row.arm, row.task + (" (placebo)" if row.placebo else ""), row.grading, str(row.passed), str(row.failed),
+          str(row.errored), str(row.missing), pct(row.rate.rate), ci(row.rate),
+          " ".join(f"@{k} {pct(v)}" for k, v in row.pass_at_k.items()) or "–",
+          " ".join(f"^{k} {pct(v)}" for k, v in row.pass_hat_k.items()) or "–", num(row.median_agent_sec),
+          ", ".join(f"{k} {v}" for k, v in row.stop_reasons.items()) or "–"] for row in report.by_arm_task])
+
     if report.paired:
-        out += ["", "## Paired control vs treatment", "",
-                "| task | pairs | both | control only | treatment only | neither | exact McNemar p | median speedup | sign-test p |",
-                "|---|---|---|---|---|---|---|---|---|"]
-        for r in report.paired + ([report.pooled_paired] if report.pooled_paired else []):
-            speed = "–" if r.median_speedup is None else f"{r.median_speedup:.2f}x ({r.treatment_faster} faster, {r.control_faster} slower)"
-            name = r.task + (" (placebo)" if r.placebo else "")
-            out.append(f"| {name} | {r.pairs} | {r.both} | {r.control_only} | {r.treatment_only} | {r.neither} "
-                       f"| {_p(r.mcnemar_p)} | {speed} | {_p(r.sign_p)} |")
-        out += ["", "The pooled row treats pairs as independent across tasks; attempts are nested in tasks, so read it "
-                "as a screening figure until a task-clustered interval is reported."]
+        out += ["", "## Paired control vs treatment, per task", ""]
+        out += _table(
+            ["task", "pairs", "excluded", "both", "control only", "treatment only", "neither", "exact McNemar p",
+             "median speedup (both passed)", "sign-test p", "answer agreement"],
+            [[r.task + (" (placebo)" if r.placebo else ""), str(r.pairs), str(r.excluded), str(r.both), str(r.control_only),
+              str(r.treatment_only), str(r.neither), pval(r.mcnemar_p),
+              "–" if r.median_speedup is None else f"{r.median_speedup:.2f}x ({r.treatment_faster} faster, {r.control_faster} slower)",
+              pval(r.sign_p),
+              "not defined" if r.agreement is None else f"{r.agreement.passes}/{r.agreement.n} on {', '.join(r.agree_on)}"]
+             for r in report.paired])
+        out += ["", "Speedup is control agent time over treatment agent time (agent-only, harness excluded); "
+                "> 1 means treatment was faster. The placebo task is one no injected tool covers: a difference "
+                "there is noise or an artefact of the batch's presence, and it is left out of the pooled row."]
     if report.broken_pairs:
         out += ["", f"Pairs broken by selection (one arm deselected, left out of the paired table): {', '.join(report.broken_pairs)}"]
-    out += ["", f"Browser calls rejected by the proxy: {report.rejected_calls}; trials that hit the call cap: {report.cap_hits}."]
+
+    out += ["", "## Usage, tools and validity", ""]
+    out += _table(
+        ["arm", "trials", "median agent s", "input tok", "cached tok", "output tok", "tokens reported", "cost $", "priced",
+         "browser calls (median)", "WebMCP injected tried/completed", "WebMCP native tried/completed",
+         "trials w/ rejected calls", "call-cap hits", "over spend", "toolset invalid"],
+        [[u.arm, str(u.trials), num(u.median_agent_sec), str(u.input_tokens), str(u.cached_tokens), str(u.output_tokens),
+          f"{u.tokens_reported}/{u.trials}", f"{u.cost_usd:.4f}", f"{u.priced}/{u.trials}",
+          f"{u.browser_calls} ({num(u.median_browser_calls)})",
+          f"{u.webmcp.get('injected:tried', 0)}/{u.webmcp.get('injected:completed', 0)}",
+          f"{u.webmcp.get('native:tried', 0)}/{u.webmcp.get('native:completed', 0)}",
+          str(u.trials_with_rejections), str(u.cap_hits), str(u.over_spend), str(u.toolset_invalid)] for u in report.usage])
+
+    out += ["", "## What stopped the trials that did not pass", ""]
+    reasons = sorted({k for v in report.stop_reasons.values() for k in v})
+    out += _table(["arm", *reasons], [[arm, *(str(v.get(k, 0)) for k in reasons)] for arm, v in report.stop_reasons.items()]) \
+        if reasons else ["Every trial passed."]
+    out += _notes("Trials flagged by the trajectory scan (flags never change a score)", report.flagged, "None flagged.")
+    out += _notes("Trials with calls the proxy rejected", report.rejected, "None.")
+    out += _notes("Trials that hit the call cap", report.cap_hits, "None.")
+    out += _notes("Trials over the spend limit (not counted as passes)", report.over_spend, "None.")
+    out += _notes("Trials whose tool use does not fit their arm", report.toolset_invalid, "None.")
     if report.problems:
         out += ["", "## Problems reading the results", ""] + [f"- {p}" for p in report.problems]
     out += ["", "## What each test assumes", ""] + [f"- {v}" for v in report.assumptions.values()]
-    if report.attempts < 5:
-        out += ["", f"With {report.attempts} attempt(s) per task this run can only screen for large effects."]
     return "\n".join(out) + "\n"
 
 
 def write_report(experiment_dir: Path) -> Report:
+    from .html import render_html
+
     report = build_report_from_dir(experiment_dir)
     atomic_write(experiment_dir / "report.json", report.model_dump_json(indent=2))
     atomic_write(experiment_dir / "report.md", render_markdown(report))
+    atomic_write(experiment_dir / "report.html", render_html(report))
     return report

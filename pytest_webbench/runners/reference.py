@@ -24,10 +24,12 @@ class ReferenceBrowser:
     def __init__(self, client: Client, session_id: str, start_url: str):
         self.client, self.session_id, self.start_url = client, session_id, start_url
         self._tools: dict[str, str] = {}
+        self.transcript: list[dict] = []  # every call and what came back, for the agent's log
 
     async def call(self, tool: str, **arguments: Any) -> Any:
         result = await self.client.call_tool(tool, {"session_id": self.session_id, **arguments})
         text = "\n".join(getattr(c, "text", "") for c in result.content)
+        self.transcript.append({"tool": tool, "arguments": arguments, "is_error": result.is_error, "result": text[:2000]})
         if result.is_error:
             raise RuntimeError(f"{tool} failed: {text}")
         try:
@@ -88,7 +90,13 @@ class ReferenceAgent(BaseAgent):
         solve = load_solution(self.task_dir)
         server = self.mcp_servers[0]
         async with Client(server.url, mode="legacy") as client:
-            answer = await solve(ReferenceBrowser(client, self.browser_session_id, self.start_url), self.arm)
+            browser = ReferenceBrowser(client, self.browser_session_id, self.start_url)
+            try:
+                answer = await solve(browser, self.arm)
+            finally:
+                self.logs_dir.mkdir(parents=True, exist_ok=True)
+                (self.logs_dir / "transcript.jsonl").write_text(
+                    "".join(json.dumps(step, default=str) + "\n" for step in browser.transcript), encoding="utf-8")
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
             json.dump(answer, f)
         await environment.upload_file(f.name, "/app/answer.json")

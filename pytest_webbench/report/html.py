@@ -1,0 +1,153 @@
+"""report.html: one self-contained file (inline CSS and SVG, no scripts, nothing fetched).
+
+Every figure taken from report.json is marked `data-path` (its place in the JSON) and
+`data-format`, so a test can open the page in Chromium and check each shown number against the
+JSON it came from.
+"""
+
+from __future__ import annotations
+
+import math
+from html import escape
+
+from .build import Rate, Report
+from .render import ci, num, pct, pval, signed_pct
+
+ARM_COLOURS = {"control": "#4c72b0", "treatment": "#dd8452", "playwright": "#55a868"}
+OUTCOME_COLOURS = {"both": "#55a868", "control_only": "#4c72b0", "treatment_only": "#dd8452", "neither": "#c44e52", "excluded": "#bbbbbb"}
+
+
+def _v(path: str, text: str, fmt: str) -> str:
+    return f'<span data-path="{escape(path)}" data-format="{fmt}">{escape(text)}</span>'
+
+
+def _rate_cells(path: str, r: Rate) -> str:
+    return (f"<td>{_v(path + '.passes', str(r.passes), 'int')}/{_v(path + '.n', str(r.n), 'int')}</td>"
+            f"<td>{_v(path + '.rate', pct(r.rate), 'pct')}</td><td>{escape(ci(r))}</td>")
+
+
+def _rates_plot(rates: dict[str, Rate]) -> str:
+    """Pass rate per arm with its Wilson interval, on a 0-100% axis."""
+    width, left, row = 520, 110, 28
+    height = 30 + row * len(rates)
+    x = lambda v: left + (width - left - 20) * v  # noqa: E731
+    parts = [f'<svg role="img" aria-label="pass rate per arm" width="{width}" height="{height}" viewBox="0 0 {width} {height}">']
+    for tick in (0, 0.25, 0.5, 0.75, 1):
+        parts.append(f'<line x1="{x(tick):.1f}" x2="{x(tick):.1f}" y1="8" y2="{height - 18}" stroke="#ddd"/>'
+                     f'<text x="{x(tick):.1f}" y="{height - 4}" font-size="10" text-anchor="middle">{pct(tick)}</text>')
+    for i, (arm, r) in enumerate(rates.items()):
+        y = 20 + i * row
+        colour = ARM_COLOURS.get(arm, "#777")
+        parts.append(f'<text x="{left - 8}" y="{y + 4}" font-size="12" text-anchor="end">{escape(arm)}</text>')
+        if r.rate is not None:
+            parts.append(f'<line x1="{x(r.ci_low):.1f}" x2="{x(r.ci_high):.1f}" y1="{y}" y2="{y}" stroke="{colour}" stroke-width="3"/>'
+                         f'<circle cx="{x(r.rate):.1f}" cy="{y}" r="5" fill="{colour}"/>')
+    return "".join(parts) + "</svg>"
+
+
+def _paired_plot(report: Report) -> str:
+    """Per task, the pairs split into both passed / control only / treatment only / neither / excluded."""
+    width, left, row = 620, 200, 24
+    height = 40 + row * len(report.paired)
+    parts = [f'<svg role="img" aria-label="paired outcomes per task" width="{width}" height="{height}" viewBox="0 0 {width} {height}">']
+    for i, r in enumerate(report.paired):
+        y = 10 + i * row
+        parts.append(f'<text x="{left - 8}" y="{y + 13}" font-size="12" text-anchor="end">{escape(r.task)}{" (placebo)" if r.placebo else ""}</text>')
+        start = left
+        for key in ("both", "control_only", "treatment_only", "neither", "excluded"):
+            count = getattr(r, key)
+            if not count or not r.pairs:
+                continue
+            w = (width - left - 10) * count / r.pairs
+            parts.append(f'<rect x="{start:.1f}" y="{y}" width="{w:.1f}" height="{row - 6}" fill="{OUTCOME_COLOURS[key]}">'
+                         f"<title>{key.replace('_', ' ')}: {count}</title></rect>")
+            start += w
+    legend_y = height - 12
+    for j, (key, colour) in enumerate(OUTCOME_COLOURS.items()):
+        parts.append(f'<rect x="{left + j * 85}" y="{legend_y - 9}" width="10" height="10" fill="{colour}"/>'
+                     f'<text x="{left + j * 85 + 14}" y="{legend_y}" font-size="10">{key.replace("_", " ")}</text>')
+    return "".join(parts) + "</svg>"
+
+
+def _speedup_plot(report: Report) -> str:
+    """Each both-pass pair's speedup (control time / treatment time) on a log2 axis; 1x marked."""
+    rows = [r for r in report.paired if r.speedups]
+    if not rows:
+        return "<p>No pair where both arms passed: no speedups to show.</p>"
+    width, left, row = 620, 200, 24
+    height = 36 + row * len(rows)
+    every = [s for r in rows for s in r.speedups]
+    span = max(1.0, max(abs(math.log2(s)) for s in every))
+    x = lambda s: left + (width - left - 20) * (0.5 + math.log2(s) / (2 * span))  # noqa: E731
+    parts = [f'<svg role="img" aria-label="speedup distribution" width="{width}" height="{height}" viewBox="0 0 {width} {height}">',
+             f'<line x1="{x(1):.1f}" x2="{x(1):.1f}" y1="4" y2="{height - 18}" stroke="#999" stroke-dasharray="3,3"/>']
+    for tick in (2 ** -span, 1, 2 ** span):
+        parts.append(f'<text x="{x(tick):.1f}" y="{height - 4}" font-size="10" text-anchor="middle">{tick:.2g}x</text>')
+    for i, r in enumerate(rows):
+        y = 14 + i * row
+        parts.append(f'<text x="{left - 8}" y="{y + 4}" font-size="12" text-anchor="end">{escape(r.task)}</text>')
+        for s in r.speedups:
+            parts.append(f'<circle cx="{x(s):.1f}" cy="{y}" r="4" fill="#dd8452" fill-opacity="0.6"><title>{s:.2f}x</title></circle>')
+    return "".join(parts) + "</svg>"
+
+
+def render_html(report: Report) -> str:
+    e = escape
+    body = [f"<h1>webbench report: {e(report.experiment_id)}</h1>",
+            f"<p>Suite <code>{e(report.suite)}</code>, runner <code>{e(report.runner)}</code>, model "
+            f"<code>{e(report.model or 'default')}</code>, {_v('attempts', str(report.attempts), 'int')} attempt(s) per task and arm. "
+            f"{_v('recorded_trials', str(report.recorded_trials), 'int')} of {_v('planned_trials', str(report.planned_trials), 'int')} "
+            "planned trials have a record.</p>"]
+    if not report.complete:
+        body.append(f'<p class="warn" id="incomplete"><strong>Incomplete run</strong>: {e("; ".join(report.incomplete_because))}.</p>')
+    if report.caveat:
+        body.append(f"<p><em>{e(report.caveat)}</em></p>")
+    body.append("<h2>Headline: pass rate on page- or pin-checked tasks</h2><table><tr><th>arm</th><th>passes</th><th>rate</th><th>95% Wilson CI</th></tr>")
+    body += [f"<tr><td>{e(arm)}</td>{_rate_cells(f'headline.{arm}', r)}</tr>" for arm, r in report.headline.items()]
+    body.append("</table>" + _rates_plot(report.headline))
+    if report.format_only:
+        body.append("<h3>Format-only tasks (shape checked, not truth)</h3><table><tr><th>arm</th><th>passes</th><th>rate</th><th>95% CI</th></tr>")
+        body += [f"<tr><td>{e(arm)}</td>{_rate_cells(f'format_only.{arm}', r)}</tr>" for arm, r in report.format_only.items()]
+        body.append("</table>")
+    if p := report.pooled:
+        body.append("<h2>Pooled paired effect (placebo left out)</h2>"
+                    f"<p>{_v('pooled.pairs', str(p.pairs), 'int')} pairs in {_v('pooled.tasks', str(p.tasks), 'int')} tasks; "
+                    f"difference {_v('pooled.difference', signed_pct(p.difference), 'signed_pct')}, task-clustered 95% CI "
+                    f"{e(signed_pct(p.ci_low))} to {e(signed_pct(p.ci_high))}; pooled McNemar p (screening) "
+                    f"{_v('pooled.mcnemar_p', pval(p.mcnemar_p), 'p')}. Minimum detectable effect at 80% power: "
+                    f"{_v('pooled.mde', signed_pct(p.mde), 'signed_pct') if p.mde else 'none at this size'}.</p>")
+    if report.paired:
+        body.append("<h2>Paired control vs treatment</h2><table><tr><th>task</th><th>pairs</th><th>excluded</th><th>both</th>"
+                    "<th>control only</th><th>treatment only</th><th>neither</th><th>exact McNemar p</th><th>median speedup</th>"
+                    "<th>sign-test p</th></tr>")
+        for i, r in enumerate(report.paired):
+            path = f"paired.{i}"
+            cells = "".join(f"<td>{_v(f'{path}.{k}', str(getattr(r, k)), 'int')}</td>"
+                            for k in ("pairs", "excluded", "both", "control_only", "treatment_only", "neither"))
+            speed = "–" if r.median_speedup is None else f"{r.median_speedup:.2f}x"
+            body.append(f"<tr><td>{e(r.task)}{' (placebo)' if r.placebo else ''}</td>{cells}"
+                        f"<td>{_v(f'{path}.mcnemar_p', pval(r.mcnemar_p), 'p')}</td><td>{e(speed)}</td><td>{e(pval(r.sign_p))}</td></tr>")
+        body.append("</table>" + _paired_plot(report) + "<h3>Speedups of pairs where both passed</h3>" + _speedup_plot(report))
+    body.append("<h2>Per arm and task</h2><table><tr><th>arm</th><th>task</th><th>grading</th><th>passed</th><th>failed</th>"
+                "<th>errored</th><th>missing</th><th>rate</th><th>95% CI</th><th>stop reasons</th></tr>")
+    for i, row in enumerate(report.by_arm_task):
+        path = f"by_arm_task.{i}"
+        cells = "".join(f"<td>{_v(f'{path}.{k}', str(getattr(row, k)), 'int')}</td>" for k in ("passed", "failed", "errored", "missing"))
+        reasons = ", ".join(f"{k} {v}" for k, v in row.stop_reasons.items()) or "–"
+        body.append(f"<tr><td>{e(row.arm)}</td><td>{e(row.task)}</td><td>{e(row.grading)}</td>{cells}"
+                    f"<td>{_v(f'{path}.rate.rate', pct(row.rate.rate), 'pct')}</td><td>{e(ci(row.rate))}</td><td>{e(reasons)}</td></tr>")
+    body.append("</table><h2>Usage</h2><table><tr><th>arm</th><th>trials</th><th>median agent s</th><th>tokens in/cached/out</th>"
+                "<th>cost $ (priced)</th><th>browser calls</th><th>trials w/ rejected calls</th><th>cap hits</th></tr>")
+    for i, u in enumerate(report.usage):
+        path = f"usage.{i}"
+        body.append(f"<tr><td>{e(u.arm)}</td><td>{_v(f'{path}.trials', str(u.trials), 'int')}</td><td>{e(num(u.median_agent_sec))}</td>"
+                    f"<td>{u.input_tokens}/{u.cached_tokens}/{u.output_tokens}</td><td>{u.cost_usd:.4f} ({u.priced}/{u.trials})</td>"
+                    f"<td>{_v(f'{path}.browser_calls', str(u.browser_calls), 'int')}</td>"
+                    f"<td>{_v(f'{path}.trials_with_rejections', str(u.trials_with_rejections), 'int')}</td>"
+                    f"<td>{_v(f'{path}.cap_hits', str(u.cap_hits), 'int')}</td></tr>")
+    body.append("</table><h2>What each test assumes</h2><ul>" + "".join(f"<li>{e(a)}</li>" for a in report.assumptions.values()) + "</ul>")
+    style = ("body{font:14px/1.45 system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}"
+             "table{border-collapse:collapse;margin:.5em 0 1em}td,th{border:1px solid #ccc;padding:3px 8px;text-align:left}"
+             "th{background:#f4f4f4}.warn{background:#fff3cd;padding:.5em}svg{display:block;margin:.5em 0 1.5em}")
+    return (f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>webbench {e(report.experiment_id)}</title>'
+            f"<style>{style}</style></head><body>{''.join(body)}</body></html>\n")

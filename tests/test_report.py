@@ -1,0 +1,224 @@
+"""The report from results on disk: every figure against a hand count of a synthetic run."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pytest_webbench.records import (
+    BrowserCalls, PlannedTrial, RunManifest, TaskLimits, Timings, Tokens, TrialRecord, write_manifest, write_trial_record,
+)
+from pytest_webbench.report.__main__ import main as report_main
+from pytest_webbench.report.build import build_report_from_dir
+from pytest_webbench.report.render import write_report
+from pytest_webbench.stats import clustered_paired_difference, mcnemar_exact, mcnemar_power, pass_at_k, pass_hat_k
+
+TASKS = {"alpha": "pinned", "beta": "page", "gamma": "format", "placebo": "pinned"}
+ATTEMPTS = 4
+# (task, attempt) -> (control outcome, treatment outcome); "P" passed, "F" failed, "E" errored, "-" missing
+OUTCOMES = {
+    "alpha": ["PP", "FP", "FP", "PF"],  # 1 both, 2 treatment only, 1 control only
+    "beta": ["PP", "PP", "FF", "EP"],  # 2 both, 1 neither, 1 excluded (control errored)
+    "gamma": ["PP", "FF", "P-", "FP"],  # format-only; 1 excluded (treatment missing)
+    "placebo": ["FP", "FP", "FP", "FP"],  # a big difference that must not reach the pooled row
+}
+
+
+def _manifest(exp: str, arms=("control", "treatment", "playwright")) -> RunManifest:
+    trials = []
+    for task in TASKS:
+        for attempt in range(1, ATTEMPTS + 1):
+            pair = f"{task}-a{attempt}"
+            for position, arm in enumerate(arms):
+                paired = arm in ("control", "treatment")
+                trials.append(PlannedTrial(trial_id=f"{pair}-{arm}", task=task, attempt=attempt, arm=arm,
+                                           pair_id=pair if paired else None, pair_position=position if paired else None))
+    limits = {task: TaskLimits(grading=g, turn_cap=20, spend_limit_usd=1.0, placebo=task == "placebo",
+                               tool_batch=None if task == "placebo" else "site", timeout_sec=60,
+                               agree_on=["value"] if task == "alpha" else [])
+              for task, g in TASKS.items()}
+    return RunManifest(experiment_id=exp, created_at="2026-12-02T00:00:00+00:00", suite="synthetic", suite_path="/x",
+                       runner="reference", model=None, browser="local", attempts=ATTEMPTS, arms=list(arms), paired=True,
+                       trials=trials, task_limits=limits, content_hashes={})
+
+
+def _record(exp: str, trial: PlannedTrial, outcome: str, agent_sec: float, **extra) -> TrialRecord:
+    verdict = {"P": ("passed", None), "F": ("failed", "wrong_answer"), "E": ("errored", "agent_error")}[outcome]
+    return TrialRecord(**trial.model_dump(), experiment_id=exp, runner="reference", grading=TASKS[trial.task],
+                       outcome=verdict[0], stop_reason=verdict[1], reward=float(outcome == "P"),
+                       timings=Timings(trial_sec=agent_sec + 1, agent_sec=agent_sec), **extra)
+
+
+def write_synthetic_run(root: Path, exp: str = "syn", flip_playwright: bool = False) -> Path:
+    directory = root / exp
+    manifest = _manifest(exp)
+    write_manifest(directory, manifest)
+    for trial in manifest.trials:
+        if trial.arm == "playwright":
+            outcome = "P" if (trial.attempt % 2 == 0) != flip_playwright else "F"
+        else:
+            outcome = OUTCOMES[trial.task][trial.attempt - 1][0 if trial.arm == "control" else 1]
+        if outcome == "-":
+            continue
+        extra = {}
+        # control takes 10 s, treatment 5 s (speedup 2x), except attempt 2 where treatment is slower
+        agent_sec = 10.0 if trial.arm == "control" else 5.0 if trial.attempt != 2 else 20.0
+        if trial.trial_id == "alpha-a1-control":
+            extra = {"answer": {"value": 7}, "tokens": Tokens(input=1000, cached=200, output=50, cost_usd=0.02),
+                     "calls": BrowserCalls(forwarded=4, rejected=2, rejected_rules={"tool_not_in_arm": 2},
+                                           webmcp_invokes={"injected:completed": 1}), "flags": ["shell curl reached the site"]}
+        if trial.trial_id == "alpha-a1-treatment":
+            extra = {"answer": {"value": 7}, "tokens": Tokens(input=500, output=40),
+                     "calls": BrowserCalls(forwarded=3, cap_hit=True, webmcp_invokes={"injected:completed": 2, "native:error": 1})}
+        if trial.trial_id == "alpha-a2-treatment":
+            extra = {"answer": {"value": 8}}
+        if trial.trial_id == "alpha-a2-control":
+            extra = {"answer": {"value": 8}}
+        record = _record(exp, trial, outcome, agent_sec, **extra)
+        if trial.trial_id == "beta-a3-treatment":
+            record = record.model_copy(update={"stop_reason": "over_spend", "detail": "spent $2.0000 of a $1.00 limit"})
+        write_trial_record(directory, record)
+    return directory
+
+
+@pytest.fixture
+def run_dir(tmp_path):
+    return write_synthetic_run(tmp_path)
+
+
+def test_counts_rates_and_pass_at_k(run_dir):
+    report = build_report_from_dir(run_dir)
+    assert report.planned_trials == 48 and report.recorded_trials == 47 and not report.complete
+    assert report.incomplete_because == ["1 planned trial(s) have no result", "1 trial(s) errored (agent or infrastructure failure)"]
+    # headline = alpha + beta + placebo (pinned/page); control: alpha 2, beta 2, placebo 0 of 12
+    assert (report.headline["control"].passes, report.headline["control"].n) == (4, 12)
+    assert (report.headline["treatment"].passes, report.headline["treatment"].n) == (10, 12)
+    assert (report.format_only["treatment"].passes, report.format_only["treatment"].n) == (2, 4)  # missing stays in n
+    row = next(r for r in report.by_arm_task if (r.arm, r.task) == ("treatment", "gamma"))
+    assert (row.passed, row.failed, row.errored, row.missing) == (2, 1, 0, 1)
+    assert row.stop_reasons == {"missing": 1, "wrong_answer": 1}
+    # pass@k over the 3 ended trials (2 passed)
+    assert row.pass_at_k == {1: round(2 / 3, 6), 2: 1.0, 3: 1.0} and row.pass_hat_k == {1: round(2 / 3, 6), 2: round(1 / 3, 6), 3: 0.0}
+    assert row.pass_at_k[2] == pass_at_k(3, 2, 2) and row.pass_hat_k[2] == round(pass_hat_k(3, 2, 2), 6)
+
+
+def test_paired_rows_exclude_errored_and_missing_pairs_but_count_them(run_dir):
+    report = build_report_from_dir(run_dir)
+    rows = {r.task: r for r in report.paired}
+    alpha, beta, gamma = rows["alpha"], rows["beta"], rows["gamma"]
+    assert (alpha.both, alpha.control_only, alpha.treatment_only, alpha.neither, alpha.excluded) == (1, 1, 2, 0, 0)
+    assert alpha.mcnemar_p == mcnemar_exact(1, 2) == 1.0
+    assert (beta.tested, beta.excluded, beta.both, beta.neither) == (3, 1, 2, 1)
+    assert beta.mcnemar_p is None  # no discordant pair: no test
+    assert (gamma.pairs, gamma.excluded, gamma.tested) == (4, 1, 3)
+    # beta's both-pass pairs: attempt 1 (10/5 = 2x, treatment faster), attempt 2 (10/20 = 0.5x, slower)
+    assert beta.speedups == [0.5, 2.0] and beta.median_speedup == 1.25 and (beta.treatment_faster, beta.control_faster) == (1, 1)
+    assert beta.sign_p == 1.0
+    # answer agreement only where the task defines it (alpha, on "value"): a1 and a2 both answered and agree... a2 is
+    # not tested (control failed, treatment passed: it is tested; both answered 8) -> 2 of 2
+    assert alpha.agreement.passes == 2 and alpha.agreement.n == 2 and beta.agreement is None
+    assert rows["placebo"].placebo and rows["placebo"].treatment_only == 4
+
+
+def test_pooled_effect_is_task_clustered_and_leaves_out_the_placebo(run_dir):
+    pooled = build_report_from_dir(run_dir).pooled
+    # tested pairs: alpha 4 (d = 0, +1, +1, -1), beta 3 (0, 0, 0), gamma 3 (0, 0, +1)
+    expected = clustered_paired_difference([[0, 1, 1, -1], [0, 0, 0], [0, 0, 1]])
+    assert (pooled.tasks, pooled.pairs) == (3, 10)
+    assert pooled.difference == pytest.approx(2 / 10) and pooled.se == pytest.approx(expected.se)
+    assert (pooled.ci_low, pooled.ci_high) == pytest.approx((expected.low, expected.high))
+    assert pooled.discordance == pytest.approx(4 / 10) and pooled.mcnemar_p == mcnemar_exact(1, 3)
+    # ten pairs, 40% discordant: only a huge effect (about 2/3 of pairs flipping to treatment) is detectable
+    spread = lambda e: max(0.4, e)  # noqa: E731
+    assert mcnemar_power(10, (spread(pooled.mde) - pooled.mde) / 2, (spread(pooled.mde) + pooled.mde) / 2) >= 0.8
+    smaller = pooled.mde - 0.005
+    assert mcnemar_power(10, (spread(smaller) - smaller) / 2, (spread(smaller) + smaller) / 2) < 0.8
+    assert 0.6 < pooled.mde < 0.75
+
+
+def test_usage_validity_and_trial_lists(run_dir):
+    report = build_report_from_dir(run_dir)
+    usage = {u.arm: u for u in report.usage}
+    control, treatment = usage["control"], usage["treatment"]
+    assert (control.input_tokens, control.cached_tokens, control.output_tokens, control.tokens_reported) == (1000, 200, 50, 1)
+    assert (control.cost_usd, control.priced, treatment.priced) == (0.02, 1, 0)  # model-cost coverage
+    assert treatment.webmcp == {"injected:completed": 2, "injected:tried": 2, "native:tried": 1}
+    assert control.toolset_invalid == 1 and treatment.toolset_invalid == 0  # an injected tool used in control
+    assert (control.trials_with_rejections, treatment.cap_hits, treatment.over_spend) == (1, 1, 1)
+    assert [n.trial_id for n in report.flagged] == ["alpha-a1-control"]
+    assert [n.trial_id for n in report.over_spend] == ["beta-a3-treatment"]
+    assert report.stop_reasons["treatment"] == {"missing": 1, "over_spend": 1, "wrong_answer": 2}
+    assert report.caveat and "screens for large effects" in report.caveat
+    md = (run_dir / "report.md").read_text() if (run_dir / "report.md").exists() else None
+    assert md is None  # building does not write
+
+
+def test_an_arm_with_no_trials_and_a_single_attempt(tmp_path):
+    manifest = _manifest("one", arms=("control", "treatment"))
+    manifest = manifest.model_copy(update={"arms": ["control", "treatment", "playwright"], "attempts": 1,
+                                           "trials": [t for t in manifest.trials if t.attempt == 1]})
+    write_manifest(tmp_path / "one", manifest)
+    for trial in manifest.trials:
+        write_trial_record(tmp_path / "one", _record("one", trial, "P", 3.0))
+    report = build_report_from_dir(tmp_path / "one")
+    playwright = next(u for u in report.usage if u.arm == "playwright")
+    assert playwright.trials == 0 and playwright.median_agent_sec is None
+    assert all(row.pass_at_k == {1: 1.0} for row in report.by_arm_task)
+    assert report.complete and all(r.mcnemar_p is None and r.sign_p is None for r in report.paired)  # all ties
+
+
+def test_rerendering_from_disk_is_byte_identical(run_dir, capsys):
+    write_report(run_dir)
+    first = {name: (run_dir / name).read_bytes() for name in ("report.json", "report.md", "report.html")}
+    assert report_main([str(run_dir)]) == 0
+    assert {name: (run_dir / name).read_bytes() for name in first} == first
+    assert "INCOMPLETE" in capsys.readouterr().out
+
+
+def test_two_runs_compared_unpaired(tmp_path, capsys):
+    a = write_synthetic_run(tmp_path, "a")
+    b = write_synthetic_run(tmp_path, "b", flip_playwright=True)
+    assert report_main([str(a), str(b), "--out", str(tmp_path / "cmp.md")]) == 0
+    comparison = json.loads((tmp_path / "cmp.json").read_text())
+    pw = next(r for r in comparison["rows"] if r["arm"] == "playwright" and r["task"] is None)
+    # playwright passes even attempts in A (6 of 12 headline trials) and odd ones in B (6 of 12)
+    assert (pw["a"]["passes"], pw["b"]["passes"], pw["difference"], pw["fisher_p"]) == (6, 6, 0.0, 1.0)
+    assert "Newcombe" in (tmp_path / "cmp.md").read_text()
+    assert report_main([str(tmp_path / "nope")]) == 2
+
+
+@pytest.mark.chromium
+def test_html_report_renders_in_chromium_with_the_json_numbers(run_dir):
+    from playwright.sync_api import sync_playwright
+
+    from pytest_webbench.report.render import pct, pval, signed_pct
+
+    write_report(run_dir)
+    data = json.loads((run_dir / "report.json").read_text())
+    formats = {"int": str, "pct": pct, "p": pval, "signed_pct": signed_pct}
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=["--no-sandbox", "--disable-gpu"])
+        try:
+            page = browser.new_page()
+            requests: list[str] = []
+            page.on("request", lambda r: requests.append(r.url))
+            page.goto((run_dir / "report.html").as_uri())
+            shown = page.eval_on_selector_all("[data-path]", "els => els.map(e => [e.dataset.path, e.dataset.format, e.innerText])")
+            plots = page.eval_on_selector_all("svg", "els => els.map(e => { const b = e.getBoundingClientRect(); "
+                                                      "return [e.getAttribute('aria-label'), b.width, b.height, e.querySelectorAll('circle,rect').length] })")
+            incomplete = page.is_visible("#incomplete")
+        finally:
+            browser.close()
+    assert requests == [(run_dir / "report.html").as_uri()]  # self-contained: nothing else fetched
+    assert len(shown) > 60
+    for path, fmt, text in shown:
+        value = data
+        for part in path.split("."):
+            value = value[int(part)] if isinstance(value, list) else value[part]
+        assert text == formats[fmt](value), path
+    by_label = {label: (w, h, marks) for label, w, h, marks in plots}
+    assert set(by_label) == {"pass rate per arm", "paired outcomes per task", "speedup distribution"}
+    assert all(w > 100 and h > 20 and marks > 0 for w, h, marks in by_label.values())
+    assert incomplete
