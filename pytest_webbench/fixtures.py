@@ -27,6 +27,8 @@ class WebbenchState:
     def __init__(self, options: RunOptions, suite, experiment_dir: Path):
         self.options, self.suite, self.experiment_dir = options, suite, experiment_dir
         self.specs: dict[str, TrialSpec] = {}
+        self.report = None  # the controller's Report, once written
+        self.published = None  # the Braintrust experiments, or why publishing failed
 
 
 def state(config: pytest.Config) -> WebbenchState:

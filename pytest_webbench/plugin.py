@@ -32,6 +32,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--experiment-id", help="results go to RESULTS_DIR/ID (default: a new id); an existing id is refused")
     group.addoption("--results-dir", help="where experiments are written (default: results)")
     group.addoption("--browser", choices=("local", "kernel"), help="browser backend (default local)")
+    group.addoption("--publish", choices=("braintrust",), help="after the report, publish the run (one experiment per arm; "
+                    "needs BRAINTRUST_API_KEY)")
+    group.addoption("--publish-project", help="Braintrust project (default: webbench-<suite>)")
     parser.addini("webbench_runner", "default --runner", default="reference")
     parser.addini("webbench_attempts", "default --attempts", default="1")
     parser.addini("webbench_results_dir", "default --results-dir", default="results")
@@ -78,6 +81,8 @@ def pytest_configure(config: pytest.Config) -> None:
     # Harbor imports litellm, which otherwise waits ~7 s on a price-map download it cannot make.
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     options = _options(config)
+    if config.getoption("publish", None) == "braintrust" and not os.environ.get("BRAINTRUST_API_KEY"):
+        raise pytest.UsageError("--publish braintrust: BRAINTRUST_API_KEY is not set (set it, or drop --publish)")
     if options.browser == "kernel":
         raise pytest.UsageError("--browser kernel: the Kernel backend is not available yet (see its issue); use --browser local")
     try:
@@ -246,7 +251,14 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     from .report import write_report
 
     write_job_results(st.experiment_dir, st.options.experiment_id)
-    st.report = write_report(st.experiment_dir)  # type: ignore[attr-defined]
+    st.report = write_report(st.experiment_dir)
+    if config.getoption("publish", None) == "braintrust":
+        from .report.publish import PublishError, publish_braintrust
+
+        try:
+            st.published = publish_braintrust(st.experiment_dir, config.getoption("publish_project", None))
+        except PublishError as exc:  # the results are on disk; `python -m pytest_webbench.report --publish` retries
+            st.published = str(exc)
 
 
 def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
@@ -260,4 +272,10 @@ def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
     terminalreporter.write_sep("=", "webbench")
     for line in headline_lines(report) + paired_lines(report):
         terminalreporter.write_line(line)
-    terminalreporter.write_line(f"report: {state(config).experiment_dir / 'report.md'}")
+    terminalreporter.write_line(f"report: {state(config).experiment_dir / 'report.md'} (and report.html, report.json)")
+    published = getattr(state(config), "published", None)
+    if isinstance(published, str):
+        terminalreporter.write_line(f"publish failed: {published}", red=True)
+    elif published:
+        for experiment in published:
+            terminalreporter.write_line(f"published {experiment.name} ({experiment.rows} rows): {experiment.url}")

@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
 RECORD_SCHEMA = 1
 Outcome = Literal["passed", "failed", "errored"]
@@ -169,12 +169,43 @@ def read_manifest(experiment_dir: Path) -> RunManifest:
         raise FileNotFoundError(f"{path}: no manifest: is this an experiment directory?") from None
 
 
-def read_trial_records(experiment_dir: Path) -> tuple[list[TrialRecord], list[str]]:
-    """All readable records, and a note for each file that could not be read."""
-    records, problems = [], []
-    for path in sorted((experiment_dir / "trials").glob("*.json")):
+def read_trial_records(experiment_dir: Path, model: type[BaseModel] = TrialRecord) -> tuple[list[Any], list[str]]:
+    """All readable records (as `model`, which may be a subset of TrialRecord's fields), and a
+    note for each file that could not be read.
+
+    The files are validated as one JSON array in one call, which is several times faster than
+    one call per file; if that fails (a broken file), each file is validated alone to say which.
+    """
+    trials_dir = experiment_dir / "trials"
+    try:
+        names = sorted(e.name for e in os.scandir(trials_dir) if e.name.endswith(".json") and not e.name.startswith("."))
+    except FileNotFoundError:
+        return [], []
+    # One buffer, not a list of blobs and then a joined copy: half the memory at 100,000 records.
+    joined, readable, problems = bytearray(b"["), [], []
+    for name in names:
         try:
-            records.append(TrialRecord.model_validate_json(path.read_text(encoding="utf-8")))
+            with open(trials_dir / name, "rb") as f:
+                blob = f.read()
+        except OSError as exc:
+            problems.append(f"{trials_dir / name}: unreadable trial record ({type(exc).__name__})")
+            continue
+        if readable:
+            joined += b","
+        joined += blob
+        readable.append(name)
+    joined += b"]"
+    try:
+        batch = TypeAdapter(list[model]).validate_json(joined)
+        if len(batch) == len(readable):
+            return batch, problems
+    except (ValidationError, ValueError):
+        pass
+    del joined
+    records = []
+    for name in readable:
+        try:
+            records.append(model.model_validate_json((trials_dir / name).read_bytes()))
         except (ValidationError, ValueError, OSError) as exc:
-            problems.append(f"{path}: unreadable trial record ({type(exc).__name__})")
+            problems.append(f"{trials_dir / name}: unreadable trial record ({type(exc).__name__})")
     return records, problems

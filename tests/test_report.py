@@ -222,3 +222,13 @@ def test_html_report_renders_in_chromium_with_the_json_numbers(run_dir):
     assert set(by_label) == {"pass rate per arm", "paired outcomes per task", "speedup distribution"}
     assert all(w > 100 and h > 20 and marks > 0 for w, h, marks in by_label.values())
     assert incomplete
+
+
+@pytest.mark.parametrize("damage", [b"", b'{"trial_id": "cut off', b"{}", b'{"a": 1}, {"b": 2}', b"\xff\xfe"])
+def test_a_broken_record_file_is_named_and_the_rest_still_count(run_dir, damage):
+    (run_dir / "trials" / "alpha-a1-control.json").write_bytes(damage)
+    report = build_report_from_dir(run_dir)
+    assert report.problems == [f"{run_dir / 'trials' / 'alpha-a1-control.json'}: unreadable trial record (ValidationError)"]
+    assert report.recorded_trials == 46  # the broken one counts as missing, nothing else is lost
+    row = next(r for r in report.by_arm_task if (r.arm, r.task) == ("control", "alpha"))
+    assert row.missing == 1 and row.rate.n == 4

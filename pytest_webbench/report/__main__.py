@@ -20,6 +20,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m pytest_webbench.report", description=__doc__.split("\n\n")[1])
     parser.add_argument("experiment_dirs", type=Path, nargs="+", metavar="EXPERIMENT_DIR")
     parser.add_argument("--out", type=Path, help="write the comparison of two runs here (Markdown)")
+    parser.add_argument("--publish", choices=("braintrust",), help="publish each run (one experiment per arm)")
+    parser.add_argument("--project", help="Braintrust project (default: webbench-<suite>)")
     args = parser.parse_args(argv)
     if len(args.experiment_dirs) > 2:
         parser.error("give one experiment directory to re-render, or two to compare")
@@ -33,6 +35,15 @@ def main(argv: list[str] | None = None) -> int:
         reports.append(report)
         print("\n".join(headline_lines(report) + paired_lines(report)))
         print(f"report: {directory / 'report.md'}, {directory / 'report.html'}")
+        if args.publish:
+            from .publish import PublishError, publish_braintrust
+
+            try:
+                for experiment in publish_braintrust(directory, args.project):
+                    print(f"published {experiment.name} ({experiment.rows} rows): {experiment.url}")
+            except PublishError as exc:
+                print(f"error: {exc}", file=sys.stderr)
+                return 1
     if len(reports) == 2:
         comparison = compare_reports(*reports)
         text = render_comparison(comparison)

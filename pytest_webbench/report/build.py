@@ -8,13 +8,18 @@ holds no clock time and no randomness, so rendering it twice gives the same byte
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Iterable
+from contextlib import contextmanager
 from pathlib import Path
 from statistics import median
+from typing import Any
 
 from pydantic import BaseModel, Field
 
-from ..records import RunManifest, TrialRecord, read_manifest, read_trial_records
+from ..records import (
+    BrowserCalls, PlannedTrial, RunManifest, Timings, Tokens, TrialRecord, read_manifest, read_trial_records,
+)
 from ..stats import (
     ASSUMPTIONS, clustered_paired_difference, mcnemar_exact, mcnemar_mde, pass_at_k, pass_hat_k, sign_test, wilson,
 )
@@ -22,6 +27,20 @@ from ..stats import (
 REPORT_SCHEMA = 2
 FEW_ATTEMPTS = 5  # below this a run screens for large effects only
 NOT_A_PASS = ("failed", "errored", "missing")
+
+
+class ReportedTrial(PlannedTrial):
+    """The fields of a TrialRecord the report reads (the instruction, raw answer and page value
+    are left on disk), so a report over 100,000 trials stays small in memory."""
+
+    outcome: str
+    stop_reason: str | None = None
+    detail: str = ""
+    answer: Any = None
+    flags: list[str] = Field(default_factory=list)
+    timings: Timings = Field(default_factory=Timings)
+    tokens: Tokens = Field(default_factory=Tokens)
+    calls: BrowserCalls = Field(default_factory=BrowserCalls)
 
 
 class Rate(BaseModel):
@@ -244,13 +263,19 @@ def build_report(manifest: RunManifest, records: list[TrialRecord], problems: li
     by_id = {r.trial_id: r for r in records}
     planned = manifest.trials
     arm_order = {a: i for i, a in enumerate(manifest.arms)}
+    by_arm_task: dict[tuple[str, str], list[TrialRecord | None]] = {}
+    pair_ids_by_task: dict[str, set[str]] = {}
+    for t in planned:  # one pass: the report must stay linear in the number of trials
+        by_arm_task.setdefault((t.arm, t.task), []).append(by_id.get(t.trial_id))
+        if t.pair_id:
+            pair_ids_by_task.setdefault(t.task, set()).add(t.pair_id)
     rows: list[ArmTaskRow] = []
     headline_counts: dict[str, list[int]] = {}
     format_counts: dict[str, list[int]] = {}
     stop_reasons: dict[str, dict[str, int]] = {}
-    for arm, task in sorted({(t.arm, t.task) for t in planned}, key=lambda k: (arm_order.get(k[0], 99), k[1])):
+    for arm, task in sorted(by_arm_task, key=lambda k: (arm_order.get(k[0], 99), k[1])):
         limits = manifest.task_limits[task]
-        recs = [by_id.get(t.trial_id) for t in planned if t.arm == arm and t.task == task]
+        recs = by_arm_task[(arm, task)]
         counts = {o: sum(1 for r in recs if r is not None and r.outcome == o) for o in ("passed", "failed", "errored")}
         reasons: dict[str, int] = {}
         for r in recs:
@@ -275,8 +300,9 @@ def build_report(manifest: RunManifest, records: list[TrialRecord], problems: li
     paired_rows: list[PairedRow] = []
     pooled_input: dict[str, list[tuple[TrialRecord, TrialRecord]]] = {}
     if manifest.paired:
-        for task in sorted({t.task for t in planned}):
-            pair_ids = sorted({t.pair_id for t in planned if t.task == task and t.pair_id} - set(manifest.broken_pairs))
+        broken = set(manifest.broken_pairs)
+        for task in sorted(pair_ids_by_task):
+            pair_ids = sorted(pair_ids_by_task[task] - broken)
             pairs = [(by_id.get(f"{p}-control"), by_id.get(f"{p}-treatment")) for p in pair_ids]
             if not pairs:
                 continue
@@ -286,6 +312,9 @@ def build_report(manifest: RunManifest, records: list[TrialRecord], problems: li
                 pooled_input[task] = [(c, t) for c, t in pairs if _ended(c) and _ended(t)]
 
     ordered = sorted(records, key=lambda r: r.trial_id)
+    by_arm: dict[str, list[TrialRecord]] = {}
+    for r in ordered:
+        by_arm.setdefault(r.arm, []).append(r)
     incomplete = []
     if missing := len(planned) - sum(t.trial_id in by_id for t in planned):
         incomplete.append(f"{missing} planned trial(s) have no result")
@@ -298,7 +327,7 @@ def build_report(manifest: RunManifest, records: list[TrialRecord], problems: li
         headline={arm: _rate(*c) for arm, c in headline_counts.items()},
         format_only={arm: _rate(*c) for arm, c in format_counts.items()},
         by_arm_task=rows, paired=paired_rows, pooled=_pooled(pooled_input),
-        usage=[_usage(arm, [r for r in ordered if r.arm == arm]) for arm in manifest.arms],
+        usage=[_usage(arm, by_arm.get(arm, [])) for arm in manifest.arms],
         stop_reasons={arm: dict(sorted(v.items())) for arm, v in sorted(stop_reasons.items(), key=lambda kv: arm_order.get(kv[0], 99))},
         flagged=[_note(r, "; ".join(r.flags)) for r in ordered if r.flags],
         rejected=[_note(r, ", ".join(f"{k} x{v}" for k, v in sorted(r.calls.rejected_rules.items())) or f"{r.calls.rejected} call(s)")
@@ -314,6 +343,20 @@ def build_report(manifest: RunManifest, records: list[TrialRecord], problems: li
 
 
 def build_report_from_dir(experiment_dir: Path) -> Report:
-    manifest = read_manifest(experiment_dir)
-    records, problems = read_trial_records(experiment_dir)
-    return build_report(manifest, records, problems)
+    # Reading 100,000 records makes millions of objects that live to the end: without this the
+    # cyclic collector re-scans them again and again (a third of the time at that size).
+    with _no_cyclic_gc():
+        manifest = read_manifest(experiment_dir)
+        records, problems = read_trial_records(experiment_dir, ReportedTrial)
+        return build_report(manifest, records, problems)
+
+
+@contextmanager
+def _no_cyclic_gc():
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
