@@ -101,6 +101,21 @@ class AgentRunner:
         )
         return self.outcome
 
+    def trajectory_flags(self) -> list[str]:
+        """Tool calls outside the browser tools that reached the site, the backend or the task's files."""
+        from .grading.trajectory_scan import scan_trajectory, url_needles
+
+        if self.outcome is None:
+            return []
+        services = self.browser.services
+        site = services.site_urls.get(self.spec.task.meta.site, "")
+        targets = {
+            "the site": url_needles(site) + url_needles(self.browser.start_url),
+            "the browser backend": url_needles(services.backend_mcp_url) + url_needles(services.proxy_base_url),
+            "the task's files": [str(self.spec.task.path), str(self.st.suite.path)],
+        }
+        return scan_trajectory(self.outcome.harbor_trial_dir / "agent" / "trajectory.json", targets)
+
 
 @pytest.fixture
 def agent_runner(request, webbench_trial, browser_session, mcp_proxy) -> AgentRunner:
@@ -123,7 +138,7 @@ class TrialRecorder:
             model=self.st.options.model, grading=meta.grading, placebo=meta.placebo, started_at=self.started_at,
         )
 
-    def record(self, outcome: AgentOutcome, grade: Grade, calls, page_value) -> TrialRecord:
+    def record(self, outcome: AgentOutcome, grade: Grade, calls, page_value, flags: list[str] | None = None) -> TrialRecord:
         if outcome.exception:
             # A failed agent run is errored, whatever a grader would say of its leftovers.
             verdict = dict(outcome="errored", stop_reason="agent_error", reward=0.0, detail=outcome.exception)
@@ -140,7 +155,7 @@ class TrialRecorder:
             **self.base(), **verdict, answer=grade.answer, answer_raw=raw, expected=grade.expected,
             page_value=page_value, instruction=outcome.instruction,
             timings={"trial_sec": outcome.trial_sec, "agent_sec": outcome.agent_sec}, tokens=outcome.tokens,
-            calls=calls, harbor_trial_dir=str(outcome.harbor_trial_dir),
+            calls=calls, flags=flags or [], harbor_trial_dir=str(outcome.harbor_trial_dir),
         )
         record_reward_in_harbor(outcome.harbor_trial_dir, record.reward)
         write_trial_record(self.st.experiment_dir, record)

@@ -24,8 +24,9 @@ ARM_CHOICES = ("control", "treatment", "playwright")
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("webbench", "benchmark browser agents on web tasks")
     group.addoption("--suite", help="suite to run: a name under suites/ or a path to a suite folder")
-    group.addoption("--runner", help="agent runner: reference, nop (default: ini webbench_runner or reference)")
-    group.addoption("--model", help="model id passed to the runner's agent")
+    group.addoption("--runner", help="agent runner preset: reference, nop, codex, claude, pi (default: ini webbench_runner or reference)")
+    group.addoption("--model", help="provider/model for every selected arm (default: the runner preset's)")
+    group.addoption("--model-base-url", help="the model API's base URL, for a gateway or a local endpoint (default: the provider's)")
     group.addoption("--attempts", type=int, help="attempts per task and arm (default 1)")
     group.addoption("--arms", help="comma-separated arms to run (default: the suite's arms)")
     group.addoption("--unpaired", action="store_true", help="run every arm independently (no control/treatment pairs)")
@@ -64,6 +65,7 @@ def _options(config: pytest.Config):
             suite=get("suite"), runner=get("runner") or config.getini("webbench_runner"), model=get("model"),
             attempts=get("attempts") or int(config.getini("webbench_attempts")), arms=arms,
             paired=not get("unpaired"), experiment_id=experiment_id, results_dir=results_dir,
+            model_base_url=get("model_base_url"),
             browser=get("browser") or config.getini("webbench_browser"),
         )
     except ValueError as exc:
@@ -75,7 +77,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if not config.getoption("suite", None):
         return
     from .records import ExperimentExists, claim_experiment_dir
-    from .runners import UnknownRunner, runner_spec
+    from .runners import UnknownRunner, check_runner
     from .suite import SuiteError, load_suite, resolve_suite_path
 
     # Harbor imports litellm, which otherwise waits ~7 s on a price-map download it cannot make.
@@ -86,7 +88,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if options.browser == "kernel":
         raise pytest.UsageError("--browser kernel: the Kernel backend is not available yet (see its issue); use --browser local")
     try:
-        runner_spec(options.runner)
+        check_runner(options.runner, options.model)
         suite = load_suite(resolve_suite_path(options.suite, [config.rootpath, Path.cwd()]))
     except (UnknownRunner, SuiteError) as exc:
         raise pytest.UsageError(str(exc)) from None
@@ -184,16 +186,21 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
 
 def _write_manifest(config: pytest.Config, keys: list[TrialKey]) -> None:
     from .records import PlannedTrial, RunManifest, TaskLimits, write_manifest
+    from .runners import runner_spec
+    from .runners.install import installed_version
 
     st = state(config)
     opts = st.options
+    runner = runner_spec(opts.runner)
     limits = {t.name: TaskLimits(grading=t.meta.grading, turn_cap=t.meta.turn_cap, spend_limit_usd=t.meta.spend_limit_usd,
                                  placebo=t.meta.placebo, tool_batch=t.meta.tool_batch, timeout_sec=t.timeout_sec,
                                  agree_on=t.meta.agree_on)
               for t in st.suite.tasks}
     manifest = RunManifest(
         experiment_id=opts.experiment_id, created_at=datetime.now(UTC).isoformat(), suite=st.suite.name,
-        suite_path=str(st.suite.path), runner=opts.runner, model=opts.model, browser=opts.browser,
+        suite_path=str(st.suite.path), runner=opts.runner, model=runner.check_model(opts.model), browser=opts.browser,
+        runner_preset=runner.model_dump(mode="json"), model_base_url=opts.model_base_url,
+        cli_version=installed_version(runner.cli.package) if runner.cli else None,
         attempts=opts.attempts, arms=list(opts.arms or st.suite.spec.arms), paired=opts.paired,
         trials=[PlannedTrial(trial_id=k.trial_id, task=k.task, attempt=k.attempt, arm=k.arm, pair_id=k.pair_id if opts.paired else None,
                              pair_position=pair_position(k, opts.experiment_id, opts.attempts) if opts.paired else None)

@@ -57,6 +57,9 @@ class RunManifest(BaseModel):
     suite_path: str
     runner: str
     model: str | None
+    runner_preset: dict[str, Any] = Field(default_factory=dict)  # the resolved preset: agent, CLI pin, options
+    cli_version: str | None = None  # what is installed, as run
+    model_base_url: str | None = None
     browser: str
     attempts: int
     arms: list[str]

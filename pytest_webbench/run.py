@@ -26,6 +26,7 @@ class RunOptions(BaseModel):
     suite: str
     runner: str = "reference"
     model: str | None = None
+    model_base_url: str | None = None
     attempts: int = Field(1, ge=1)
     arms: tuple[str, ...] | None = None
     paired: bool = True

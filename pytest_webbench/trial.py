@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -111,6 +113,22 @@ class AgentOutcome:
     exception: str | None  # the agent failed (auth, rate limit, crash): the trial is errored
 
 
+def _trial_context(spec: TrialSpec, browser: BrowserSessionHandle) -> dict:
+    return {"task_dir": str(spec.task.path), "arm": spec.key.arm, "browser_session_id": browser.session_id,
+            "start_url": browser.start_url}
+
+
+def _agent_env(runner: RunnerSpec) -> dict[str, str]:
+    """The preset's environment, with the pinned CLI (and the Node it needs) first on PATH."""
+    env = dict(runner.env)
+    if runner.cli is not None:
+        from .runners.install import bin_path, node_bin_dir
+
+        first = [str(bin_path(runner.cli).parent)] + ([str(node_bin_dir(runner.cli))] if runner.cli.node else [])
+        env["PATH"] = os.pathsep.join([*first, os.environ.get("PATH", "/usr/bin:/bin")])
+    return env
+
+
 async def run_harbor_trial(
     options: RunOptions, runner: RunnerSpec, spec: TrialSpec, browser: BrowserSessionHandle, proxy: ProxyHandle,
     experiment_dir: Path,
@@ -128,14 +146,17 @@ async def run_harbor_trial(
         trials_dir=jobs_dir,
         agent=AgentConfig(
             import_path=runner.agent_import_path,
-            model_name=options.model or runner.default_model,
+            model_name=runner.check_model(options.model),
+            base_url=options.model_base_url,
             mcp_servers=[{"name": "browser", "transport": "streamable-http", "url": proxy.url}],
-            kwargs={
-                **runner.kwargs, "task_dir": str(spec.task.path), "arm": spec.key.arm,
-                "browser_session_id": browser.session_id, "start_url": browser.start_url,
-            },
+            kwargs={**runner.kwargs, **(_trial_context(spec, browser) if runner.takes_trial_context else {})},
+            env=_agent_env(runner),
         ),
-        environment=EnvironmentConfig(import_path="pytest_webbench.environments.host:HostEnvironment"),
+        environment=EnvironmentConfig(
+            import_path="pytest_webbench.environments.host:HostEnvironment",
+            # What an agent's shell must not read: task files with answers and solutions, other results.
+            kwargs={"hidden_paths": [str(spec.task.path.parent.parent), str(options.results_dir)]},
+        ),
         verifier=VerifierConfig(disable=True),
         extra_instructions=[instruction_extra],
     )
@@ -159,9 +180,26 @@ async def run_harbor_trial(
     )
     return AgentOutcome(
         harbor_trial_dir=trial_dir, instruction=spec.task.instruction + "\n\n" + instruction_extra,
-        answer_raw=answer_path.read_bytes() if answer_path.exists() else None,
+        answer_raw=answer_path.read_bytes() if answer_path.exists() else final_agent_message(trial_dir),
         agent_sec=agent_sec, trial_sec=trial_sec, tokens=tokens, exception=exception,
     )
+
+
+def final_agent_message(trial_dir: Path) -> bytes | None:
+    """The agent's last message from Harbor's ATIF trajectory: the answer when the agent replied
+    with it but did not write answer.json (the instructions ask for both)."""
+    path = trial_dir / "agent" / "trajectory.json"
+    try:
+        steps = json.loads(path.read_text(encoding="utf-8")).get("steps") or []
+    except (OSError, ValueError, AttributeError):
+        return None
+    for step in reversed(steps):
+        message = step.get("message") if isinstance(step, dict) and step.get("source") == "agent" else None
+        if isinstance(message, list):
+            message = "".join(part.get("text", "") for part in message if isinstance(part, dict))
+        if isinstance(message, str) and message.strip():
+            return message.strip().encode()
+    return None
 
 
 def record_reward_in_harbor(trial_dir: Path, reward: float) -> None:

@@ -2,23 +2,55 @@
 
 Harbor's built-in environments all need a container runtime, a VM or a cloud account; a browser
 agent needs none of that, since its only tool is the browser behind the proxy. Paths inside the
-environment (`/app`, `/logs/...`) map into `<trial dir>/environment/`, so nothing of the task's
-tests, solutions or grading rules is ever in it.
+environment (`/app`, `/logs/...`) map into `<trial dir>/environment/`.
+
+Where the host allows a private mount namespace (root, or CAP_SYS_ADMIN: `unshare --mount`), every
+command runs in one: the trial's own folders are bind-mounted over the absolute paths Harbor's
+agents write to (`/app`, `/logs`, `/installed-agent`, `/tmp`, and `$HOME` as `/home/agent`), so two
+trials on one machine never share them, and the suite (task files, answer rules, reference
+solutions) and the results directory (other trials' answers and grades) are covered by empty
+tmpfs mounts, so an agent's shell cannot read them. Without that privilege commands run with the
+trial folder as their directory and nothing hidden, and `isolated` says so.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
+import shlex
 import shutil
+import subprocess
 from pathlib import Path, PurePosixPath
 
 from harbor.environments.base import BaseEnvironment, ExecResult
 
 WORKDIR = "/app"
+AGENT_HOME = "/home/agent"
+# Absolute paths the agents use, each a private folder of the trial's inside the namespace.
+PRIVATE_PATHS = ("/app", "/logs", "/installed-agent", "/tmp", AGENT_HOME)
+STAGE = "/run/webbench-env"  # where the trial's folder is bound first (see _namespaced)
+
+
+@functools.cache
+def can_isolate() -> bool:
+    """Whether this host lets us make a private mount namespace (checked once per process)."""
+    try:
+        probe = subprocess.run(["unshare", "--mount", "--propagation", "private", "true"], capture_output=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return probe.returncode == 0
 
 
 class HostEnvironment(BaseEnvironment):
+    def __init__(self, *args, hidden_paths: list[str] | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.hidden_paths = [str(Path(p).resolve()) for p in hidden_paths or []]
+
+    @property
+    def isolated(self) -> bool:
+        return can_isolate()
+
     @staticmethod
     def type() -> str:
         return "webbench-host"
@@ -40,7 +72,30 @@ class HostEnvironment(BaseEnvironment):
         return self.root.joinpath(*parts)
 
     async def start(self, force_build: bool) -> None:
-        self.host_path(WORKDIR).mkdir(parents=True, exist_ok=True)
+        for path in PRIVATE_PATHS:
+            self.host_path(path).mkdir(parents=True, exist_ok=True)
+            if self.isolated:
+                Path(path).mkdir(parents=True, exist_ok=True)  # an empty mount point on the host
+
+    def _namespaced(self, command: str, workdir: str) -> list[str]:
+        """`unshare` a mount namespace, bind the trial's folders over the agents' paths, cover the
+        hidden ones, then run the command there.
+
+        The trial's folder is first bound to a staging point, so the later mounts can cover its
+        real path (it lives in the hidden results directory, perhaps under /tmp) and still reach
+        it; /tmp is bound last for the same reason."""
+        for path in (*PRIVATE_PATHS, STAGE):
+            if path != STAGE:
+                self.host_path(path).mkdir(parents=True, exist_ok=True)
+            Path(path).mkdir(parents=True, exist_ok=True)  # an empty mount point on the host
+        staged = lambda p: shlex.quote(str(PurePosixPath(STAGE) / p.lstrip("/")))  # noqa: E731
+        steps = [f"mount --bind {shlex.quote(str(self.root))} {STAGE}"]
+        steps += [f"mount --bind {staged(p)} {p}" for p in PRIVATE_PATHS if p != "/tmp"]
+        steps += [f"mount -t tmpfs -o size=64k,mode=0555 webbench-hidden {shlex.quote(p)}"
+                  for p in self.hidden_paths if Path(p).is_dir()]
+        steps.append(f"mount --bind {staged('/tmp')} /tmp")
+        prologue = " && ".join(steps) + ' && cd "$1" && exec bash -c "$2"'
+        return ["unshare", "--mount", "--propagation", "private", "bash", "-c", prologue, "webbench-env", workdir, command]
 
     async def stop(self, delete: bool) -> None:
         pass  # the folder stays with the trial's results
@@ -66,14 +121,25 @@ class HostEnvironment(BaseEnvironment):
                    timeout_sec: int | None = None, user: str | int | None = None) -> ExecResult:
         workdir = self.host_path(cwd or WORKDIR)
         workdir.mkdir(parents=True, exist_ok=True)
+        env = self._merge_env(env)  # the agent's AgentConfig.env and Harbor's scoped variables
+        full_env = {**os.environ, **(env or {})}
+        if self.isolated:
+            if "HOME" not in (env or {}):
+                full_env["HOME"] = AGENT_HOME  # the trial's private home, not the host user's
+            argv = self._namespaced(command, str(PurePosixPath(cwd or WORKDIR)))
+        else:
+            argv = ["bash", "-c", command]
         proc = await asyncio.create_subprocess_exec(
-            "bash", "-c", command, cwd=workdir, env={**os.environ, **(env or {})},
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            *argv, cwd=workdir, env=full_env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            start_new_session=True,  # so a timeout kills the whole process group, agent CLI included
         )
         try:
             out, err = await asyncio.wait_for(proc.communicate(), timeout_sec)
         except TimeoutError:
-            proc.kill()
+            try:
+                os.killpg(proc.pid, 9)
+            except ProcessLookupError:
+                pass
             out, err = await proc.communicate()
             return ExecResult(stdout=out.decode(errors="replace"), stderr=err.decode(errors="replace") + "\n(timed out)", return_code=124)
         return ExecResult(stdout=out.decode(errors="replace"), stderr=err.decode(errors="replace"), return_code=proc.returncode or 0)

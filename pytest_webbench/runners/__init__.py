@@ -1,40 +1,125 @@
-"""Runners: which Harbor agent plays each trial, as data.
+"""Runners: which Harbor agent plays each trial, as data (`presets/<name>.toml`).
 
 `reference` replays each task's reference solution through the proxy, as an MCP client, so it
-takes exactly the path a real agent takes; `nop` does nothing (every trial should fail). The
-real agent CLIs (codex, claude, pi) come with their own issue.
+takes exactly the path a real agent takes; `nop` does nothing (every trial should fail); `codex`,
+`claude` and `pi` run the real agent CLIs, pinned, through Harbor's installed agents. Choosing a
+preset replaces the whole option set, so nothing carries over from one agent to another.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import importlib
+import inspect
+import tomllib
+from functools import cache
+from importlib import resources
 
-
-@dataclass(frozen=True)
-class RunnerSpec:
-    name: str
-    agent_import_path: str
-    default_model: str | None = None
-    kwargs: dict = field(default_factory=dict)
-
-
-RUNNERS: dict[str, RunnerSpec] = {
-    "reference": RunnerSpec("reference", "pytest_webbench.runners.reference:ReferenceAgent"),
-    "nop": RunnerSpec("nop", "pytest_webbench.runners.nop:NopAgent"),
-}
-PLANNED = {"codex", "claude", "pi"}
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 
 class UnknownRunner(ValueError):
     pass
 
 
+class CliPin(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    package: str  # the npm package
+    version: str  # pinned: installed by `python -m pytest_webbench.runners.install`
+    bin: str  # the executable it puts in node_modules/.bin
+    node: str | None = None  # an npm-packaged Node this CLI needs (e.g. "22.23.3"); None: the system's
+
+
+class RunnerSpec(BaseModel):
+    """One preset: the Harbor agent, its pinned CLI, the models it can take and its options."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    agent: str  # import path of the Harbor agent class
+    description: str = ""
+    takes_trial_context: bool = False  # our own agents take task_dir, arm, session id, start URL
+    cli: CliPin | None = None
+    default_model: str | None = None
+    # `provider/model` prefixes this agent can run (empty: any, or no model at all)
+    model_providers: list[str] = Field(default_factory=list)
+    options: dict = Field(default_factory=dict)  # kwargs for the Harbor agent (its options model)
+    env: dict[str, str] = Field(default_factory=dict)  # fixed environment for the agent's commands
+
+    @property
+    def agent_import_path(self) -> str:
+        return self.agent
+
+    @property
+    def kwargs(self) -> dict:
+        return dict(self.options)
+
+    def check_model(self, model: str | None) -> str | None:
+        """The model this preset will run, or a clear error before any trial starts."""
+        chosen = model or self.default_model
+        if not self.model_providers:
+            return chosen
+        if not chosen:
+            raise UnknownRunner(f"--runner {self.name}: needs --model provider/name ({', '.join(self.model_providers)})")
+        provider = chosen.split("/", 1)[0] if "/" in chosen else None
+        if provider not in self.model_providers:
+            raise UnknownRunner(
+                f"--runner {self.name} cannot take --model {chosen!r}: give provider/name with provider "
+                f"{' or '.join(self.model_providers)}"
+            )
+        return chosen
+
+
+PRESETS_PACKAGE = "pytest_webbench.runners.presets"
+
+
+@cache
+def load_presets() -> dict[str, RunnerSpec]:
+    out = {}
+    for entry in resources.files(PRESETS_PACKAGE).iterdir():
+        if not entry.name.endswith(".toml"):
+            continue
+        try:
+            spec = RunnerSpec.model_validate(tomllib.loads(entry.read_text(encoding="utf-8")))
+        except (ValidationError, tomllib.TOMLDecodeError) as exc:
+            raise UnknownRunner(f"runner preset {entry.name}: {exc}") from None
+        out[spec.name] = spec
+    return dict(sorted(out.items()))
+
+
 def runner_spec(name: str) -> RunnerSpec:
-    if name in RUNNERS:
-        return RUNNERS[name]
-    if name in PLANNED:
-        raise UnknownRunner(
-            f"--runner {name}: the real agent CLIs are not wired in yet (see the runners issue); "
-            f"available now: {', '.join(RUNNERS)}"
-        )
-    raise UnknownRunner(f"--runner {name}: unknown runner; choose from {', '.join(RUNNERS)}")
+    try:
+        return load_presets()[name]
+    except KeyError:
+        raise UnknownRunner(f"--runner {name}: unknown runner; choose from {', '.join(load_presets())}") from None
+
+
+def check_runner(name: str, model: str | None) -> RunnerSpec:
+    """Everything that can be checked before a trial: the preset, its model, its options against
+    the pinned Harbor agent's own options model, and its CLI being installed."""
+    return check_preset(runner_spec(name), model)
+
+
+def check_preset(spec: RunnerSpec, model: str | None) -> RunnerSpec:
+    name = spec.name
+    spec.check_model(model)
+    module_name, _, class_name = spec.agent.partition(":")
+    agent_class = getattr(importlib.import_module(module_name), class_name)  # Harbor loads here, lazily
+    options_model = getattr(agent_class, "options_model", None)
+    if options_model is not None and spec.options:
+        try:
+            options_model.model_validate(spec.options)
+        except ValidationError as exc:
+            problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+            raise UnknownRunner(f"--runner {name}: the pinned Harbor agent does not accept these options: {problems}") from None
+    elif spec.options:
+        accepted = set(inspect.signature(agent_class.__init__).parameters)
+        unknown = set(spec.options) - accepted
+        if unknown:
+            raise UnknownRunner(f"--runner {name}: the agent does not accept options {sorted(unknown)}")
+    if spec.cli is not None:
+        from .install import cli_problem
+
+        if problem := cli_problem(spec.cli):
+            raise UnknownRunner(f"--runner {name}: {problem}")
+    return spec

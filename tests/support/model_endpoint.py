@@ -1,0 +1,295 @@
+"""A scripted model endpoint for the real agent CLIs, offline: it plays a model that solves a
+local-web task through the browser tools, speaking each provider's real streaming protocol.
+
+- OpenAI Responses API (`POST /v1/responses`, SSE) for Codex: MCP tools arrive as a namespace
+  tool `mcp__browser`, and a call names that namespace;
+- Anthropic Messages API (`POST /v1/messages`, SSE with event lines) for Claude Code: MCP tools
+  arrive as `mcp__browser__<tool>`;
+- OpenAI chat completions (`POST /v1/chat/completions`, SSE) for Pi.
+
+The server is stateless per request, like a model: it reads the instruction (task, arm, browser
+session id, start URL) and the tool results so far from the request, and decides the next step.
+The model id picks a behaviour: `webbench-script` solves the task, `-401` / `-429` answer with
+that status, `-stall` never answers, `-curl` first fetches the site with the CLI's shell tool,
+`-grader` first tries to read the task's answer rule. Usage is reported in each protocol's own
+fields, and what was sent is kept per browser session so a test can compare the report's tokens.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, StreamingResponse
+from starlette.routing import Route
+
+SHELL_TOOLS = {"responses": ("exec_command", "cmd"), "messages": ("Bash", "command"), "chat": ("bash", "command")}
+# Per model turn, in each protocol's own terms (Responses and chat count cached tokens inside the
+# input; Messages counts them apart).
+TURN_USAGE = {"input": 1200, "cached": 300, "output": 40}
+
+SHOP_PRICE_CODE = """
+await page.click('a[href="/c/bottles"]');
+for (;;) {
+  const card = page.locator('.product', { hasText: 'Large Green Bottle' });
+  if (await card.count()) return Number((await card.locator('.price').textContent()).replace('$', ''));
+  await page.click('a[rel=next]');
+}"""
+
+
+@dataclass
+class Step:
+    tool: str | None = None  # a browser tool's short name, or "shell"
+    arguments: dict = field(default_factory=dict)
+    text: str | None = None  # the final answer
+
+
+@dataclass
+class Conversation:
+    model: str
+    instruction: str
+    results: list[str]
+
+    @property
+    def session_id(self) -> str | None:
+        m = re.search(r"session id is\s+`([^`]+)`", self.instruction)
+        return m.group(1) if m else None
+
+    @property
+    def start_url(self) -> str:
+        m = re.search(r"Start at (\S+?)\.?\s", self.instruction + " ")
+        return m.group(1) if m else ""
+
+    @property
+    def arm(self) -> str:
+        if "site-specific tools have been added" in self.instruction:
+            return "treatment"
+        if "Use only the execute_playwright_code tool" in self.instruction:
+            return "playwright"
+        return "control"
+
+
+def _json_in(text: str) -> Any:
+    start, end = text.find("{"), text.rfind("}")
+    if start < 0 or end < start:
+        return None
+    try:
+        return json.loads(text[start:end + 1])
+    except ValueError:
+        return None
+
+
+class ScriptedModel:
+    def __init__(self, suite_dir: Path | None = None):
+        self.suite_dir = suite_dir
+        self.sent: dict[str, dict[str, int]] = {}  # session id -> usage totals sent
+        self.requests: list[dict] = []
+
+    def script(self, conv: Conversation) -> Step:
+        preface = []
+        if conv.model.endswith("-curl"):
+            preface = [Step("shell", {"cmd": f"curl -s {conv.start_url} | head -c 200"})]
+        if conv.model.endswith("-grader") and self.suite_dir:
+            preface = [Step("shell", {"cmd": f"cat {self.suite_dir}/tasks/shop-price/task.toml"})]
+        if len(conv.results) < len(preface):
+            return preface[len(conv.results)]
+        results = conv.results[len(preface):]
+        session = {"session_id": conv.session_id}
+        if "Large Green Bottle" not in conv.instruction:
+            if not results:
+                return Step("execute_playwright_code", {**session, "code": "return await page.title()"})
+            return Step(text="{}")
+        if conv.arm == "treatment":
+            if not results:
+                return Step("webmcp", {**session, "action": "list"})
+            if len(results) == 1:
+                listed = _json_in(results[0]) or {}
+                ref = next((t["tool_ref"] for t in listed.get("tools", []) if t.get("tool", {}).get("name") == "find_products"), None)
+                return Step("webmcp", {**session, "action": "invoke", "tool_ref": ref, "input": {"words": "large green bottle"}})
+            invoked = _json_in(results[1]) or {}
+            products = (invoked.get("output") or {}).get("products") or [{}]
+            return Step(text=json.dumps({"price": products[0].get("price_cents", 0) / 100}))
+        if not results:
+            return Step("execute_playwright_code", {**session, "code": SHOP_PRICE_CODE})
+        return Step(text=json.dumps({"price": (_json_in(results[0]) or {}).get("result")}))
+
+    def account(self, conv: Conversation) -> None:
+        totals = self.sent.setdefault(conv.session_id or "(none)", {"input": 0, "cached": 0, "output": 0, "turns": 0})
+        for key in ("input", "cached", "output"):
+            totals[key] += TURN_USAGE[key]
+        totals["turns"] += 1
+
+
+def _failure(model: str, api: str) -> JSONResponse | None:
+    for status in (401, 429):
+        if model.endswith(f"-{status}"):
+            if api == "messages":
+                kind = "authentication_error" if status == 401 else "rate_limit_error"
+                return JSONResponse({"type": "error", "error": {"type": kind, "message": f"scripted {status}"}}, status_code=status)
+            code = "invalid_api_key" if status == 401 else "rate_limit_exceeded"
+            return JSONResponse({"error": {"message": f"scripted {status}", "type": code, "code": code, "param": None}}, status_code=status)
+    return None
+
+
+def _sse(event: str | None, data: dict) -> str:
+    return (f"event: {event}\n" if event else "") + f"data: {json.dumps(data)}\n\n"
+
+
+def _text_of(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(_text_of(c.get("text", "")) for c in content if isinstance(c, dict) and "text" in c)
+    return ""
+
+
+class ModelEndpoint:
+    def __init__(self, suite_dir: Path | None = None):
+        self.model = ScriptedModel(suite_dir)
+        self.app = Starlette(routes=[
+            Route("/v1/responses", self.responses, methods=["POST"]),
+            Route("/v1/messages", self.messages, methods=["POST"]),
+            Route("/v1/chat/completions", self.chat, methods=["POST"]),
+            Route("/{path:path}", self.other, methods=["GET", "POST"]),
+        ])
+
+    async def _stall_if_asked(self, model: str) -> None:
+        if model.endswith("-stall"):
+            await asyncio.sleep(3600)
+
+    # -- OpenAI Responses (Codex) ---------------------------------------------------------
+    async def responses(self, request: Request):
+        body = await request.json()
+        self.model.requests.append({"api": "responses", "body": body})
+        model = str(body.get("model", ""))
+        if (failure := _failure(model, "responses")) is not None:
+            return failure
+        await self._stall_if_asked(model)
+        items = [i for i in body.get("input") or [] if isinstance(i, dict)]
+        instruction = "\n".join(_text_of(i.get("content")) for i in items if i.get("role") == "user")
+        results = [_text_of(i.get("output")) for i in items if i.get("type", "").endswith("_call_output")]
+        conv = Conversation(model, instruction, results)
+        step = self.model.script(conv)
+        self.model.account(conv)
+        namespaces = {sub["name"]: tool["name"] for tool in body.get("tools") or [] if tool.get("type") == "namespace"
+                      for sub in tool.get("tools", [])}
+        if step.text is not None:
+            item = {"type": "message", "id": "msg_" + uuid.uuid4().hex[:8], "role": "assistant", "status": "completed",
+                    "content": [{"type": "output_text", "text": step.text, "annotations": []}]}
+        else:
+            name, args = (SHELL_TOOLS["responses"][0], {"cmd": step.arguments["cmd"]}) if step.tool == "shell" else (step.tool, step.arguments)
+            item = {"type": "function_call", "id": "fc_" + uuid.uuid4().hex[:8], "call_id": "call_" + uuid.uuid4().hex[:8],
+                    "name": name, "arguments": json.dumps(args), "status": "completed"}
+            if name in namespaces:
+                item["namespace"] = namespaces[name]
+        usage = {"input_tokens": TURN_USAGE["input"], "input_tokens_details": {"cached_tokens": TURN_USAGE["cached"]},
+                 "output_tokens": TURN_USAGE["output"], "output_tokens_details": {"reasoning_tokens": 0},
+                 "total_tokens": TURN_USAGE["input"] + TURN_USAGE["output"]}
+        response = {"id": "resp_" + uuid.uuid4().hex[:12], "object": "response", "model": model, "status": "completed",
+                    "output": [item], "usage": usage}
+
+        async def events():
+            yield _sse("response.created", {"type": "response.created", "response": {**response, "status": "in_progress", "output": []}})
+            yield _sse("response.output_item.done", {"type": "response.output_item.done", "output_index": 0, "item": item})
+            yield _sse("response.completed", {"type": "response.completed", "response": response})
+
+        return StreamingResponse(events(), media_type="text/event-stream")
+
+    # -- Anthropic Messages (Claude Code) -------------------------------------------------
+    async def messages(self, request: Request):
+        body = await request.json()
+        self.model.requests.append({"api": "messages", "body": body})
+        model = str(body.get("model", ""))
+        if (failure := _failure(model, "messages")) is not None:
+            return failure
+        await self._stall_if_asked(model)
+        user_blocks = [b for m in body.get("messages", []) if m.get("role") == "user"
+                       for b in (m["content"] if isinstance(m.get("content"), list) else [{"type": "text", "text": m.get("content", "")}])]
+        instruction = "\n".join(b.get("text", "") for b in user_blocks if b.get("type") == "text")
+        # Claude appends a <system-reminder> block to each tool result: the tool's own text comes first.
+        results = [(_text_of(b.get("content")).split("<system-reminder>")[0]) for b in user_blocks if b.get("type") == "tool_result"]
+        conv = Conversation(model, instruction, results)
+        if conv.session_id is None:  # a side request (a title, a summary): a short plain answer
+            return self._messages_stream(model, {"type": "text", "text": "ok"}, "end_turn", 10, 0, 2)
+        step = self.model.script(conv)
+        self.model.account(conv)
+        if step.text is not None:
+            return self._messages_stream(model, {"type": "text", "text": step.text}, "end_turn",
+                                         TURN_USAGE["input"] - TURN_USAGE["cached"], TURN_USAGE["cached"], TURN_USAGE["output"])
+        tools = [t.get("name", "") for t in body.get("tools") or []]
+        if step.tool == "shell":
+            name, args = SHELL_TOOLS["messages"][0], {"command": step.arguments["cmd"]}
+        else:
+            name, args = next((t for t in tools if t.endswith(f"__{step.tool}")), step.tool), step.arguments
+        block = {"type": "tool_use", "id": "toolu_" + uuid.uuid4().hex[:12], "name": name, "input": args}
+        return self._messages_stream(model, block, "tool_use", TURN_USAGE["input"] - TURN_USAGE["cached"],
+                                     TURN_USAGE["cached"], TURN_USAGE["output"])
+
+    def _messages_stream(self, model: str, block: dict, stop: str, uncached: int, cached: int, output: int):
+        usage = {"input_tokens": uncached, "cache_read_input_tokens": cached, "cache_creation_input_tokens": 0, "output_tokens": output}
+        message_id = "msg_" + uuid.uuid4().hex[:12]
+
+        async def events():
+            yield _sse("message_start", {"type": "message_start", "message": {
+                "id": message_id, "type": "message", "role": "assistant", "model": model, "content": [],
+                "stop_reason": None, "stop_sequence": None, "usage": {**usage, "output_tokens": 1}}})
+            # Deltas are required: Claude Code ignores content given whole in content_block_start.
+            if block["type"] == "tool_use":
+                yield _sse("content_block_start", {"type": "content_block_start", "index": 0, "content_block": {**block, "input": {}}})
+                yield _sse("content_block_delta", {"type": "content_block_delta", "index": 0,
+                                                   "delta": {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}})
+            else:
+                yield _sse("content_block_start", {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}})
+                yield _sse("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": block["text"]}})
+            yield _sse("content_block_stop", {"type": "content_block_stop", "index": 0})
+            yield _sse("message_delta", {"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None}, "usage": usage})
+            yield _sse("message_stop", {"type": "message_stop"})
+
+        return StreamingResponse(events(), media_type="text/event-stream")
+
+    # -- OpenAI chat completions (Pi) -----------------------------------------------------
+    async def chat(self, request: Request):
+        body = await request.json()
+        self.model.requests.append({"api": "chat", "body": body})
+        model = str(body.get("model", ""))
+        if (failure := _failure(model, "chat")) is not None:
+            return failure
+        await self._stall_if_asked(model)
+        messages = body.get("messages", [])
+        instruction = "\n".join(_text_of(m.get("content")) for m in messages if m.get("role") == "user")
+        results = [_text_of(m.get("content")) for m in messages if m.get("role") == "tool"]
+        conv = Conversation(model, instruction, results)
+        step = self.model.script(conv)
+        self.model.account(conv)
+        if step.text is not None:
+            delta, finish = {"role": "assistant", "content": step.text}, "stop"
+        else:
+            tools = [(t.get("function") or {}).get("name", "") for t in body.get("tools") or []]
+            if step.tool == "shell":
+                name, args = SHELL_TOOLS["chat"][0], {"command": step.arguments["cmd"]}
+            else:
+                name, args = next((t for t in tools if t.endswith(step.tool)), step.tool), step.arguments
+            delta = {"role": "assistant", "tool_calls": [{"index": 0, "id": "call_" + uuid.uuid4().hex[:8], "type": "function",
+                                                          "function": {"name": name, "arguments": json.dumps(args)}}]}
+            finish = "tool_calls"
+        chunk = {"id": "chatcmpl-" + uuid.uuid4().hex[:8], "object": "chat.completion.chunk", "model": model,
+                 "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+                 "usage": {"prompt_tokens": TURN_USAGE["input"], "completion_tokens": TURN_USAGE["output"],
+                           "total_tokens": TURN_USAGE["input"] + TURN_USAGE["output"],
+                           "prompt_tokens_details": {"cached_tokens": TURN_USAGE["cached"]}}}
+
+        async def events():
+            yield f"data: {json.dumps(chunk)}\n\n"
+            yield "data: [DONE]\n\n"
+
+        return StreamingResponse(events(), media_type="text/event-stream")
+
+    async def other(self, request: Request):
+        return JSONResponse({"error": {"message": f"{request.url.path} is not scripted"}}, status_code=404)

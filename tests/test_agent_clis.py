@@ -1,0 +1,102 @@
+"""The real agent CLIs (pinned, from npm) on local-web, offline: each talks to a scripted model
+endpoint in its provider's real streaming protocol, and to the browser only through the proxy.
+
+Slow (a CLI start per trial): marked `agent_cli`; CI runs them (`bash .ci/setup` installs the CLIs).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from pytest_webbench.proxy.log import read_call_log
+from pytest_webbench.records import read_trial_records
+from pytest_webbench.service import ServiceLoop
+
+sys.path.insert(0, str(Path(__file__).parent / "support"))
+from model_endpoint import TURN_USAGE, ModelEndpoint  # noqa: E402
+
+pytestmark = [pytest.mark.chromium, pytest.mark.agent_cli]
+LOCAL_WEB = Path(__file__).resolve().parents[1] / "suites" / "local-web"
+CLIS = {
+    # runner: (provider, base URL path the CLI expects)
+    "codex": ("openai", "/v1"),
+    "claude": ("anthropic", ""),
+}
+
+
+@pytest.fixture
+def endpoint():
+    model = ModelEndpoint(LOCAL_WEB)
+    loop = ServiceLoop()
+    url = loop.serve(model.app, "scripted model endpoint")
+    yield model, url
+    loop.close()
+
+
+def run_cli(pytester, monkeypatch, endpoint, runner: str, behaviour: str, selection: str, exp: str):
+    model, url = endpoint
+    provider, path = CLIS[runner]
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-scripted")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-scripted")
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", f"--results-dir={pytester.path / 'results'}", "--suite", str(LOCAL_WEB),
+        "--runner", runner, "--model", f"{provider}/{behaviour}", f"--model-base-url={url}{path}",
+        "--experiment-id", exp, "-k", selection,
+    )
+    return result, pytester.path / "results" / exp
+
+
+@pytest.mark.parametrize("runner", CLIS)
+def test_a_pair_passes_with_the_real_cli_and_its_own_token_figures(runner, pytester, monkeypatch, endpoint):
+    result, exp = run_cli(pytester, monkeypatch, endpoint, runner, "webbench-script", "shop-price and not playwright", "pair")
+    result.assert_outcomes(passed=2)
+    records = {r.arm: r for r in read_trial_records(exp)[0]}
+    model, _ = endpoint
+    for arm, record in records.items():
+        sent = model.model.sent[f"pair-{record.trial_id}"]
+        # what the CLI reported (parsed by Harbor from its own output) equals what the endpoint sent
+        assert (record.tokens.input, record.tokens.cached, record.tokens.output) == (
+            sent["input"], sent["cached"], sent["output"]), arm
+        assert sent["turns"] == (3 if arm == "treatment" else 2)
+        assert record.answer == {"price": 17.49} and record.flags == []
+        log = read_call_log(Path(record.harbor_trial_dir) / "proxy-log.jsonl").records
+        tools = [r.tool for r in log if r.method == "tools/call"]
+        assert tools == (["webmcp", "webmcp"] if arm == "treatment" else ["execute_playwright_code"]), arm
+    assert records["treatment"].calls.webmcp_invokes == {"injected:completed": 1}
+    manifest = json.loads((exp / "manifest.json").read_text())
+    assert manifest["runner_preset"]["cli"]["version"] == manifest["cli_version"]
+    assert manifest["model"] == f"{CLIS[runner][0]}/webbench-script"
+    assert TURN_USAGE["input"] > TURN_USAGE["cached"]  # the figures above could not match by accident
+
+
+@pytest.mark.parametrize("runner", CLIS)
+def test_a_rejected_key_makes_the_trial_errored_and_the_run_incomplete(runner, pytester, monkeypatch, endpoint):
+    result, exp = run_cli(pytester, monkeypatch, endpoint, runner, "webbench-script-401", "shop-price and control", "auth")
+    result.assert_outcomes(failed=1)
+    [record] = read_trial_records(exp)[0]
+    assert record.outcome == "errored" and record.stop_reason == "agent_error"
+    assert "Authentication" in record.detail or "401" in record.detail
+    report = json.loads((exp / "report.json").read_text())
+    assert not report["complete"] and "errored" in report["incomplete_because"][-1]
+
+
+def test_a_shell_call_to_the_site_is_flagged(pytester, monkeypatch, endpoint):
+    result, exp = run_cli(pytester, monkeypatch, endpoint, "codex", "webbench-script-curl", "shop-price and control", "curl")
+    result.assert_outcomes(passed=1)  # a flag never changes the score
+    [record] = read_trial_records(exp)[0]
+    assert len(record.flags) == 1 and record.flags[0].startswith("exec_command reached the site") and "curl" in record.flags[0]
+    report = json.loads((exp / "report.json").read_text())
+    assert [n["trial_id"] for n in report["flagged"]] == [record.trial_id]
+
+
+def test_reading_the_grader_fails_and_is_flagged(pytester, monkeypatch, endpoint):
+    result, exp = run_cli(pytester, monkeypatch, endpoint, "claude", "webbench-script-grader", "shop-price and control", "grader")
+    result.assert_outcomes(passed=1)
+    [record] = read_trial_records(exp)[0]
+    assert record.flags and record.flags[0].startswith("Bash reached the task's files")
+    trajectory = (Path(record.harbor_trial_dir) / "agent" / "trajectory.json").read_text()
+    assert "No such file or directory" in trajectory  # the task's folder is hidden from the agent's shell

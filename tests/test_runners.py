@@ -1,0 +1,59 @@
+"""Runner presets: data files, checked before any trial starts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pytest_webbench.runners import RunnerSpec, UnknownRunner, check_preset, load_presets, runner_spec
+from pytest_webbench.runners.install import cli_problem
+
+LOCAL_WEB = Path(__file__).resolve().parents[1] / "suites" / "local-web"
+
+
+def test_every_preset_is_valid_data_with_a_pinned_cli_where_it_runs_one():
+    presets = load_presets()
+    assert set(presets) >= {"reference", "nop", "codex", "claude"}
+    for name in ("codex", "claude"):
+        pin = presets[name].cli
+        assert pin is not None and pin.version.count(".") == 2 and not pin.version.startswith(("^", "~"))
+
+
+def test_unknown_runner_and_unsuitable_models_are_refused():
+    with pytest.raises(UnknownRunner, match="choose from .*claude.*codex"):
+        runner_spec("gpt-agent")
+    codex = runner_spec("codex")
+    assert codex.check_model(None) == codex.default_model
+    assert codex.check_model("openai/some-model") == "openai/some-model"
+    with pytest.raises(UnknownRunner, match="cannot take --model 'anthropic/claude-x'"):
+        codex.check_model("anthropic/claude-x")
+    with pytest.raises(UnknownRunner, match="provider anthropic"):
+        runner_spec("claude").check_model("claude-without-provider")
+
+
+def test_options_the_pinned_harbor_agent_does_not_take_are_refused():
+    codex = runner_spec("codex")
+    bad = RunnerSpec.model_validate({**codex.model_dump(), "options": {"reasoning_effort": "medium", "temperature": 0.3}})
+    with pytest.raises(UnknownRunner, match="does not accept these options.*temperature"):
+        check_preset(bad, None)
+    claude = runner_spec("claude")
+    wrong_type = RunnerSpec.model_validate({**claude.model_dump(), "options": {"max_turns": "many"}})
+    with pytest.raises(UnknownRunner, match="max_turns"):
+        check_preset(wrong_type, None)
+
+
+def test_a_missing_cli_says_how_to_install_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("WEBBENCH_NPM_PREFIX", str(tmp_path))
+    problem = cli_problem(runner_spec("codex").cli)
+    assert "@openai/codex@0.171.0 is not installed" in problem and "python -m pytest_webbench.runners.install" in problem
+    with pytest.raises(UnknownRunner, match="is not installed"):
+        check_preset(runner_spec("codex"), None)
+
+
+def test_a_bad_model_stops_the_run_before_any_trial(pytester):
+    result = pytester.runpytest_subprocess("--suite", str(LOCAL_WEB), "--runner", "codex", "--model", "anthropic/x",
+                                           f"--results-dir={pytester.path / 'r'}")
+    assert result.ret == 4
+    result.stderr.fnmatch_lines(["*--runner codex cannot take --model 'anthropic/x'*"])
+    assert not (pytester.path / "r").exists() or not any((pytester.path / "r").iterdir())
