@@ -150,11 +150,14 @@ class TrialRecorder:
             verdict = dict(outcome="passed", stop_reason=None, reward=1.0, detail=grade.detail)
         else:
             verdict = dict(outcome="failed", stop_reason=grade.stop_reason, reward=0.0, detail=grade.detail)
+        if outcome.scored_note and not outcome.exception:
+            verdict["detail"] = f"{verdict['detail']} (the agent's run ended: {outcome.scored_note[:500]})"
         raw = outcome.answer_raw.decode("utf-8", errors="replace")[:10000] if outcome.answer_raw else None
         record = TrialRecord(
             **self.base(), **verdict, answer=grade.answer, answer_raw=raw, expected=grade.expected,
             page_value=page_value, instruction=outcome.instruction,
-            timings={"trial_sec": outcome.trial_sec, "agent_sec": outcome.agent_sec}, tokens=outcome.tokens,
+            timings={"trial_sec": outcome.trial_sec, "agent_sec": outcome.agent_sec},
+            tokens=outcome.tokens.model_copy(update={"turns": outcome.turns}),
             calls=calls, flags=flags or [], harbor_trial_dir=str(outcome.harbor_trial_dir),
         )
         record_reward_in_harbor(outcome.harbor_trial_dir, record.reward)

@@ -24,7 +24,8 @@ ARM_CHOICES = ("control", "treatment", "playwright")
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("webbench", "benchmark browser agents on web tasks")
     group.addoption("--suite", help="suite to run: a name under suites/ or a path to a suite folder")
-    group.addoption("--runner", help="agent runner preset: reference, nop, codex, claude, pi (default: ini webbench_runner or reference)")
+    group.addoption("--runner", help="agent runner preset: reference, nop, codex, claude, pi (default: ini webbench_runner, "
+                    "else the suite's default_runner)")
     group.addoption("--model", help="provider/model for every selected arm (default: the runner preset's)")
     group.addoption("--model-base-url", help="the model API's base URL, for a gateway or a local endpoint (default: the provider's)")
     group.addoption("--attempts", type=int, help="attempts per task and arm (default 1)")
@@ -36,7 +37,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--publish", choices=("braintrust",), help="after the report, publish the run (one experiment per arm; "
                     "needs BRAINTRUST_API_KEY)")
     group.addoption("--publish-project", help="Braintrust project (default: webbench-<suite>)")
-    parser.addini("webbench_runner", "default --runner", default="reference")
+    parser.addini("webbench_runner", "default --runner (empty: the suite's default_runner)", default="")
     parser.addini("webbench_attempts", "default --attempts", default="1")
     parser.addini("webbench_results_dir", "default --results-dir", default="results")
     parser.addini("webbench_browser", "default --browser", default="local")
@@ -88,8 +89,9 @@ def pytest_configure(config: pytest.Config) -> None:
     if options.browser == "kernel":
         raise pytest.UsageError("--browser kernel: the Kernel backend is not available yet (see its issue); use --browser local")
     try:
-        check_runner(options.runner, options.model)
         suite = load_suite(resolve_suite_path(options.suite, [config.rootpath, Path.cwd()]))
+        options = options.model_copy(update={"runner": options.runner or suite.spec.default_runner})
+        check_runner(options.runner, options.model)
     except (UnknownRunner, SuiteError) as exc:
         raise pytest.UsageError(str(exc)) from None
     dist = config.getoption("dist", "no")

@@ -78,6 +78,7 @@ class Timings(BaseModel):
 
 
 class Tokens(BaseModel):
+    turns: int | None = None  # model responses, from the agent's trajectory
     input: int | None = None
     cached: int | None = None
     output: int | None = None

@@ -39,7 +39,8 @@ class ServiceLoop:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-        config = uvicorn.Config(app, log_level="warning", lifespan="auto", access_log=False)
+        # A request still running at shutdown (a stalled stream) is cancelled after 2 s, not awaited.
+        config = uvicorn.Config(app, log_level="warning", lifespan="auto", access_log=False, timeout_graceful_shutdown=2)
         server = uvicorn.Server(config)
         server.config.setup_event_loop = lambda: None  # type: ignore[method-assign]
 

@@ -122,6 +122,7 @@ class SuiteFile(_Strict):
     arms: list[ArmName]
     sites: dict[str, SiteSpec]
     tasks_dir: str = "tasks"
+    default_runner: str = "reference"  # --runner when none is given (public suites: codex)
 
     @model_validator(mode="after")
     def _arms(self) -> SuiteFile:

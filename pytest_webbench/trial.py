@@ -111,6 +111,25 @@ class AgentOutcome:
     trial_sec: float
     tokens: Tokens
     exception: str | None  # the agent failed (auth, rate limit, crash): the trial is errored
+    scored_note: str | None = None  # it ended on a time, context or output limit: still graded
+    turns: int | None = None
+
+
+# Harbor's exception types for runs that ended on the agent's own limits: these stay scored
+# (work done before the end counts). Anything else (a rejected key, a rate limit, a crash, a
+# setup failure) makes the trial errored and the run incomplete.
+SCORED_ENDINGS = frozenset({
+    "AgentTimeoutError", "ContextWindowExceededError", "OutputTokenExceededError", "AgentSafetyRefusalError",
+})
+
+
+def _agent_turns(trial_dir: Path) -> int | None:
+    """Model turns, from Harbor's ATIF trajectory: the agent's steps (each one model response)."""
+    try:
+        steps = json.loads((trial_dir / "agent" / "trajectory.json").read_text(encoding="utf-8")).get("steps") or []
+    except (OSError, ValueError, AttributeError):
+        return None
+    return sum(1 for step in steps if isinstance(step, dict) and step.get("source") == "agent")
 
 
 def _trial_context(spec: TrialSpec, browser: BrowserSessionHandle) -> dict:
@@ -148,6 +167,7 @@ async def run_harbor_trial(
             import_path=runner.agent_import_path,
             model_name=runner.check_model(options.model),
             base_url=options.model_base_url,
+            model_api_format=runner.endpoint_api_format if options.model_base_url else None,
             mcp_servers=[{"name": "browser", "transport": "streamable-http", "url": proxy.url}],
             kwargs={**runner.kwargs, **(_trial_context(spec, browser) if runner.takes_trial_context else {})},
             env=_agent_env(runner),
@@ -171,9 +191,13 @@ async def run_harbor_trial(
     agent_sec = None
     if timing is not None and timing.started_at and timing.finished_at:
         agent_sec = (timing.finished_at - timing.started_at).total_seconds()
-    exception = None
+    exception = scored_note = None
     if result.exception_info is not None:
-        exception = f"{result.exception_info.exception_type}: {result.exception_info.exception_message}"
+        text = f"{result.exception_info.exception_type}: {result.exception_info.exception_message}"
+        if result.exception_info.exception_type in SCORED_ENDINGS:
+            scored_note = text  # the agent ran out of time, context or output, or refused: graded as it stands
+        else:
+            exception = text
     tokens = Tokens(
         input=getattr(agent_result, "n_input_tokens", None), cached=getattr(agent_result, "n_cache_tokens", None),
         output=getattr(agent_result, "n_output_tokens", None), cost_usd=getattr(agent_result, "cost_usd", None),
@@ -181,7 +205,8 @@ async def run_harbor_trial(
     return AgentOutcome(
         harbor_trial_dir=trial_dir, instruction=spec.task.instruction + "\n\n" + instruction_extra,
         answer_raw=answer_path.read_bytes() if answer_path.exists() else final_agent_message(trial_dir),
-        agent_sec=agent_sec, trial_sec=trial_sec, tokens=tokens, exception=exception,
+        agent_sec=agent_sec, trial_sec=trial_sec, tokens=tokens, exception=exception, scored_note=scored_note,
+        turns=_agent_turns(trial_dir),
     )
 
 

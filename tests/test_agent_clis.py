@@ -25,6 +25,7 @@ CLIS = {
     # runner: (provider, base URL path the CLI expects)
     "codex": ("openai", "/v1"),
     "claude": ("anthropic", ""),
+    "pi": ("openai", "/v1"),  # Pi's OpenAI-compatible provider speaks chat completions
 }
 
 
@@ -100,3 +101,24 @@ def test_reading_the_grader_fails_and_is_flagged(pytester, monkeypatch, endpoint
     assert record.flags and record.flags[0].startswith("Bash reached the task's files")
     trajectory = (Path(record.harbor_trial_dir) / "agent" / "trajectory.json").read_text()
     assert "No such file or directory" in trajectory  # the task's folder is hidden from the agent's shell
+
+
+def test_a_run_that_times_out_stays_scored_with_the_work_it_did(pytester, monkeypatch, endpoint):
+    import shutil
+
+    suite = pytester.path / "suite"
+    shutil.copytree(LOCAL_WEB, suite)
+    task = suite / "tasks" / "shop-price" / "task.toml"
+    task.write_text(task.read_text().replace("timeout_sec = 600", "timeout_sec = 8"))
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-scripted")
+    model, url = endpoint
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", f"--results-dir={pytester.path / 'results'}", "--suite", str(suite), "--runner", "claude",
+        "--model", "anthropic/webbench-script-stall", f"--model-base-url={url}", "--experiment-id", "stall",
+        "-k", "shop-price and control")
+    result.assert_outcomes(failed=1)
+    [record] = read_trial_records(pytester.path / "results" / "stall")[0]
+    # the agent hit its time limit after one browser call: graded (no answer), not errored
+    assert record.outcome == "failed" and record.stop_reason == "no_answer", record.detail
+    assert record.calls.forwarded == 1 and "AgentTimeoutError" in record.detail
+    assert json.loads((pytester.path / "results" / "stall" / "report.json").read_text())["complete"]

@@ -14,8 +14,8 @@ LOCAL_WEB = Path(__file__).resolve().parents[1] / "suites" / "local-web"
 
 def test_every_preset_is_valid_data_with_a_pinned_cli_where_it_runs_one():
     presets = load_presets()
-    assert set(presets) >= {"reference", "nop", "codex", "claude"}
-    for name in ("codex", "claude"):
+    assert set(presets) >= {"reference", "nop", "codex", "claude", "pi"}
+    for name in ("codex", "claude", "pi"):
         pin = presets[name].cli
         assert pin is not None and pin.version.count(".") == 2 and not pin.version.startswith(("^", "~"))
 

@@ -44,6 +44,8 @@ class RunnerSpec(BaseModel):
     # `provider/model` prefixes this agent can run (empty: any, or no model at all)
     model_providers: list[str] = Field(default_factory=list)
     options: dict = Field(default_factory=dict)  # kwargs for the Harbor agent (its options model)
+    # Harbor's ModelApiFormat to declare when --model-base-url points the agent at an endpoint
+    endpoint_api_format: str | None = None
     env: dict[str, str] = Field(default_factory=dict)  # fixed environment for the agent's commands
 
     @property

@@ -8,10 +8,13 @@ command line, parsing the CLI's output into tokens, cost and an ATIF trajectory)
 
 from __future__ import annotations
 
+import json
+from pathlib import PurePosixPath
 from typing import Any
 
 from harbor.agents.installed.claude_code import ClaudeCode
 from harbor.agents.installed.codex import Codex
+from harbor.agents.installed.pi import Pi
 
 from . import runner_spec
 from .install import cli_problem
@@ -22,6 +25,11 @@ CODEX_OFFLINE = {
     "analytics": {"enabled": False},
     "features": {"plugins": False, "apps": False, "remote_plugin": False, "in_app_updates": False},
 }
+
+# Pi: its agent folder (set by the preset's PI_CODING_AGENT_DIR, as Harbor's Pi agent uses it) and
+# settings: a rate limit is reported at once, not after retries with backoff.
+PI_AGENT_DIR = "/tmp/harbor-pi-agent"
+PI_SETTINGS = {"retry": {"enabled": False}}
 
 
 class PinnedCli:
@@ -48,3 +56,42 @@ class WebbenchCodex(PinnedCli, Codex):
 
 class WebbenchClaude(PinnedCli, ClaudeCode):
     preset = "claude"
+
+
+class WebbenchPi(PinnedCli, Pi):
+    """Pi 1.x has MCP built in (`mcp.json` in its agent folder); Harbor's Pi agent instead loads
+    the pi-mcp-adapter extension, which supports only Pi 0.84-0.85. Same agent otherwise."""
+
+    preset = "pi"
+
+    def _build_mcp_config(self) -> dict[str, Any]:
+        servers = {}
+        for server in self.mcp_servers:
+            entry = {"command": server.command, "args": list(server.args)} if server.transport == "stdio" else {"url": server.url}
+            servers[server.name] = {**entry, "exposure": "direct"}  # tools as mcp__<server>__<tool>, not behind a script tool
+        return {"mcpServers": servers}
+
+    async def run(self, instruction, environment, context) -> None:
+        await self._write_mcp_config(environment)
+        await self._upload_config_text(
+            environment, content=json.dumps(PI_SETTINGS) + "\n",
+            remote_path=(PurePosixPath(PI_AGENT_DIR) / "settings.json").as_posix(), filename="settings.json",
+        )
+        servers, self.mcp_servers = self.mcp_servers, []  # so Harbor does not add its adapter extension
+        try:
+            await super().run(instruction, environment, context)
+        finally:
+            self.mcp_servers = servers
+        # Pi exits 0 when the model API refuses (401, 429): its last message says so instead.
+        output = (self.environment_logs_dir / self._OUTPUT_FILENAME).as_posix()
+        last = await environment.exec(f"grep '\"type\":\"message_end\"' {output} | tail -n 1")
+        try:
+            message = json.loads(last.stdout or "{}").get("message") or {}
+        except ValueError:
+            return
+        if message.get("role") == "assistant" and message.get("stopReason") == "error":
+            raise PiModelError(f"pi: the model request failed: {str(message.get('errorMessage'))[:500]}")
+
+
+class PiModelError(RuntimeError):
+    """The model API refused Pi's request (Pi itself exited 0): the trial is errored."""

@@ -160,8 +160,9 @@ class ModelEndpoint:
             Route("/{path:path}", self.other, methods=["GET", "POST"]),
         ])
 
-    async def _stall_if_asked(self, model: str) -> None:
-        if model.endswith("-stall"):
+    async def _stall_if_asked(self, conv: Conversation) -> None:
+        # After the first browser call, so the stalled run has work that counts toward its grade.
+        if conv.model.endswith("-stall") and conv.results:
             await asyncio.sleep(3600)
 
     # -- OpenAI Responses (Codex) ---------------------------------------------------------
@@ -171,11 +172,11 @@ class ModelEndpoint:
         model = str(body.get("model", ""))
         if (failure := _failure(model, "responses")) is not None:
             return failure
-        await self._stall_if_asked(model)
         items = [i for i in body.get("input") or [] if isinstance(i, dict)]
         instruction = "\n".join(_text_of(i.get("content")) for i in items if i.get("role") == "user")
         results = [_text_of(i.get("output")) for i in items if i.get("type", "").endswith("_call_output")]
         conv = Conversation(model, instruction, results)
+        await self._stall_if_asked(conv)
         step = self.model.script(conv)
         self.model.account(conv)
         namespaces = {sub["name"]: tool["name"] for tool in body.get("tools") or [] if tool.get("type") == "namespace"
@@ -209,7 +210,6 @@ class ModelEndpoint:
         model = str(body.get("model", ""))
         if (failure := _failure(model, "messages")) is not None:
             return failure
-        await self._stall_if_asked(model)
         user_blocks = [b for m in body.get("messages", []) if m.get("role") == "user"
                        for b in (m["content"] if isinstance(m.get("content"), list) else [{"type": "text", "text": m.get("content", "")}])]
         instruction = "\n".join(b.get("text", "") for b in user_blocks if b.get("type") == "text")
@@ -218,6 +218,7 @@ class ModelEndpoint:
         conv = Conversation(model, instruction, results)
         if conv.session_id is None:  # a side request (a title, a summary): a short plain answer
             return self._messages_stream(model, {"type": "text", "text": "ok"}, "end_turn", 10, 0, 2)
+        await self._stall_if_asked(conv)
         step = self.model.script(conv)
         self.model.account(conv)
         if step.text is not None:
@@ -261,11 +262,11 @@ class ModelEndpoint:
         model = str(body.get("model", ""))
         if (failure := _failure(model, "chat")) is not None:
             return failure
-        await self._stall_if_asked(model)
         messages = body.get("messages", [])
         instruction = "\n".join(_text_of(m.get("content")) for m in messages if m.get("role") == "user")
         results = [_text_of(m.get("content")) for m in messages if m.get("role") == "tool"]
         conv = Conversation(model, instruction, results)
+        await self._stall_if_asked(conv)
         step = self.model.script(conv)
         self.model.account(conv)
         if step.text is not None:
@@ -293,3 +294,20 @@ class ModelEndpoint:
 
     async def other(self, request: Request):
         return JSONResponse({"error": {"message": f"{request.url.path} is not scripted"}}, status_code=404)
+
+
+def main() -> None:
+    """Serve it on its own: `python tests/support/model_endpoint.py --port 8765` (see the README)."""
+    import argparse
+
+    import uvicorn
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--port", type=int, default=8765)
+    parser.add_argument("--suite", type=Path, default=Path(__file__).resolve().parents[2] / "suites" / "local-web")
+    args = parser.parse_args()
+    uvicorn.run(ModelEndpoint(args.suite).app, host="127.0.0.1", port=args.port, log_level="warning")
+
+
+if __name__ == "__main__":
+    main()
