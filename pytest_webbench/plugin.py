@@ -86,12 +86,13 @@ def pytest_configure(config: pytest.Config) -> None:
     options = _options(config)
     if config.getoption("publish", None) == "braintrust" and not os.environ.get("BRAINTRUST_API_KEY"):
         raise pytest.UsageError("--publish braintrust: BRAINTRUST_API_KEY is not set (set it, or drop --publish)")
-    if options.browser == "kernel":
-        raise pytest.UsageError("--browser kernel: the Kernel backend is not available yet (see its issue); use --browser local")
+    if options.browser == "kernel" and not _is_worker(config) and not config.option.collectonly:
+        _check_kernel_access()
     try:
         suite = load_suite(resolve_suite_path(options.suite, [config.rootpath, Path.cwd()]))
         options = options.model_copy(update={"runner": options.runner or suite.spec.default_runner})
-        check_runner(options.runner, options.model)
+        # Collecting only checks the plan: the CLI and Kernel access are checked when trials run.
+        check_runner(options.runner, options.model, require_cli=not config.option.collectonly)
     except (UnknownRunner, SuiteError) as exc:
         raise pytest.UsageError(str(exc)) from None
     dist = config.getoption("dist", "no")
@@ -112,6 +113,26 @@ def pytest_configure(config: pytest.Config) -> None:
         from .report.pytest_html import HtmlColumns
 
         config.pluginmanager.register(HtmlColumns(), "webbench-html")
+
+
+def _check_kernel_access() -> None:
+    """A missing or bad key, or no network, is one clear error before any trial, not one per trial."""
+    import asyncio
+
+    from .browsers.base import BackendError
+    from .browsers.kernel import KernelBackend
+
+    async def check() -> None:
+        backend = KernelBackend()
+        try:
+            await backend.check_access()
+        finally:
+            await backend.close()
+
+    try:
+        asyncio.run(check())
+    except BackendError as exc:
+        raise pytest.UsageError(f"--browser kernel: {exc}") from None
 
 
 def pytest_configure_node(node) -> None:

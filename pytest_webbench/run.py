@@ -7,6 +7,7 @@ Sites, the browser backend with its MCP server, and the proxy's endpoint start o
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,21 +57,30 @@ class RunServices:
     routes: ProxyRoutes
     proxy_base_url: str
     site_urls: dict[str, str] = field(default_factory=dict)
+    # Headers for the proxy's upstream; values name environment variables, never hold secrets.
+    upstream_headers: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def start(cls, suite: Suite, browser: str) -> RunServices:
-        from .browsers.local import LocalBackend
-        from .browsers.mcp_server import build_server
-
-        if browser != "local":
-            raise ValueError(f"--browser {browser}: only the local backend is available yet")
         loop = ServiceLoop()
-        backend = LocalBackend()
-        app = build_server(backend).streamable_http_app(json_response=True, stateless_http=True)
-        backend_url = loop.serve(app, "browser MCP server") + "/mcp"
+        headers: dict[str, str] = {}
+        if browser == "kernel":
+            from .browsers.kernel import DEFAULT_MCP_URL, KernelBackend
+
+            # Agents use Kernel's hosted MCP server behind the proxy; the harness uses the API.
+            backend: BrowserBackend = KernelBackend()
+            backend_url = os.environ.get("KERNEL_MCP_URL", DEFAULT_MCP_URL)
+            headers = {"Authorization": "Bearer ${KERNEL_API_KEY}"}
+        else:
+            from .browsers.local import LocalBackend
+            from .browsers.mcp_server import build_server
+
+            backend = LocalBackend()
+            app = build_server(backend).streamable_http_app(json_response=True, stateless_http=True)
+            backend_url = loop.serve(app, "browser MCP server") + "/mcp"
         routes = ProxyRoutes()
         proxy_url = loop.serve(routes.app, "proxy")
-        services = cls(suite, loop, backend, backend_url, routes, proxy_url)
+        services = cls(suite, loop, backend, backend_url, routes, proxy_url, upstream_headers=headers)
         for name, site in suite.spec.sites.items():
             if site.app:
                 port = loop.serve(load_site_app(suite, name), f"site {name}").rsplit(":", 1)[1]

@@ -95,7 +95,7 @@ class ProxyHandle:
 def open_proxy_route(services: RunServices, spec: TrialSpec, session_id: str, trial_dir: Path) -> ProxyHandle:
     log_path = trial_dir / "proxy-log.jsonl"
     session = ProxySession(
-        spec.policy, session_id, HttpUpstream(services.backend_mcp_url), CallLog(log_path),
+        spec.policy, session_id, HttpUpstream(services.backend_mcp_url, services.upstream_headers), CallLog(log_path),
         trial=spec.trial_id, call_cap=spec.task.meta.turn_cap,
     )
     path = services.routes.add(spec.trial_id, session)
@@ -137,6 +137,15 @@ def _trial_context(spec: TrialSpec, browser: BrowserSessionHandle) -> dict:
             "start_url": browser.start_url}
 
 
+def _visible_paths(runner: RunnerSpec) -> list[str]:
+    """The pinned CLIs' folder stays visible to the agent's commands wherever it lives."""
+    if runner.cli is None:
+        return []
+    from .runners.install import npm_prefix
+
+    return [str(npm_prefix())]
+
+
 def _agent_env(runner: RunnerSpec) -> dict[str, str]:
     """The preset's environment, with the pinned CLI (and the Node it needs) first on PATH."""
     env = dict(runner.env)
@@ -175,7 +184,8 @@ async def run_harbor_trial(
         environment=EnvironmentConfig(
             import_path="pytest_webbench.environments.host:HostEnvironment",
             # What an agent's shell must not read: task files with answers and solutions, other results.
-            kwargs={"hidden_paths": [str(spec.task.path.parent.parent), str(options.results_dir)]},
+            kwargs={"hidden_paths": [str(spec.task.path.parent.parent), str(options.results_dir)],
+                    "visible_paths": _visible_paths(runner)},
         ),
         verifier=VerifierConfig(disable=True),
         extra_instructions=[instruction_extra],

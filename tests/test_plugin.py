@@ -124,11 +124,12 @@ def test_missing_instruction_and_bad_suite_file(pytester):
 
 @pytest.mark.parametrize("args, message", [
     (["--runner", "gpt-9"], "unknown runner"),
-    (["--browser", "kernel"], "Kernel backend is not available yet"),
+    (["--browser", "kernel"], "KERNEL_API_KEY is not set"),
     (["-n", "2", "--dist", "loadfile"], "use -n N with the default --dist load"),
     (["--arms", "control,sideways"], "unknown arm"),
 ])
-def test_bad_options_fail_before_any_trial(pytester, args, message):
+def test_bad_options_fail_before_any_trial(pytester, monkeypatch, args, message):
+    monkeypatch.delenv("KERNEL_API_KEY", raising=False)
     result = run(pytester, "--suite", str(LOCAL_WEB), *args)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert message in result.stderr.str()

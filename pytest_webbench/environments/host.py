@@ -30,6 +30,7 @@ AGENT_HOME = "/home/agent"
 # Absolute paths the agents use, each a private folder of the trial's inside the namespace.
 PRIVATE_PATHS = ("/app", "/logs", "/installed-agent", "/tmp", AGENT_HOME)
 STAGE = "/run/webbench-env"  # where the trial's folder is bound first (see _namespaced)
+KEEP = "/run/webbench-keep"  # where visible host folders wait while /tmp and hidden paths are covered
 
 
 @functools.cache
@@ -43,9 +44,12 @@ def can_isolate() -> bool:
 
 
 class HostEnvironment(BaseEnvironment):
-    def __init__(self, *args, hidden_paths: list[str] | None = None, **kwargs):
+    def __init__(self, *args, hidden_paths: list[str] | None = None, visible_paths: list[str] | None = None, **kwargs):
         super().__init__(*args, **kwargs)
         self.hidden_paths = [str(Path(p).resolve()) for p in hidden_paths or []]
+        # Host folders the agent's commands need where they are (the pinned CLIs), even when they
+        # sit under /tmp or a hidden folder.
+        self.visible_paths = [str(Path(p).resolve()) for p in visible_paths or [] if Path(p).is_dir()]
 
     @property
     def isolated(self) -> bool:
@@ -88,12 +92,19 @@ class HostEnvironment(BaseEnvironment):
             if path != STAGE:
                 self.host_path(path).mkdir(parents=True, exist_ok=True)
             Path(path).mkdir(parents=True, exist_ok=True)  # an empty mount point on the host
+        keep = [f"{KEEP}/{i}" for i in range(len(self.visible_paths))]
+        for point in keep:
+            Path(point).mkdir(parents=True, exist_ok=True)
         staged = lambda p: shlex.quote(str(PurePosixPath(STAGE) / p.lstrip("/")))  # noqa: E731
         steps = [f"mount --bind {shlex.quote(str(self.root))} {STAGE}"]
+        steps += [f"mount --bind {shlex.quote(src)} {point}" for src, point in zip(self.visible_paths, keep)]
         steps += [f"mount --bind {staged(p)} {p}" for p in PRIVATE_PATHS if p != "/tmp"]
         steps += [f"mount -t tmpfs -o size=64k,mode=0555 webbench-hidden {shlex.quote(p)}"
                   for p in self.hidden_paths if Path(p).is_dir()]
         steps.append(f"mount --bind {staged('/tmp')} /tmp")
+        # Visible paths back at their own place, read-only (mkdir lands in the private /tmp if need be).
+        steps += [f"mkdir -p {shlex.quote(dst)} && mount --bind -o ro {point} {shlex.quote(dst)}"
+                  for dst, point in zip(self.visible_paths, keep)]
         prologue = " && ".join(steps) + ' && cd "$1" && exec bash -c "$2"'
         return ["unshare", "--mount", "--propagation", "private", "bash", "-c", prologue, "webbench-env", workdir, command]
 

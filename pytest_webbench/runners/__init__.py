@@ -96,13 +96,13 @@ def runner_spec(name: str) -> RunnerSpec:
         raise UnknownRunner(f"--runner {name}: unknown runner; choose from {', '.join(load_presets())}") from None
 
 
-def check_runner(name: str, model: str | None) -> RunnerSpec:
+def check_runner(name: str, model: str | None, require_cli: bool = True) -> RunnerSpec:
     """Everything that can be checked before a trial: the preset, its model, its options against
     the pinned Harbor agent's own options model, and its CLI being installed."""
-    return check_preset(runner_spec(name), model)
+    return check_preset(runner_spec(name), model, require_cli)
 
 
-def check_preset(spec: RunnerSpec, model: str | None) -> RunnerSpec:
+def check_preset(spec: RunnerSpec, model: str | None, require_cli: bool = True) -> RunnerSpec:
     name = spec.name
     spec.check_model(model)
     module_name, _, class_name = spec.agent.partition(":")
@@ -119,7 +119,7 @@ def check_preset(spec: RunnerSpec, model: str | None) -> RunnerSpec:
         unknown = set(spec.options) - accepted
         if unknown:
             raise UnknownRunner(f"--runner {name}: the agent does not accept options {sorted(unknown)}")
-    if spec.cli is not None:
+    if spec.cli is not None and require_cli:
         from .install import cli_problem
 
         if problem := cli_problem(spec.cli):

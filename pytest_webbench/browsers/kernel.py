@@ -1,0 +1,113 @@
+"""Kernel's cloud browsers, through the `kernel` SDK: the harness's side of `--browser kernel`.
+
+Agents reach a Kernel browser through Kernel's hosted MCP server (the proxy's upstream); the
+harness itself only opens and deletes browsers, registers the treatment's tool batch, reads the
+page for grading and takes the final screenshot, which is what this backend does. Browsers are
+created stealth, one per trial, and named with the trial's session id, so every Kernel call and
+every agent call can use the name ("Browser session ID or name").
+
+Retries: the SDK's own (connection errors, 408/409/429/5xx) apply to idempotent harness calls,
+but never to a WebMCP invoke, whose HTTP 504 `outcome_unknown` means the tool may have run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from .base import BackendError
+
+DEFAULT_MCP_URL = "https://mcp.onkernel.com/mcp"
+
+
+class KernelBackend:
+    name = "kernel"
+
+    def __init__(self, api_key: str | None = None, base_url: str | None = None, headless: bool = True):
+        from kernel import AsyncKernel
+
+        api_key = api_key or os.environ.get("KERNEL_API_KEY")
+        if not api_key:
+            raise BackendError("--browser kernel: KERNEL_API_KEY is not set", code="missing_key")
+        self._client = AsyncKernel(api_key=api_key, base_url=base_url or os.environ.get("KERNEL_BASE_URL") or None)
+        self.headless = headless
+        self.session_ids: dict[str, str] = {}  # our name -> Kernel's session id
+
+    async def _call(self, what: str, coro) -> Any:
+        import kernel
+
+        try:
+            return await coro
+        except kernel.APIStatusError as exc:
+            body = exc.body if isinstance(exc.body, dict) else {"message": str(exc.body)}
+            code = body.get("code") if isinstance(body, dict) else None
+            raise BackendError(f"Kernel {what}: HTTP {exc.status_code}: {json.dumps(body)[:500]}",
+                               code=code or f"http_{exc.status_code}", body=body) from None
+        except kernel.APIConnectionError as exc:
+            raise BackendError(f"Kernel {what}: cannot reach the API: {exc}", code="unreachable") from None
+
+    async def check_access(self) -> None:
+        """One cheap authenticated call, so a missing or bad key or no network is one clear error
+        before any trial starts."""
+        await self._call("access check", self._client.browsers.list(limit=1))
+
+    async def create_session(self, session_id: str) -> dict[str, Any]:
+        created = await self._call("browser create", self._client.browsers.create(
+            name=session_id, stealth=True, headless=self.headless))
+        self.session_ids[session_id] = created.session_id
+        return {"session_id": session_id, "kernel_session_id": created.session_id, "backend": self.name}
+
+    async def delete_session(self, session_id: str) -> None:
+        await self._call("browser delete", self._client.browsers.delete_by_id(session_id))
+        self.session_ids.pop(session_id, None)
+
+    async def execute_playwright(self, session_id: str, code: str, timeout_sec: float = 60) -> dict:
+        out = await self._call("playwright execute", self._client.browsers.playwright.execute(
+            session_id, code=code, timeout_sec=int(timeout_sec)))
+        return {k: getattr(out, k, None) for k in ("success", "result", "error", "stdout", "stderr")}
+
+    async def webmcp_list(self, session_id: str, exclude_custom: bool = False) -> dict:
+        out = await self._call("webmcp list", self._client.browsers.webmcp.list_tools(session_id, exclude_custom=exclude_custom))
+        return out.model_dump(mode="json", warnings=False)
+
+    async def webmcp_invoke(self, session_id: str, tool_ref: str, input: dict, timeout_sec: float = 60) -> dict:
+        # Never retried: after a 504 outcome_unknown the tool may have run.
+        client = self._client.with_options(max_retries=0)
+        out = await self._call("webmcp invoke", client.browsers.webmcp.invoke_tool(
+            session_id, tool_ref=tool_ref, input=input, timeout_sec=int(timeout_sec)))
+        return out.model_dump(mode="json", exclude_none=True, warnings=False)
+
+    async def add_custom_tools(self, session_id: str, namespace: str, source: str, force_overwrite_namespace: bool = False) -> dict:
+        out = await self._call("custom tools add", self._client.browsers.webmcp.custom_tools.add(
+            session_id, namespace=namespace, source=source, force_overwrite_namespace=force_overwrite_namespace))
+        return out.model_dump(mode="json", warnings=False)
+
+    async def list_custom_tools(self, session_id: str) -> dict:
+        out = await self._call("custom tools list", self._client.browsers.webmcp.custom_tools.list(session_id))
+        return out.model_dump(mode="json", warnings=False)
+
+    async def remove_custom_tool(self, session_id: str, tool_id: str) -> None:
+        await self._call("custom tool remove", self._client.browsers.webmcp.custom_tools.remove(tool_id, id_or_name=session_id))
+
+    async def screenshot(self, session_id: str) -> bytes:
+        response = await self._call("screenshot", self._client.browsers.computer.capture_screenshot(session_id))
+        return await response.read()
+
+    async def read_page(self, session_id: str, url: str, script: str) -> Any:
+        code = (f"const p = await context.newPage();\ntry {{\n  await p.goto({json.dumps(url)}, {{ waitUntil: 'load' }});\n"
+                f"  return await p.evaluate({json.dumps('(async () => {' + chr(10) + script + chr(10) + '})()')});\n"
+                "} finally { await p.close(); }")
+        out = await self.execute_playwright(session_id, code, timeout_sec=60)
+        if not out.get("success"):
+            raise BackendError(f"Kernel page check at {url}: {out.get('error')}", code="unreadable_page")
+        return out.get("result")
+
+    async def computer_action(self, session_id: str, actions: list[dict]) -> dict:
+        raise BackendError("computer actions go through Kernel's hosted MCP server, not the harness", code="unsupported")
+
+    async def repl(self, session_id: str, code: str, reset: bool = False, timeout_sec: float = 60) -> dict:
+        raise BackendError("the browser REPL goes through Kernel's hosted MCP server, not the harness", code="unsupported")
+
+    async def close(self) -> None:
+        await self._client.close()

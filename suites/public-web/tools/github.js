@@ -1,0 +1,44 @@
+// Treatment tools for GitHub (Kernel custom-tool form). They call GitHub's public REST API from
+// the page, signed out (60 requests an hour per IP). No tool covers releases: the placebo task
+// (github-latest-release) must be solved without one.
+[
+  {
+    kind: 'page',
+    match: { url_patterns: ['https://github.com/*'] },
+    tool: {
+      name: 'get_pull_request',
+      description: 'One pull request of a public repository: title, author, state, merged, merged_by, merged_at, merge commit.',
+      inputSchema: {
+        type: 'object',
+        properties: { repository: { type: 'string', description: 'owner/name' }, number: { type: 'integer' } },
+        required: ['repository', 'number'],
+      },
+    },
+    execute: async ({ repository, number }) => {
+      const res = await fetch(`https://api.github.com/repos/${repository}/pulls/${number}`, { headers: { Accept: 'application/vnd.github+json' } });
+      if (!res.ok) throw new Error(`GitHub API ${res.status} for ${repository}#${number}`);
+      const pr = await res.json();
+      return { number: pr.number, title: pr.title, author: pr.user && pr.user.login, state: pr.state, merged: pr.merged,
+               merged_by: pr.merged_by && pr.merged_by.login, merged_at: pr.merged_at, merge_commit_sha: pr.merge_commit_sha };
+    },
+  },
+  {
+    kind: 'page',
+    match: { url_patterns: ['https://github.com/*'] },
+    tool: {
+      name: 'search_merged_pull_requests',
+      description: 'Merged pull requests of a repository, most recently updated first (number, title, author).',
+      inputSchema: {
+        type: 'object',
+        properties: { repository: { type: 'string' }, limit: { type: 'integer', default: 10 } },
+        required: ['repository'],
+      },
+    },
+    execute: async ({ repository, limit = 10 }) => {
+      const q = encodeURIComponent(`repo:${repository} is:pr is:merged`);
+      const res = await fetch(`https://api.github.com/search/issues?q=${q}&sort=updated&order=desc&per_page=${limit}`);
+      if (!res.ok) throw new Error(`GitHub search ${res.status}`);
+      return (await res.json()).items.map((i) => ({ number: i.number, title: i.title, author: i.user.login }));
+    },
+  },
+]

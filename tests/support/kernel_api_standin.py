@@ -1,0 +1,181 @@
+"""A stand-in for the Kernel API endpoints the harness uses, in their request and response
+shapes (as the `kernel` SDK 0.131 sends and reads them): browser list/create/delete, Playwright
+execute, WebMCP tools/invoke (including HTTP 504 `outcome_unknown`), custom tools add/list/remove
+and the screenshot. It records every request, so tests can count retries and scan for secrets."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from dataclasses import dataclass, field
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+PNG_1PX = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==")
+
+
+@dataclass
+class Browser:
+    session_id: str
+    name: str
+    url: str = "about:blank"
+    custom: dict[str, dict] = field(default_factory=dict)  # tool id -> definition
+
+
+class KernelApiStandin:
+    def __init__(self, api_key: str, page_values: dict | None = None):
+        self.api_key = api_key
+        self.page_values = page_values or {}  # what a page check reads
+        self.browsers: dict[str, Browser] = {}
+        self.requests: list[tuple[str, str, bytes]] = []
+        self.fail_next: dict[str, list[int]] = {}  # path suffix -> statuses to answer first
+        b = "/browsers/{id}"
+        self.app = Starlette(routes=[
+            Route("/browsers", self.list_browsers, methods=["GET"]),
+            Route("/browsers", self.create, methods=["POST"]),
+            Route(b, self.delete, methods=["DELETE"]),
+            Route(b + "/playwright/execute", self.execute, methods=["POST"]),
+            Route(b + "/webmcp/tools", self.tools, methods=["GET"]),
+            Route(b + "/webmcp/invoke", self.invoke, methods=["POST"]),
+            Route(b + "/webmcp/custom-tools", self.add_custom, methods=["POST"]),
+            Route(b + "/webmcp/custom-tools", self.list_custom, methods=["GET"]),
+            Route(b + "/webmcp/custom-tools/{tool}", self.remove_custom, methods=["DELETE"]),
+            Route(b + "/computer/screenshot", self.screenshot, methods=["POST"]),
+        ])
+
+    async def _enter(self, request: Request) -> tuple[dict, Response | None]:
+        body = await request.body()
+        self.requests.append((request.method, request.url.path, body))
+        if request.headers.get("authorization") != f"Bearer {self.api_key}":
+            return {}, JSONResponse({"code": "unauthorized", "message": "invalid API key"}, status_code=401)
+        for suffix, statuses in self.fail_next.items():
+            if request.url.path.endswith(suffix) and statuses:
+                status = statuses.pop(0)
+                return {}, JSONResponse({"code": "unavailable", "message": "try again"}, status_code=status)
+        return (json.loads(body) if body else {}), None
+
+    def _browser(self, request: Request) -> Browser | None:
+        key = request.path_params["id"]
+        return next((b for b in self.browsers.values() if key in (b.session_id, b.name)), None)
+
+    @staticmethod
+    def _missing() -> JSONResponse:
+        return JSONResponse({"code": "not_found", "message": "browser session not found"}, status_code=404)
+
+    async def list_browsers(self, request: Request):
+        _, refused = await self._enter(request)
+        if refused:
+            return refused
+        return JSONResponse([{"session_id": b.session_id, "name": b.name} for b in self.browsers.values()],
+                            headers={"X-Has-More": "false", "X-Next-Offset": "0"})
+
+    async def create(self, request: Request):
+        body, refused = await self._enter(request)
+        if refused:
+            return refused
+        session_id = f"kb_{len(self.browsers) + 1:04d}"
+        browser = Browser(session_id, body.get("name") or session_id)
+        self.browsers[session_id] = browser
+        return JSONResponse({
+            "session_id": session_id, "name": browser.name, "stealth": bool(body.get("stealth")),
+            "headless": bool(body.get("headless")), "cdp_ws_url": f"wss://standin/{session_id}/cdp",
+            "webdriver_ws_url": f"wss://standin/{session_id}/wd", "created_at": "2026-12-02T00:00:00Z",
+            "timeout_seconds": 60, "region": "us-east", "memory": {"size_mb": 4096},
+        })
+
+    async def delete(self, request: Request):
+        _, refused = await self._enter(request)
+        if refused:
+            return refused
+        browser = self._browser(request)
+        if browser is None:
+            return self._missing()
+        del self.browsers[browser.session_id]
+        return Response(status_code=204)
+
+    async def execute(self, request: Request):
+        body, refused = await self._enter(request)
+        if refused:
+            return refused
+        browser = self._browser(request)
+        if browser is None:
+            return self._missing()
+        code = body.get("code", "")
+        goto = re.search(r"page\.goto\((['\"])([^'\"]+)\1", code)
+        if goto and "newPage" not in code:
+            browser.url = goto.group(2)
+            return JSONResponse({"success": True, "result": browser.url})
+        if "newPage" in code:  # a page check
+            return JSONResponse({"success": True, "result": self.page_values})
+        return JSONResponse({"success": True, "result": None, "stdout": "", "stderr": ""})
+
+    async def tools(self, request: Request):
+        _, refused = await self._enter(request)
+        if refused:
+            return refused
+        browser = self._browser(request)
+        if browser is None:
+            return self._missing()
+        listed = [{"tool_ref": f"wmcp_{tid}", "tool": d["tool"],
+                   "source": {"window_id": 1, "tab_id": 1, "page_title": "", "page_url": browser.url, "frame": "main",
+                              "custom": {"id": tid, "namespace": d["namespace"]}}}
+                  for tid, d in browser.custom.items()]
+        return JSONResponse({"tools": listed})
+
+    async def invoke(self, request: Request):
+        body, refused = await self._enter(request)
+        if refused:
+            return refused
+        if body.get("tool_ref") == "wmcp_slow":
+            return JSONResponse({"code": "outcome_unknown", "message": "the tool did not answer in time; it may have run",
+                                 "invocation_id": "inv_slow"}, status_code=504)
+        return JSONResponse({"invocation_id": "inv_1", "status": "completed", "output": {"echo": body.get("input")}})
+
+    async def add_custom(self, request: Request):
+        body, refused = await self._enter(request)
+        if refused:
+            return refused
+        browser = self._browser(request)
+        if browser is None:
+            return self._missing()
+        source = body.get("source", "")
+        if "url_patterns" not in source:
+            return JSONResponse({"code": "invalid_source", "message": "each tool needs match.url_patterns"}, status_code=400)
+        namespace = body["namespace"]
+        if body.get("force_overwrite_namespace"):
+            browser.custom = {k: v for k, v in browser.custom.items() if v["namespace"] != namespace}
+        elif any(d["namespace"] == namespace for d in browser.custom.values()):
+            return JSONResponse({"code": "conflict", "message": f"namespace {namespace} exists"}, status_code=409)
+        tid = f"ct_{sum(len(b.custom) for b in self.browsers.values()) + 1}"
+        definition = {"id": tid, "kind": "page", "namespace": namespace, "match": {"url_patterns": ["*"]},
+                      "tool": {"name": f"{namespace}_tool", "description": "injected", "inputSchema": {"type": "object"}}}
+        browser.custom[tid] = definition
+        return JSONResponse({"tools": [definition]}, status_code=201)
+
+    async def list_custom(self, request: Request):
+        _, refused = await self._enter(request)
+        if refused:
+            return refused
+        browser = self._browser(request)
+        return JSONResponse({"tools": list(browser.custom.values())}) if browser else self._missing()
+
+    async def remove_custom(self, request: Request):
+        _, refused = await self._enter(request)
+        if refused:
+            return refused
+        browser = self._browser(request)
+        if browser is None or request.path_params["tool"] not in browser.custom:
+            return self._missing()
+        del browser.custom[request.path_params["tool"]]
+        return Response(status_code=204)
+
+    async def screenshot(self, request: Request):
+        _, refused = await self._enter(request)
+        if refused:
+            return refused
+        return Response(PNG_1PX, media_type="image/png")

@@ -1,0 +1,118 @@
+"""The Kernel backend (the real `kernel` SDK) against a local stand-in of the Kernel API."""
+
+from __future__ import annotations
+
+import json
+import socket
+import sys
+from pathlib import Path
+
+import pytest
+
+from pytest_webbench.browsers.base import BackendError
+from pytest_webbench.browsers.kernel import KernelBackend
+from pytest_webbench.service import ServiceLoop
+
+sys.path.insert(0, str(Path(__file__).parent / "support"))
+from kernel_api_standin import PNG_1PX, KernelApiStandin  # noqa: E402
+
+KEY = "kernel-sentinel-key-0b7e"
+BATCH = "[{kind: 'page', match: {url_patterns: ['https://github.com/*']}, tool: {name: 'get_pull_request'}, execute() {}}]"
+
+
+@pytest.fixture
+def kernel_api():
+    standin = KernelApiStandin(KEY, page_values={"cart": ["MUG-BLU-S"]})
+    loop = ServiceLoop()
+    url = loop.serve(standin.app, "kernel api stand-in")
+    yield standin, url, loop
+    loop.close()
+
+
+def backend(url: str, key: str = KEY) -> KernelBackend:
+    return KernelBackend(api_key=key, base_url=url)
+
+
+def test_a_trial_s_browser_lifecycle_in_kernel_s_shapes(kernel_api):
+    standin, url, loop = kernel_api
+    kb = backend(url)
+
+    async def go():
+        await kb.check_access()
+        created = await kb.create_session("exp1-shop-cart-a1-treatment")
+        opened = await kb.execute_playwright("exp1-shop-cart-a1-treatment", "await page.goto('https://shop.example/'); return page.url();")
+        added = await kb.add_custom_tools("exp1-shop-cart-a1-treatment", "github", BATCH, force_overwrite_namespace=True)
+        again = await kb.add_custom_tools("exp1-shop-cart-a1-treatment", "github", BATCH, force_overwrite_namespace=True)
+        listed = await kb.webmcp_list("exp1-shop-cart-a1-treatment")
+        invoked = await kb.webmcp_invoke("exp1-shop-cart-a1-treatment", listed["tools"][0]["tool_ref"], {"n": 1})
+        page = await kb.read_page("exp1-shop-cart-a1-treatment", "https://shop.example/cart", "return {cart: []}")
+        png = await kb.screenshot("exp1-shop-cart-a1-treatment")
+        await kb.remove_custom_tool("exp1-shop-cart-a1-treatment", again["tools"][0]["id"])
+        custom_after = await kb.list_custom_tools("exp1-shop-cart-a1-treatment")
+        await kb.delete_session("exp1-shop-cart-a1-treatment")
+        await kb.close()
+        return created, opened, added, listed, invoked, page, png, custom_after
+
+    created, opened, added, listed, invoked, page, png, custom_after = loop.run(go(), timeout=60)
+    assert created["kernel_session_id"] == "kb_0001" and opened["result"] == "https://shop.example/"
+    assert added["tools"][0]["namespace"] == "github"
+    assert len(listed["tools"]) == 1  # resending the registration replaced the first, not added a second
+    assert listed["tools"][0]["source"]["custom"]["namespace"] == "github"
+    assert invoked == {"invocation_id": "inv_1", "status": "completed", "output": {"echo": {"n": 1}}}
+    assert page == {"cart": ["MUG-BLU-S"]} and png == PNG_1PX and custom_after == {"tools": []}
+    assert standin.browsers == {}  # deleted
+    create_body = next(json.loads(b) for m, p, b in standin.requests if (m, p) == ("POST", "/browsers"))
+    assert create_body["stealth"] is True and create_body["name"] == "exp1-shop-cart-a1-treatment"
+    assert not any(KEY.encode() in body for _, _, body in standin.requests)  # the key rides only in the header
+
+
+def test_an_outcome_unknown_invoke_is_never_retried(kernel_api):
+    standin, url, loop = kernel_api
+    kb = backend(url)
+
+    async def go():
+        await kb.create_session("s")
+        with pytest.raises(BackendError) as info:
+            await kb.webmcp_invoke("s", "wmcp_slow", {})
+        await kb.close()
+        return info.value
+
+    error = loop.run(go(), timeout=60)
+    assert error.code == "outcome_unknown" and "504" in str(error)
+    assert sum(p.endswith("/webmcp/invoke") for _, p, _ in standin.requests) == 1
+
+
+def test_transient_failures_are_retried_and_a_bad_batch_is_not(kernel_api):
+    standin, url, loop = kernel_api
+    kb = backend(url)
+    standin.fail_next["/webmcp/custom-tools"] = [503]
+
+    async def go():
+        await kb.create_session("s")
+        added = await kb.add_custom_tools("s", "ns", BATCH, force_overwrite_namespace=True)
+        with pytest.raises(BackendError) as info:
+            await kb.add_custom_tools("s", "ns", "[{tool: {}}]", force_overwrite_namespace=True)
+        await kb.close()
+        return added, info.value
+
+    added, error = loop.run(go(), timeout=60)
+    assert added["tools"] and sum(p.endswith("/webmcp/custom-tools") for m, p, _ in standin.requests if m == "POST") == 3
+    assert error.code == "invalid_source" and "url_patterns" in str(error)
+
+
+def test_missing_bad_key_and_no_network_are_one_clear_error_each(kernel_api, monkeypatch):
+    standin, url, loop = kernel_api
+    monkeypatch.delenv("KERNEL_API_KEY", raising=False)
+    with pytest.raises(BackendError, match="KERNEL_API_KEY is not set"):
+        KernelBackend(base_url=url)
+    with pytest.raises(BackendError, match="HTTP 401") as info:
+        loop.run(backend(url, "wrong-key").check_access(), timeout=60)
+    assert "wrong-key" not in str(info.value)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        closed_port = s.getsockname()[1]
+    unreachable = KernelBackend(api_key=KEY, base_url=f"http://127.0.0.1:{closed_port}")
+    unreachable._client = unreachable._client.with_options(max_retries=0)
+    with pytest.raises(BackendError, match="cannot reach the API") as info:
+        loop.run(unreachable.check_access(), timeout=60)
+    assert info.value.code == "unreachable"
