@@ -59,6 +59,14 @@ class KernelApiStandin:
                 return {}, JSONResponse({"code": "unavailable", "message": "try again"}, status_code=status)
         return (json.loads(body) if body else {}), None
 
+    async def _enter_browser(self, request: Request) -> tuple[dict, Browser | None, Response | None]:
+        """_enter, then the browser the path names (a 404 in Kernel's shape if there is none)."""
+        body, refused = await self._enter(request)
+        if refused:
+            return body, None, refused
+        browser = self._browser(request)
+        return body, browser, (None if browser else self._missing())
+
     def _browser(self, request: Request) -> Browser | None:
         key = request.path_params["id"]
         return next((b for b in self.browsers.values() if key in (b.session_id, b.name)), None)
@@ -89,22 +97,16 @@ class KernelApiStandin:
         })
 
     async def delete(self, request: Request):
-        _, refused = await self._enter(request)
+        _, browser, refused = await self._enter_browser(request)
         if refused:
             return refused
-        browser = self._browser(request)
-        if browser is None:
-            return self._missing()
         del self.browsers[browser.session_id]
         return Response(status_code=204)
 
     async def execute(self, request: Request):
-        body, refused = await self._enter(request)
+        body, browser, refused = await self._enter_browser(request)
         if refused:
             return refused
-        browser = self._browser(request)
-        if browser is None:
-            return self._missing()
         code = body.get("code", "")
         goto = re.search(r"page\.goto\((['\"])([^'\"]+)\1", code)
         if goto and "newPage" not in code:
@@ -115,12 +117,9 @@ class KernelApiStandin:
         return JSONResponse({"success": True, "result": None, "stdout": "", "stderr": ""})
 
     async def tools(self, request: Request):
-        _, refused = await self._enter(request)
+        _, browser, refused = await self._enter_browser(request)
         if refused:
             return refused
-        browser = self._browser(request)
-        if browser is None:
-            return self._missing()
         listed = [{"tool_ref": f"wmcp_{tid}", "tool": d["tool"],
                    "source": {"window_id": 1, "tab_id": 1, "page_title": "", "page_url": browser.url, "frame": "main",
                               "custom": {"id": tid, "namespace": d["namespace"]}}}
@@ -137,12 +136,9 @@ class KernelApiStandin:
         return JSONResponse({"invocation_id": "inv_1", "status": "completed", "output": {"echo": body.get("input")}})
 
     async def add_custom(self, request: Request):
-        body, refused = await self._enter(request)
+        body, browser, refused = await self._enter_browser(request)
         if refused:
             return refused
-        browser = self._browser(request)
-        if browser is None:
-            return self._missing()
         source = body.get("source", "")
         if "url_patterns" not in source:
             return JSONResponse({"code": "invalid_source", "message": "each tool needs match.url_patterns"}, status_code=400)
@@ -158,19 +154,13 @@ class KernelApiStandin:
         return JSONResponse({"tools": [definition]}, status_code=201)
 
     async def list_custom(self, request: Request):
-        _, refused = await self._enter(request)
-        if refused:
-            return refused
-        browser = self._browser(request)
-        return JSONResponse({"tools": list(browser.custom.values())}) if browser else self._missing()
+        _, browser, refused = await self._enter_browser(request)
+        return refused or JSONResponse({"tools": list(browser.custom.values())})
 
     async def remove_custom(self, request: Request):
-        _, refused = await self._enter(request)
-        if refused:
-            return refused
-        browser = self._browser(request)
-        if browser is None or request.path_params["tool"] not in browser.custom:
-            return self._missing()
+        _, browser, refused = await self._enter_browser(request)
+        if refused or request.path_params["tool"] not in browser.custom:
+            return refused or self._missing()
         del browser.custom[request.path_params["tool"]]
         return Response(status_code=204)
 
