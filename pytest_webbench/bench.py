@@ -4,7 +4,8 @@ plugin parametrizes it with every task x attempt x arm of the suite."""
 from __future__ import annotations
 
 from pytest_webbench.grading import grade_trial
-from pytest_webbench.trial import read_page_value
+from pytest_webbench.grading.page_state import refine_stop_reason
+from pytest_webbench.trial import read_page_state, read_page_value
 
 
 def test_trial(webbench_trial, browser_session, mcp_proxy, agent_runner, trial_recorder):
@@ -16,6 +17,12 @@ def test_trial(webbench_trial, browser_session, mcp_proxy, agent_runner, trial_r
         webbench_trial.task.meta, outcome.answer_raw, calls.forwarded, cap_hit=calls.cap_hit,
         page_value=page_value, page_error=page_error,
     )
+    if not grade.passed:  # was it the agent, or a bot block or a failing site it was left on?
+        state = read_page_state(browser_session)
+        refined = refine_stop_reason(grade.stop_reason, state)
+        if refined != grade.stop_reason:
+            grade.detail += f"; the page it was left on is a {refined.replace('_', ' ')}: {state.title!r} ({state.url}, HTTP {state.status})"
+            grade.stop_reason = refined
     # A call that went around the browser tools is flagged for the report; it never changes the score.
     record = trial_recorder.record(outcome, grade, calls, page_value, flags=agent_runner.trajectory_flags())
     assert record.outcome == "passed", (

@@ -252,6 +252,18 @@ def record_reward_in_harbor(trial_dir: Path, reward: float) -> None:
     atomic_write(path, result.model_dump_json(indent=2))
 
 
+def read_page_state(browser: BrowserSessionHandle):
+    """The page the agent left the browser on (see grading/page_state.py); None if unreadable."""
+    from .grading.page_state import PAGE_STATE_SCRIPT, read_page_state as parse
+
+    code = f"return await page.evaluate(async () => {{{PAGE_STATE_SCRIPT}}});"
+    try:
+        out = browser.run(browser.services.backend.execute_playwright(browser.session_id, code, timeout_sec=15), timeout=60)
+    except Exception:
+        return None
+    return parse(out.get("result")) if out.get("success") else None
+
+
 def read_page_value(browser: BrowserSessionHandle, spec: TrialSpec) -> tuple[Any, str | None]:
     page = spec.task.meta.page
     if page is None:

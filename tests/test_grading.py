@@ -72,3 +72,34 @@ def test_format_grading_checks_shape_only():
 def test_inconsistent_task_metadata_is_refused(bad, message):
     with pytest.raises(ValueError, match=message):
         meta(**bad)
+
+
+# -- the page a failed trial was left on ----------------------------------------------------------
+
+from pytest_webbench.grading.page_state import PageState, refine_stop_reason  # noqa: E402
+
+CLOUDFLARE = PageState(url="https://x/", title="Just a moment...", status=403,
+                       text="Checking your browser before accessing x.\nVerify you are human by completing the action below.")
+PERIMETERX = PageState(url="https://x/", title="Access to this page has been denied", status=200,
+                       text="Press & Hold to confirm you are a human (and not a bot).")
+GATEWAY = PageState(url="https://x/", title="502 Bad Gateway", status=None, text="nginx")
+ERROR_STATUS = PageState(url="https://x/", title="Shop", status=503, text="Please come back later")
+ORDINARY = PageState(url="https://x/p/1", title="Large Green Bottle - Shoply", status=200,
+                     text="Large Green Bottle $17.49 Add to cart. Access to our sale prices for members.")
+
+
+@pytest.mark.parametrize("state, label", [
+    (CLOUDFLARE, "bot_block"), (PERIMETERX, "bot_block"), (GATEWAY, "site_error"), (ERROR_STATUS, "site_error"),
+    (ORDINARY, "ok"), (PageState(status=429, title="Too Many Requests"), "bot_block"),
+])
+def test_page_labels(state, label):
+    assert state.label == label
+
+
+def test_only_failures_are_relabelled():
+    assert refine_stop_reason("wrong_answer", CLOUDFLARE) == "bot_block"
+    assert refine_stop_reason("no_answer", GATEWAY) == "site_error"
+    assert refine_stop_reason("wrong_answer", ORDINARY) == "wrong_answer"
+    assert refine_stop_reason(None, CLOUDFLARE) is None  # a pass is never changed
+    assert refine_stop_reason("call_cap", CLOUDFLARE) == "call_cap"  # the agent's own limit stays
+    assert refine_stop_reason("wrong_answer", None) == "wrong_answer"

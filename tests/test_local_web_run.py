@@ -137,3 +137,22 @@ def test_pytest_html_gets_the_trial_columns_and_extras(pytester):
         assert "<td>shop-price</td>" in row and "<td>passed</td>" in row
         names = {extra["name"] for extra in test["extras"]}
         assert {"answer", "grade", "proxy log", "agent transcript (transcript.jsonl)", "final screenshot"} <= names
+
+
+@pytest.mark.parametrize("fault, reason", [("bot-block", "bot_block"), ("error", "site_error")])
+def test_a_trial_left_on_a_block_or_error_page_says_so(pytester, fault, reason):
+    import shutil
+
+    suite = pytester.path / "suite"
+    shutil.copytree(LOCAL_WEB, suite)
+    (suite / "tasks" / "shop-price" / "solution" / "reference.py").write_text(
+        "async def solve(browser, arm):\n"
+        f"    await browser.playwright(\"await page.goto(new URL('/_fault/{fault}', page.url()).href)\")\n"
+        "    return {'price': 0}\n")
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", f"--results-dir={pytester.path / 'results'}", "--suite", str(suite),
+        "--experiment-id", "fault", "-k", "shop-price and control")
+    result.assert_outcomes(failed=1)
+    [record] = read_trial_records(pytester.path / "results" / "fault")[0]
+    assert record.outcome == "failed" and record.stop_reason == reason, record.detail
+    assert f"/_fault/{fault}" in record.detail

@@ -145,8 +145,24 @@ async def cart(request):
     return _shell(request, "Cart", body)
 
 
+# Fault pages, for the harness's own tests of how a failed trial is labelled: what a bot defence's
+# challenge and a failing server look like to a browser. No task sends an agent here.
+async def fault_bot_block(request: Request) -> HTMLResponse:
+    return HTMLResponse(
+        "<!doctype html><html><head><title>Just a moment...</title></head><body><h1>Checking your browser "
+        "before accessing shop.localhost</h1><p>Verify you are human by completing the action below.</p>"
+        "<div id=cf-chl-widget></div></body></html>", status_code=403)
+
+
+async def fault_error(request: Request) -> HTMLResponse:
+    return HTMLResponse("<!doctype html><html><head><title>503 Service Unavailable</title></head><body>"
+                        "<h1>Service Unavailable</h1><p>The server is temporarily unable to serve your request.</p>"
+                        "</body></html>", status_code=503)
+
+
 def create_app() -> Starlette:
     return Starlette(routes=[
+        Route("/_fault/bot-block", fault_bot_block), Route("/_fault/error", fault_error),
         Route("/", home), Route("/c/{name}", category), Route("/search", search), Route("/api/products", api_products),
         Route("/p/{sku}", product), Route("/cart", cart), Route("/cart/add", cart_add, methods=["POST"]),
         Route("/cart/remove", cart_remove, methods=["POST"]),
