@@ -10,6 +10,7 @@ from pathlib import Path
 from pytest_webbench.suite import load_suite
 
 PUBLIC_WEB = Path(__file__).resolve().parents[1] / "suites" / "public-web"
+LOCAL_WEB_DIR = PUBLIC_WEB.parent / "local-web"
 
 
 def evaluate_batch(path: Path) -> list[dict]:

@@ -197,7 +197,8 @@ async function invokeTool(s, toolRef, input, timeoutMs) {
   const status = String(e.status || '').toLowerCase();
   const result = { invocation_id: invocationId, status: status || 'error' };
   if (status === 'completed') result.output = e.output ?? null;
-  else result.error_text = e.errorText || e.error || safeJson(e.output);
+  // A tool that threw reports its exception (first line: 'Error: message'), not an empty errorText.
+  else result.error_text = e.errorText || (e.exception && String(e.exception.description || '').split('\n')[0]) || e.error || safeJson(e.output) || safeJson(e);
   return { result, tool: tool.name };
 }
 

@@ -77,10 +77,33 @@ async def article(request):
     a = ARTICLES.get(title)
     if a is None:
         return HTMLResponse("<h1>No such article</h1>", status_code=404)
+    return _shell(title, f"<h1 id='firstHeading'>{esc(title)}</h1>" + _article_html(a))
+
+
+def _article_html(a: dict) -> str:
     rows = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in a["infobox"].items())
-    body = (f"<h1 id='firstHeading'>{esc(title)}</h1><aside class='infobox'><table>{rows}</table></aside>"
-            f"<div id='content'><p>{esc(a['text'])}</p></div><p>Category: <a href='/category/{a['category']}'>{a['category']}</a></p>")
-    return _shell(title, body)
+    return (f"<aside class='infobox'><table>{rows}</table></aside><div id='content'><p>{esc(a['text'])}</p></div>"
+            f"<p>Category: <a href='/category/{a['category']}'>{a['category']}</a></p>")
+
+
+# Wikipedia's own APIs in their shapes (REST page summary, Action API parse), so the public-web
+# suite's Wikipedia tool batch runs here before it meets the real site.
+async def rest_summary(request):
+    title = request.path_params["title"].replace("_", " ")
+    a = ARTICLES.get(title)
+    if a is None:
+        return JSONResponse({"type": "https://mediawiki.org/wiki/HyperSwitch/errors/not_found", "title": "Not found."}, status_code=404)
+    return JSONResponse({"type": "standard", "title": title, "description": f"{a['category'][:-1]} in Wikipedium",
+                         "extract": a["text"][:300], "content_urls": {"desktop": {"page": str(request.base_url) + _url(title).lstrip("/")}}})
+
+
+async def action_api(request):
+    params = request.query_params
+    title = (params.get("page") or "").replace("_", " ")
+    if params.get("action") != "parse" or title not in ARTICLES:
+        return JSONResponse({"error": {"code": "missingtitle", "info": "The page you specified doesn't exist."}})
+    return JSONResponse({"parse": {"title": title, "pageid": sorted(ARTICLES).index(title) + 1,
+                                   "text": {"*": _article_html(ARTICLES[title])}}})
 
 
 async def category(request):
@@ -103,4 +126,5 @@ def create_app() -> Starlette:
     return Starlette(routes=[
         Route("/", home), Route("/wiki/{title:path}", article), Route("/category/{name}", category),
         Route("/search", search), Route("/api/search", api_search),
+        Route("/api/rest_v1/page/summary/{title:path}", rest_summary), Route("/w/api.php", action_api),
     ])

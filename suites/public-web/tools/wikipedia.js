@@ -29,7 +29,7 @@
       if (!data.parse) throw new Error(`no article ${title}`);
       const doc = new DOMParser().parseFromString(data.parse.text['*'], 'text/html');
       const rows = [];
-      for (const tr of doc.querySelectorAll('table.infobox tr')) {
+      for (const tr of doc.querySelectorAll('.infobox tr')) {
         const th = tr.querySelector('th'), td = tr.querySelector('td');
         if (th && td) rows.push({ label: th.textContent.trim(), value: td.textContent.trim() });
       }
