@@ -13,8 +13,36 @@ from pytest_webbench.suite import load_suite
 from test_public_web import LOCAL_WEB_DIR, PUBLIC_WEB
 
 pytestmark = pytest.mark.chromium
-# public site -> (local-web replica site, an article or page on it)
-REPLICAS = {"wikipedia": ("wiki", "/wiki/Corvain")}
+# public site -> (local-web replica site, a page on it, tool calls to make, their checks)
+REPLICAS = {
+    "wikipedia": ("wiki", "/wiki/Corvain", [("get_article_summary", {"title": "Corvain"}), ("get_infobox", {"title": "Corvain"}),
+                                            ("get_article_summary", {"title": "Nowhere"})]),
+    "github": ("codehub", "/acme/rocket", [("get_pull_request", {"repository": "acme/rocket", "number": 23}),
+                                           ("search_merged_pull_requests", {"repository": "acme/rocket", "limit": 5}),
+                                           ("get_pull_request", {"repository": "acme/rocket", "number": 999})]),
+}
+
+
+def check_wikipedia(results):
+    summary, infobox, missing = results
+    assert summary["status"] == "completed" and summary["output"]["title"] == "Corvain"
+    rows = {r["label"]: r["value"] for r in infobox["output"]["rows"]}
+    assert rows["Population"] == "1,204,556" and rows["Country"] == "Estria"
+    assert missing["status"] == "error" and missing["error_text"] == "Error: no article Nowhere", missing
+
+
+def check_github(results):
+    pull, merged, missing = results
+    assert pull["status"] == "completed", pull
+    assert pull["output"]["number"] == 23 and pull["output"]["author"] == "ejemison" and pull["output"]["merged"] is True
+    assert pull["output"]["merged_by"] and len(pull["output"]["merge_commit_sha"]) == 40
+    numbers = [p["number"] for p in merged["output"]]
+    assert merged["status"] == "completed" and len(numbers) == 5 and numbers == sorted(set(numbers), reverse=True)
+    assert all(set(p) == {"number", "title", "author"} for p in merged["output"])
+    assert missing["status"] == "error" and "GitHub API 404" in missing["error_text"], missing
+
+
+CHECKS = {"wikipedia": check_wikipedia, "github": check_github}
 
 
 @pytest.fixture(scope="module")
@@ -23,7 +51,7 @@ def replica_browser():
     backend = LocalBackend()
     local = load_suite(LOCAL_WEB_DIR)
     urls = {}
-    for site in {r for r, _ in REPLICAS.values()}:
+    for site in {r for r, _, _ in REPLICAS.values()}:
         port = loop.serve(load_site_app(local, site), site).rsplit(":", 1)[1]
         urls[site] = f"http://{local.spec.sites[site].host}:{port}"
     yield loop, backend, urls
@@ -34,7 +62,7 @@ def replica_browser():
 @pytest.mark.parametrize("public_site", sorted(REPLICAS))
 def test_the_public_batch_works_on_the_replica(public_site, replica_browser):
     loop, backend, urls = replica_browser
-    replica, path = REPLICAS[public_site]
+    replica, path, calls = REPLICAS[public_site]
     public = load_suite(PUBLIC_WEB).spec.sites[public_site]
     source = (PUBLIC_WEB / public.tool_batch).read_text().replace(public.base_url + "/*", f"http://{replica}.localhost/*")
     session = f"replica-{public_site}"
@@ -45,14 +73,8 @@ def test_the_public_batch_works_on_the_replica(public_site, replica_browser):
         await backend.add_custom_tools(session, public.namespace, source, force_overwrite_namespace=True)
         listed = await backend.webmcp_list(session)
         refs = {t["tool"]["name"]: t["tool_ref"] for t in listed["tools"] if "custom" in t["source"]}
-        summary = await backend.webmcp_invoke(session, refs["get_article_summary"], {"title": "Corvain"})
-        infobox = await backend.webmcp_invoke(session, refs["get_infobox"], {"title": "Corvain"})
-        missing = await backend.webmcp_invoke(session, refs["get_article_summary"], {"title": "Nowhere"})
+        results = [await backend.webmcp_invoke(session, refs[name], args) for name, args in calls]
         await backend.delete_session(session)
-        return summary, infobox, missing
+        return results
 
-    summary, infobox, missing = loop.run(go(), timeout=60)
-    assert summary["status"] == "completed" and summary["output"]["title"] == "Corvain"
-    rows = {r["label"]: r["value"] for r in infobox["output"]["rows"]}
-    assert rows["Population"] == "1,204,556" and rows["Country"] == "Estria"
-    assert missing["status"] == "error" and missing["error_text"] == "Error: no article Nowhere", missing
+    CHECKS[public_site](loop.run(go(), timeout=60))

@@ -153,8 +153,40 @@ async def releases(request):
     return _shell(f"Releases · {repo}", f"<h1>{esc(repo)} · Releases</h1>{items}")
 
 
+# GitHub's REST API in its shapes, under /api/v3 as GitHub Enterprise serves it, so the public-web
+# suite's GitHub tool batch runs here before it meets github.com.
+def _api_pull(repo: str, pr: dict) -> dict:
+    merged = pr["state"] == "merged"
+    merger = AUTHORS[(pr["number"] * 7) % len(AUTHORS)]
+    return {"number": pr["number"], "title": pr["title"], "user": {"login": pr["author"]},
+            "state": "open" if pr["state"] == "open" else "closed", "merged": merged,
+            "merged_by": {"login": merger} if merged else None,
+            "merged_at": f"2026-01-{pr['number'] % 28 + 1:02d}T12:00:00Z" if merged else None,
+            "merge_commit_sha": f"{abs(hash((repo, pr['number']))) % 16**40:040x}" if merged else None}
+
+
+async def api_pull(request):
+    repo = f"{request.path_params['owner']}/{request.path_params['repo']}"
+    pr = next((p for p in DATA.get(repo, {}).get("pulls", []) if p["number"] == request.path_params["number"]), None)
+    if pr is None:
+        return JSONResponse({"message": "Not Found", "documentation_url": "https://docs.github.com/rest"}, status_code=404)
+    return JSONResponse(_api_pull(repo, pr))
+
+
+async def api_search_issues(request):
+    terms = request.query_params.get("q", "").split()
+    repo = next((t.split(":", 1)[1] for t in terms if t.startswith("repo:")), None)
+    pulls = DATA.get(repo, {}).get("pulls", []) if repo else []
+    if "is:merged" in terms:
+        pulls = [p for p in pulls if p["state"] == "merged"]
+    per_page = int(request.query_params.get("per_page", 30))
+    items = [{"number": p["number"], "title": p["title"], "user": {"login": p["author"]}, "pull_request": {}} for p in pulls]
+    return JSONResponse({"total_count": len(items), "incomplete_results": False, "items": items[:per_page]})
+
+
 def create_app() -> Starlette:
     return Starlette(routes=[
+        Route("/api/v3/repos/{owner}/{repo}/pulls/{number:int}", api_pull), Route("/api/v3/search/issues", api_search_issues),
         Route("/", home), Route("/explore", explore), Route("/search", search), Route("/api/search", api_search),
         Route("/{owner}/{repo}", repo_home), Route("/{owner}/{repo}/pulls", pulls),
         Route("/{owner}/{repo}/pull/{number:int}", pull), Route("/{owner}/{repo}/releases", releases),

@@ -1,6 +1,7 @@
 // Treatment tools for GitHub (Kernel custom-tool form). They call GitHub's public REST API from
-// the page, signed out (60 requests an hour per IP). No tool covers releases: the placebo task
-// (github-latest-release) must be solved without one.
+// the page, signed out (60 requests an hour per IP): api.github.com on github.com, /api/v3 on
+// any other host (as GitHub Enterprise serves it, and the local replica). No tool covers
+// releases: the placebo task (github-latest-release) must be solved without one.
 [
   {
     kind: 'page',
@@ -15,7 +16,8 @@
       },
     },
     execute: async ({ repository, number }) => {
-      const res = await fetch(`https://api.github.com/repos/${repository}/pulls/${number}`, { headers: { Accept: 'application/vnd.github+json' } });
+      const api = location.hostname === 'github.com' ? 'https://api.github.com' : `${location.origin}/api/v3`;
+      const res = await fetch(`${api}/repos/${repository}/pulls/${number}`, { headers: { Accept: 'application/vnd.github+json' } });
       if (!res.ok) throw new Error(`GitHub API ${res.status} for ${repository}#${number}`);
       const pr = await res.json();
       return { number: pr.number, title: pr.title, author: pr.user && pr.user.login, state: pr.state, merged: pr.merged,
@@ -36,7 +38,8 @@
     },
     execute: async ({ repository, limit = 10 }) => {
       const q = encodeURIComponent(`repo:${repository} is:pr is:merged`);
-      const res = await fetch(`https://api.github.com/search/issues?q=${q}&sort=updated&order=desc&per_page=${limit}`);
+      const api = location.hostname === 'github.com' ? 'https://api.github.com' : `${location.origin}/api/v3`;
+      const res = await fetch(`${api}/search/issues?q=${q}&sort=updated&order=desc&per_page=${limit}`);
       if (!res.ok) throw new Error(`GitHub search ${res.status}`);
       return (await res.json()).items.map((i) => ({ number: i.number, title: i.title, author: i.user.login }));
     },
