@@ -122,3 +122,26 @@ def test_a_run_that_times_out_stays_scored_with_the_work_it_did(pytester, monkey
     assert record.outcome == "failed" and record.stop_reason == "no_answer", record.detail
     assert record.calls.forwarded == 1 and "AgentTimeoutError" in record.detail
     assert json.loads((pytester.path / "results" / "stall" / "report.json").read_text())["complete"]
+
+
+def test_no_key_is_written_anywhere(pytester, monkeypatch, endpoint):
+    """Sentinel keys for every service in the environment; a real CLI run with --html; then
+    every file the run wrote is scanned for them."""
+    sentinels = {name: f"sentinel-{name.lower()}-5c1f9e" for name in
+                 ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "KERNEL_API_KEY", "BRAINTRUST_API_KEY")}
+    model, url = endpoint
+    for name, value in sentinels.items():
+        monkeypatch.setenv(name, value)
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", f"--results-dir={pytester.path / 'results'}", "--suite", str(LOCAL_WEB),
+        "--runner", "claude", "--model", "anthropic/webbench-script", f"--model-base-url={url}",
+        "--experiment-id", "keys", "-k", "shop-price and not playwright", f"--html={pytester.path / 'out.html'}",
+        "--self-contained-html")
+    result.assert_outcomes(passed=2)
+    written = [p for p in (pytester.path / "results").rglob("*") if p.is_file()] + [pytester.path / "out.html"]
+    assert len(written) > 20
+    for path in written:
+        data = path.read_bytes()
+        for name, value in sentinels.items():
+            assert value.encode() not in data, f"{name} leaked into {path}"
+    assert any(r["api"] == "messages" for r in model.model.requests)  # the CLI did use the key, on the wire only
