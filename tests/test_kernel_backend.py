@@ -116,3 +116,54 @@ def test_missing_bad_key_and_no_network_are_one_clear_error_each(kernel_api, mon
     with pytest.raises(BackendError, match="cannot reach the API") as info:
         loop.run(unreachable.check_access(), timeout=60)
     assert info.value.code == "unreachable"
+
+
+def test_a_public_web_pair_runs_end_to_end_on_kernel_stand_ins(pytester, monkeypatch, tmp_path):
+    """--browser kernel through everything: the access check, stealth browsers named after the
+    trials, the treatment batch through the custom-tools API, the agent's calls through the proxy to
+    a stand-in of Kernel's hosted MCP server with the key resolved from the environment, the final
+    screenshot, and the browsers deleted."""
+    import shutil
+
+    from kernel_standin import build_standin
+
+    api = KernelApiStandin(KEY)
+    mcp_record = tmp_path / "mcp-calls.jsonl"
+    mcp_app = build_standin(mcp_record).streamable_http_app(json_response=True, stateless_http=True)
+    auth_seen: list[str] = []
+
+    async def hosted_mcp(scope, receive, send):  # Kernel's hosted server takes the API key as a bearer token
+        if scope["type"] == "http":
+            auth_seen.append(dict(scope["headers"]).get(b"authorization", b"").decode())
+        await mcp_app(scope, receive, send)
+
+    loop = ServiceLoop()
+    try:
+        api_url = loop.serve(api.app, "kernel api")
+        mcp_url = loop.serve(hosted_mcp, "kernel mcp") + "/mcp"
+        suite = pytester.path / "public-web"
+        shutil.copytree(Path(__file__).resolve().parents[1] / "suites" / "public-web", suite)
+        (suite / "tasks" / "hn-item-1" / "solution" / "reference.py").write_text(
+            "async def solve(browser, arm):\n"
+            "    assert (await browser.playwright('return document.title')) is not None\n"
+            "    return {'title': 'Y Combinator', 'by': 'pg'}\n")
+        monkeypatch.setenv("KERNEL_API_KEY", KEY)
+        monkeypatch.setenv("KERNEL_BASE_URL", api_url)
+        monkeypatch.setenv("KERNEL_MCP_URL", mcp_url)
+        result = pytester.runpytest_subprocess(
+            "-p", "no:cacheprovider", f"--results-dir={pytester.path / 'results'}", "--suite", str(suite),
+            "--browser", "kernel", "--runner", "reference", "--experiment-id", "kern", "-k", "hn-item-1 and not playwright")
+    finally:
+        loop.close()
+    result.assert_outcomes(passed=2)
+    created = [json.loads(b) for m, p, b in api.requests if (m, p) == ("POST", "/browsers")]
+    assert sorted(c["name"] for c in created) == ["kern-hn-item-1-a1-control", "kern-hn-item-1-a1-treatment"]
+    assert all(c["stealth"] for c in created) and api.browsers == {}  # both deleted at the end
+    registered = [p for m, p, _ in api.requests if m == "POST" and p.endswith("/webmcp/custom-tools")]
+    assert registered == ["/browsers/kern-hn-item-1-a1-treatment/webmcp/custom-tools"]  # treatment only
+    assert any(p.endswith("/computer/screenshot") for _, p, _ in api.requests)
+    calls = [json.loads(line) for line in mcp_record.read_text().splitlines()]
+    assert [c["tool"] for c in calls] == ["execute_playwright_code", "execute_playwright_code"]
+    assert auth_seen and set(auth_seen) == {f"Bearer {KEY}"}
+    for path in (pytester.path / "results").rglob("*"):
+        assert not path.is_file() or KEY.encode() not in path.read_bytes(), path
