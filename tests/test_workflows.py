@@ -1,0 +1,43 @@
+"""The CI workflows: valid against GitHub's workflow schema, and the commands they run work here."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.yml"))
+
+
+@pytest.mark.parametrize("workflow", WORKFLOWS, ids=lambda p: p.name)
+def test_workflow_validates_against_github_s_schema(workflow):
+    checker = shutil.which("check-jsonschema", path=str(Path(__import__("sys").executable).parent))
+    out = subprocess.run([checker, "--builtin-schema", "vendor.github-workflows", str(workflow)],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_the_workflows_do_what_ci_needs():
+    tests = yaml.safe_load((ROOT / ".github/workflows/tests.yml").read_text())
+    bench = yaml.safe_load((ROOT / ".github/workflows/benchmark.yml").read_text())
+    on_tests, on_bench = tests[True], bench[True]  # YAML reads the key `on` as true
+    assert {"push", "pull_request"} <= set(on_tests)
+    steps = tests["jobs"]["tests"]["steps"]
+    assert any("upload-artifact" in s.get("uses", "") and s["with"]["path"] == "test-report.html" for s in steps)
+    assert set(on_bench["workflow_dispatch"]["inputs"]) >= {"suite", "runner", "model", "attempts", "tasks"}
+    matrix = tests["jobs"]["prepare"]["strategy"]["matrix"]
+    assert set(matrix["suite"]) == {p.name for p in (ROOT / "suites").iterdir() if (p / "suite.toml").exists()}
+
+
+@pytest.mark.parametrize("suite", ["local-web", "public-web"])
+@pytest.mark.parametrize("runner", ["reference", "codex", "claude", "pi"])
+def test_the_prepare_job_s_command_plans_every_trial(pytester, suite, runner):
+    result = pytester.runpytest_subprocess("--suite", str(ROOT / "suites" / suite), "--runner", runner, "--attempts", "5",
+                                           "--collect-only", "-q", f"--results-dir={pytester.path / 'prepared'}")
+    assert result.ret == 0, result.stderr.str()
+    items = [line for line in result.stdout.lines if "::test_trial[" in line]
+    assert len(items) == (18 if suite == "local-web" else 27) * 5
