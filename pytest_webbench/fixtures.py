@@ -29,6 +29,7 @@ class WebbenchState:
         self.specs: dict[str, TrialSpec] = {}
         self.report = None  # the controller's Report, once written
         self.published = None  # the Braintrust experiments, or why publishing failed
+        self.skip: set[str] = set()  # --resume: trials that already have a result
 
 
 def state(config: pytest.Config) -> WebbenchState:

@@ -32,6 +32,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--arms", help="comma-separated arms to run (default: the suite's arms)")
     group.addoption("--unpaired", action="store_true", help="run every arm independently (no control/treatment pairs)")
     group.addoption("--experiment-id", help="results go to RESULTS_DIR/ID (default: a new id); an existing id is refused")
+    group.addoption("--resume", metavar="EXPERIMENT_ID", help="run only the planned trials of that experiment that have no result")
+    group.addoption("--resume-errored", action="store_true", help="with --resume: run errored trials again too")
     group.addoption("--results-dir", help="where experiments are written (default: results)")
     group.addoption("--browser", choices=("local", "kernel"), help="browser backend (default local)")
     group.addoption("--publish", choices=("braintrust",), help="after the report, publish the run (one experiment per arm; "
@@ -56,8 +58,10 @@ def _options(config: pytest.Config):
     for arm in arms or ():
         if arm not in ARM_CHOICES:
             raise pytest.UsageError(f"--arms: unknown arm {arm!r}; choose from {', '.join(ARM_CHOICES)}")
+    if get("resume") and get("experiment_id") and get("resume") != get("experiment_id"):
+        raise pytest.UsageError("--resume names the experiment: drop --experiment-id")
     experiment_id = (config.workerinput.get("webbench_experiment_id") if _is_worker(config) else None) \
-        or get("experiment_id") or new_experiment_id()
+        or get("resume") or get("experiment_id") or new_experiment_id()
     results_dir = Path(get("results_dir") or config.getini("webbench_results_dir"))
     if not results_dir.is_absolute():
         results_dir = config.rootpath / results_dir
@@ -102,17 +106,38 @@ def pytest_configure(config: pytest.Config) -> None:
             "use -n N with the default --dist load (or --unpaired)"
         )
     experiment_dir = options.results_dir / options.experiment_id
-    if not _is_worker(config):
+    skip: set[str] = set()
+    if config.getoption("resume", None):
+        skip = _resume(config, options, suite, experiment_dir)
+    elif not _is_worker(config):
         try:
             experiment_dir = claim_experiment_dir(options.results_dir, options.experiment_id)
         except ExperimentExists as exc:
             raise pytest.UsageError(str(exc)) from None
     config.stash[STATE_KEY] = WebbenchState(options, suite, experiment_dir)
+    state(config).skip = skip
     config.args[:] = [str(BENCH_MODULE)]  # collect the trials, and nothing else
     if config.pluginmanager.hasplugin("html"):
         from .report.pytest_html import HtmlColumns
 
         config.pluginmanager.register(HtmlColumns(), "webbench-html")
+
+
+def _resume(config: pytest.Config, options, suite, experiment_dir: Path) -> set[str]:
+    """The trials already done (the controller decides and tells the workers, so all agree)."""
+    if _is_worker(config):
+        return set(config.workerinput.get("webbench_skip", []))
+    from .records import read_manifest
+    from .resume import ResumeError, check_plan, trials_to_skip
+    from .runners import runner_spec
+
+    try:
+        manifest = read_manifest(experiment_dir)
+        check_plan(manifest, suite.name, suite.content_hashes, options.runner, runner_spec(options.runner).check_model(options.model),
+                   options.attempts, list(options.arms or suite.spec.arms), options.paired)
+        return trials_to_skip(experiment_dir, config.getoption("resume_errored"))
+    except (FileNotFoundError, ResumeError) as exc:
+        raise pytest.UsageError(str(exc)) from None
 
 
 def _check_kernel_access() -> None:
@@ -139,6 +164,7 @@ def pytest_configure_node(node) -> None:
     """xdist: every worker uses the controller's experiment id, so they compute one pair order."""
     if STATE_KEY in node.config.stash:
         node.workerinput["webbench_experiment_id"] = state(node.config).options.experiment_id
+        node.workerinput["webbench_skip"] = sorted(state(node.config).skip)
 
 
 def _trial_keys(st: WebbenchState) -> list[TrialKey]:
@@ -173,6 +199,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if STATE_KEY not in config.stash:
         return
     st = state(config)
+    if st.skip:  # --resume: what already has a result does not run again
+        done = [item for item in items if (k := _item_key(item)) and k.trial_id in st.skip]
+        if done:
+            config.hook.pytest_deselected(items=done)
+            items[:] = [item for item in items if item not in done]
     by_id = {k.trial_id: item for item in items if (k := _item_key(item))}
     keys = [k for item in items if (k := _item_key(item))]
     ordered = order_trials(keys, st.options.experiment_id, st.options.paired)
@@ -181,6 +212,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
+    if session.config.getoption("resume", None):
+        return  # the manifest holds the original plan
     if STATE_KEY in session.config.stash and not _is_worker(session.config) and not _xdist_controller(session.config):
         _write_manifest(session.config, [k for item in session.items if (k := _item_key(item))])
 
@@ -193,7 +226,7 @@ def _xdist_controller(config: pytest.Config) -> bool:
 def pytest_xdist_node_collection_finished(node, ids: list[str]) -> None:
     config = node.config
     if STATE_KEY not in config.stash or (state(config).experiment_dir / "manifest.json").exists():
-        return
+        return  # written already (or kept as planned, when resuming)
     keys = [TrialKey.parse(i.rsplit("[", 1)[1].rstrip("]")) for i in ids if "[" in i]
     _write_manifest(config, order_trials(keys, state(config).options.experiment_id, state(config).options.paired))
 

@@ -1,0 +1,59 @@
+"""--resume: a run killed halfway, resumed, ends with the report an unbroken run gives."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.chromium
+LOCAL_WEB = Path(__file__).resolve().parents[1] / "suites" / "local-web"
+SELECT = "shop-price or wiki-population"  # 2 tasks x 3 arms
+
+
+def run(pytester, *args):
+    return pytester.runpytest_subprocess("-p", "no:cacheprovider", f"--results-dir={pytester.path / 'results'}",
+                                         "--suite", str(LOCAL_WEB), "--runner", "reference", "-k", SELECT, *args)
+
+
+def outcome_figures(report: dict) -> dict:
+    """Everything but timing and the experiment's id."""
+    return {
+        "complete": report["complete"], "planned": report["planned_trials"], "recorded": report["recorded_trials"],
+        "headline": report["headline"],
+        "rows": [{k: r[k] for k in ("arm", "task", "passed", "failed", "errored", "missing", "stop_reasons")} for r in report["by_arm_task"]],
+        "paired": [{k: r[k] for k in ("task", "pairs", "both", "control_only", "treatment_only", "neither", "excluded")} for r in report["paired"]],
+    }
+
+
+def test_a_killed_run_resumed_gives_the_unbroken_run_s_report(pytester):
+    run(pytester, "--experiment-id", "unbroken").assert_outcomes(passed=6)
+    run(pytester, "--experiment-id", "broken").assert_outcomes(passed=6)
+    broken = pytester.path / "results" / "broken"
+    # "killed": a whole pair lost, one member of another pair lost, and a playwright trial lost
+    for trial in ("shop-price-a1-control", "shop-price-a1-treatment", "wiki-population-a1-treatment",
+                  "wiki-population-a1-playwright"):
+        (broken / "trials" / f"{trial}.json").unlink()
+    (broken / "report.json").unlink()
+
+    resumed = run(pytester, "--resume", "broken", "-n", "2")  # workers agree on what is left
+    # the lost trials, plus the surviving member of the broken pair, which runs again with its partner
+    resumed.assert_outcomes(passed=5)
+    assert [p.name for p in (broken / "trials" / "superseded").iterdir()] == ["wiki-population-a1-control.json"]
+    unbroken = json.loads((pytester.path / "results" / "unbroken" / "report.json").read_text())
+    assert outcome_figures(json.loads((broken / "report.json").read_text())) == outcome_figures(unbroken)
+    manifest = json.loads((broken / "manifest.json").read_text())
+    assert len(manifest["trials"]) == 6  # the original plan, not the resumed subset
+
+    again = run(pytester, "--resume", "broken")  # nothing left to do
+    assert again.ret == pytest.ExitCode.NO_TESTS_COLLECTED
+
+
+def test_resume_refuses_a_changed_plan(pytester):
+    run(pytester, "--experiment-id", "plan").assert_outcomes(passed=6)
+    result = run(pytester, "--resume", "plan", "--attempts", "2")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--resume plan: attempts was 1, now 2*"])
+    missing = run(pytester, "--resume", "nope")
+    assert missing.ret == pytest.ExitCode.USAGE_ERROR and "no manifest" in missing.stderr.str()
