@@ -156,3 +156,21 @@ def test_a_trial_left_on_a_block_or_error_page_says_so(pytester, fault, reason):
     [record] = read_trial_records(pytester.path / "results" / "fault")[0]
     assert record.outcome == "failed" and record.stop_reason == reason, record.detail
     assert f"/_fault/{fault}" in record.detail
+
+
+def test_a_tool_batch_that_throws_when_registered_errors_the_trial_and_names_the_file(pytester):
+    import shutil
+
+    suite = pytester.path / "suite"
+    shutil.copytree(LOCAL_WEB, suite)
+    (suite / "tools" / "shop.js").write_text("(() => { throw new Error('batch exploded'); })()\n")
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", f"--results-dir={pytester.path / 'results'}", "--suite", str(suite),
+        "--experiment-id", "batch", "-k", "shop-price and not playwright")
+    result.assert_outcomes(passed=1, errors=1)  # control has no batch and runs; treatment cannot start
+    records = {r.arm: r for r in read_trial_records(pytester.path / "results" / "batch")[0]}
+    treatment = records["treatment"]
+    assert treatment.outcome == "errored" and treatment.stop_reason == "backend_error"
+    assert "shop.js" in treatment.detail and "batch exploded" in treatment.detail
+    report = json.loads((pytester.path / "results" / "batch" / "report.json").read_text())
+    assert not report["complete"] and report["paired"][0]["excluded"] == 1

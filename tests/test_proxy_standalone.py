@@ -381,3 +381,14 @@ def test_stdio_mode_with_the_local_backend_behind_it(tmp_path):
     assert foreign.is_error
     invokes = [r.webmcp for r in read_call_log(log).records if r.webmcp and r.webmcp["action"] == "invoke"]
     assert invokes == [{"action": "invoke", "tool": "native_echo", "origin": "native", "status": "completed"}]
+
+
+def test_a_tool_result_of_megabytes_passes_whole_and_is_logged_bounded(proxy):
+    async def go():
+        async with Client(proxy.params("control", "stdio"), mode="legacy") as client:
+            return await call(client, proxy, "execute_playwright_code", session_id="S1", code="big-result")
+
+    result = run(go())
+    assert len(json.loads(result.content[0].text)["result"]) == 3_000_000  # the agent gets all of it
+    [record] = [r for r in read_call_log(proxy.log).records if r.method == "tools/call"]
+    assert record.outcome == "ok" and proxy.log.stat().st_size < 20_000  # the log keeps the call, not the payload
