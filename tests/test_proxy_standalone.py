@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
@@ -85,7 +86,8 @@ def proxy(tmp_path, http_standin):
             lines = [json.loads(line) for line in self.record.read_text().splitlines()]
             return [r for r in lines if r["arguments"].get("context") == self.marker]
 
-        marker = f"test-{os.getpid()}-{id(tmp_path)}"
+        # Unique per test: the HTTP stand-in (and its record file) is shared by the module.
+        marker = f"test-{uuid.uuid4().hex}"
 
     return Proxy()
 
