@@ -115,7 +115,7 @@ class AgentRunner:
             "the browser backend": url_needles(services.backend_mcp_url) + url_needles(services.proxy_base_url),
             "the task's files": [str(self.spec.task.path), str(self.st.suite.path)],
         }
-        return scan_trajectory(self.outcome.harbor_trial_dir / "agent" / "trajectory.json", targets)
+        return scan_trajectory(self.outcome.trajectory_steps, targets)
 
 
 @pytest.fixture

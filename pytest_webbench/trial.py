@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .arms import ArmPolicy, arm_instructions, arm_policy
 from .browsers.base import BackendError
+from .grading.trajectory_scan import load_trajectory_steps
 from .pairing import TrialKey
 from .proxy.log import CallLog, read_call_log
 from .proxy.relay import ProxySession
@@ -113,6 +113,7 @@ class AgentOutcome:
     exception: str | None  # the agent failed (auth, rate limit, crash): the trial is errored
     scored_note: str | None = None  # it ended on a time, context or output limit: still graded
     turns: int | None = None
+    trajectory_steps: list[dict] = field(default_factory=list)  # Harbor's ATIF steps, for the trajectory scan
 
 
 # Harbor's exception types for runs that ended on the agent's own limits: these stay scored
@@ -121,15 +122,6 @@ class AgentOutcome:
 SCORED_ENDINGS = frozenset({
     "AgentTimeoutError", "ContextWindowExceededError", "OutputTokenExceededError", "AgentSafetyRefusalError",
 })
-
-
-def _agent_turns(trial_dir: Path) -> int | None:
-    """Model turns, from Harbor's ATIF trajectory: the agent's steps (each one model response)."""
-    try:
-        steps = json.loads((trial_dir / "agent" / "trajectory.json").read_text(encoding="utf-8")).get("steps") or []
-    except (OSError, ValueError, AttributeError):
-        return None
-    return sum(1 for step in steps if isinstance(step, dict) and step.get("source") == "agent")
 
 
 def _trial_context(spec: TrialSpec, browser: BrowserSessionHandle) -> dict:
@@ -212,24 +204,22 @@ async def run_harbor_trial(
         input=getattr(agent_result, "n_input_tokens", None), cached=getattr(agent_result, "n_cache_tokens", None),
         output=getattr(agent_result, "n_output_tokens", None), cost_usd=getattr(agent_result, "cost_usd", None),
     )
+    steps = load_trajectory_steps(trial_dir / "agent" / "trajectory.json")  # read once: answer, turns, scan
     return AgentOutcome(
         harbor_trial_dir=trial_dir, instruction=spec.task.instruction + "\n\n" + instruction_extra,
-        answer_raw=answer_path.read_bytes() if answer_path.exists() else final_agent_message(trial_dir),
+        answer_raw=answer_path.read_bytes() if answer_path.exists() else final_agent_message(steps),
         agent_sec=agent_sec, trial_sec=trial_sec, tokens=tokens, exception=exception, scored_note=scored_note,
-        turns=_agent_turns(trial_dir),
+        # model turns: the agent's steps, each one model response (None: no trajectory)
+        turns=sum(1 for step in steps if step.get("source") == "agent") if steps else None,
+        trajectory_steps=steps,
     )
 
 
-def final_agent_message(trial_dir: Path) -> bytes | None:
-    """The agent's last message from Harbor's ATIF trajectory: the answer when the agent replied
-    with it but did not write answer.json (the instructions ask for both)."""
-    path = trial_dir / "agent" / "trajectory.json"
-    try:
-        steps = json.loads(path.read_text(encoding="utf-8")).get("steps") or []
-    except (OSError, ValueError, AttributeError):
-        return None
+def final_agent_message(steps: list[dict]) -> bytes | None:
+    """The agent's last message in its ATIF trajectory: the answer when the agent replied with it
+    but did not write answer.json (the instructions ask for both)."""
     for step in reversed(steps):
-        message = step.get("message") if isinstance(step, dict) and step.get("source") == "agent" else None
+        message = step.get("message") if step.get("source") == "agent" else None
         if isinstance(message, list):
             message = "".join(part.get("text", "") for part in message if isinstance(part, dict))
         if isinstance(message, str) and message.strip():

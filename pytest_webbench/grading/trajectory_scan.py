@@ -34,16 +34,21 @@ def url_needles(url: str) -> list[str]:
     return needles
 
 
-def scan_trajectory(trajectory: Path, targets: dict[str, list[str]]) -> list[str]:
-    """Flags, one per offending tool call: `targets` maps what was reached (e.g. "the site") to
-    the strings that show it (hosts with ports, folder paths)."""
+def load_trajectory_steps(trajectory: Path) -> list[dict]:
+    """The steps of Harbor's ATIF trajectory; none if the agent wrote none (or an unreadable one)."""
     try:
         steps = json.loads(trajectory.read_text(encoding="utf-8")).get("steps") or []
     except (OSError, ValueError, AttributeError):
         return []
+    return [step for step in steps if isinstance(step, dict)] if isinstance(steps, list) else []
+
+
+def scan_trajectory(steps: list[dict], targets: dict[str, list[str]]) -> list[str]:
+    """Flags, one per offending tool call: `targets` maps what was reached (e.g. "the site") to
+    the strings that show it (hosts with ports, folder paths)."""
     flags = []
     for step in steps:
-        for call in (step.get("tool_calls") or []) if isinstance(step, dict) else []:
+        for call in step.get("tool_calls") or []:
             name = str(call.get("function_name", ""))
             if is_browser_tool(name):
                 continue
