@@ -165,12 +165,12 @@ async def run_harbor_trial(
         trial_name=spec.trial_id,
         trials_dir=jobs_dir,
         agent=AgentConfig(
-            import_path=runner.agent_import_path,
+            import_path=runner.agent,
             model_name=runner.check_model(options.model),
             base_url=options.model_base_url,
             model_api_format=runner.endpoint_api_format if options.model_base_url else None,
             mcp_servers=[{"name": "browser", "transport": "streamable-http", "url": proxy.url}],
-            kwargs={**runner.kwargs, **(_trial_context(spec, browser) if runner.takes_trial_context else {})},
+            kwargs={**runner.options, **(_trial_context(spec, browser) if runner.takes_trial_context else {})},
             env=_agent_env(runner),
         ),
         environment=EnvironmentConfig(

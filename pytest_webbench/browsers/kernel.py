@@ -31,6 +31,8 @@ class KernelBackend:
         if not api_key:
             raise BackendError("--browser kernel: KERNEL_API_KEY is not set", code="missing_key")
         self._client = AsyncKernel(api_key=api_key, base_url=base_url or os.environ.get("KERNEL_BASE_URL") or None)
+        # For WebMCP invokes: after a 504 outcome_unknown the tool may have run, so never retried.
+        self._no_retry = self._client.with_options(max_retries=0)
         self.headless = headless
         self.session_ids: dict[str, str] = {}  # our name -> Kernel's session id
 
@@ -72,9 +74,7 @@ class KernelBackend:
         return out.model_dump(mode="json", warnings=False)
 
     async def webmcp_invoke(self, session_id: str, tool_ref: str, input: dict, timeout_sec: float = 60) -> dict:
-        # Never retried: after a 504 outcome_unknown the tool may have run.
-        client = self._client.with_options(max_retries=0)
-        out = await self._call("webmcp invoke", client.browsers.webmcp.invoke_tool(
+        out = await self._call("webmcp invoke", self._no_retry.browsers.webmcp.invoke_tool(
             session_id, tool_ref=tool_ref, input=input, timeout_sec=int(timeout_sec)))
         return out.model_dump(mode="json", exclude_none=True, warnings=False)
 

@@ -75,11 +75,16 @@ class HostEnvironment(BaseEnvironment):
             raise ValueError(f"path {env_path!r} leaves the environment")
         return self.root.joinpath(*parts)
 
+    @property
+    def _keep_points(self) -> list[str]:
+        return [f"{KEEP}/{i}" for i in range(len(self.visible_paths))]
+
     async def start(self, force_build: bool) -> None:
         for path in PRIVATE_PATHS:
             self.host_path(path).mkdir(parents=True, exist_ok=True)
-            if self.isolated:
-                Path(path).mkdir(parents=True, exist_ok=True)  # an empty mount point on the host
+        if self.isolated:  # empty mount points on the host, made once, used by every command
+            for point in (*PRIVATE_PATHS, STAGE, *self._keep_points):
+                Path(point).mkdir(parents=True, exist_ok=True)
 
     def _namespaced(self, command: str, workdir: str) -> list[str]:
         """`unshare` a mount namespace, bind the trial's folders over the agents' paths, cover the
@@ -88,13 +93,7 @@ class HostEnvironment(BaseEnvironment):
         The trial's folder is first bound to a staging point, so the later mounts can cover its
         real path (it lives in the hidden results directory, perhaps under /tmp) and still reach
         it; /tmp is bound last for the same reason."""
-        for path in (*PRIVATE_PATHS, STAGE):
-            if path != STAGE:
-                self.host_path(path).mkdir(parents=True, exist_ok=True)
-            Path(path).mkdir(parents=True, exist_ok=True)  # an empty mount point on the host
-        keep = [f"{KEEP}/{i}" for i in range(len(self.visible_paths))]
-        for point in keep:
-            Path(point).mkdir(parents=True, exist_ok=True)
+        keep = self._keep_points  # start() made these and the other mount points
         staged = lambda p: shlex.quote(str(PurePosixPath(STAGE) / p.lstrip("/")))  # noqa: E731
         steps = [f"mount --bind {shlex.quote(str(self.root))} {STAGE}"]
         steps += [f"mount --bind {shlex.quote(src)} {point}" for src, point in zip(self.visible_paths, keep)]

@@ -205,14 +205,13 @@ class ProxySession:
 
     # -- requests --------------------------------------------------------------------------
     def _not_offered(self, message: dict) -> dict:
-        method = message["method"]
-        self.log.write(CallRecord(
-            time=time.time(), trial=self.trial, seq=next(self._seq), method=method, decision="rejected",
-            rule="method_not_offered", outcome="rejected",
-        ))
+        started, method = time.perf_counter(), message["method"]
         if method in EMPTY_LISTS:
-            return {"jsonrpc": "2.0", "id": message["id"], "result": {EMPTY_LISTS[method]: [], "resultType": "complete"}}
-        return _error(message["id"], METHOD_NOT_FOUND, f"{method} is not offered through the benchmark proxy")
+            reply = {"jsonrpc": "2.0", "id": message["id"], "result": {EMPTY_LISTS[method]: [], "resultType": "complete"}}
+        else:
+            reply = _error(message["id"], METHOD_NOT_FOUND, f"{method} is not offered through the benchmark proxy")
+        self._write(method, None, None, "rejected", started, reply, rule="method_not_offered")
+        return reply
 
     def _tools_call(self, message: dict) -> Step:
         started = time.perf_counter()

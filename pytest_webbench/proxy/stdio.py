@@ -166,9 +166,7 @@ def run(args: argparse.Namespace, command: list[str]) -> int:
 def main(argv: list[str] | None = None) -> int:
     args, command = parse_args(sys.argv[1:] if argv is None else argv)
     try:
-        if args.upstream_url:
-            parse_headers(args.upstream_header)
-        return run(args, command)
+        return run(args, command)  # a bad header or unset variable stops it before anything starts
     except UsageError as exc:
         print(f"python -m pytest_webbench.proxy: error: {exc}", file=sys.stderr)
         return 2

@@ -189,11 +189,22 @@ def _agreement(task_fields: list[str], pairs: list[tuple[TrialRecord, TrialRecor
     return _rate(agree, len(answered))
 
 
+def _tested(pairs: list[tuple[TrialRecord | None, TrialRecord | None]]) -> list[tuple[TrialRecord, TrialRecord]]:
+    """The pairs whose two trials both ended (passed or failed): the ones the paired tests use."""
+    return [(c, t) for c, t in pairs if _ended(c) and _ended(t)]
+
+
+def _split(pairs: list[tuple[TrialRecord, TrialRecord]]) -> tuple[int, int, int]:
+    """Pairs passing in both arms, in control only, in treatment only."""
+    both = sum(_passed(c) and _passed(t) for c, t in pairs)
+    c_only = sum(_passed(c) and not _passed(t) for c, t in pairs)
+    t_only = sum(_passed(t) and not _passed(c) for c, t in pairs)
+    return both, c_only, t_only
+
+
 def _paired_row(task: str, placebo: bool, agree_on: list[str], pairs: list[tuple[TrialRecord | None, TrialRecord | None]]) -> PairedRow:
-    tested = [(c, t) for c, t in pairs if _ended(c) and _ended(t)]
-    both = sum(_passed(c) and _passed(t) for c, t in tested)
-    c_only = sum(_passed(c) and not _passed(t) for c, t in tested)
-    t_only = sum(_passed(t) and not _passed(c) for c, t in tested)
+    tested = _tested(pairs)
+    both, c_only, t_only = _split(tested)
     speedups, t_fast, c_fast = [], 0, 0
     for c, t in tested:
         if _passed(c) and _passed(t) and c.timings.agent_sec and t.timings.agent_sec:
@@ -215,8 +226,7 @@ def _pooled(by_task: dict[str, list[tuple[TrialRecord, TrialRecord]]]) -> Pooled
     if not pairs:
         return None
     n = len(pairs)
-    c_only = sum(_passed(c) and not _passed(t) for c, t in pairs)
-    t_only = sum(_passed(t) and not _passed(c) for c, t in pairs)
+    _, c_only, t_only = _split(pairs)
     clustered = clustered_paired_difference(list(groups.values()))
     return PooledEffect(
         tasks=len(groups), pairs=n, control_rate=sum(_passed(c) for c, _ in pairs) / n,
@@ -309,7 +319,7 @@ def build_report(manifest: RunManifest, records: list[TrialRecord], problems: li
             limits = manifest.task_limits[task]
             paired_rows.append(_paired_row(task, limits.placebo, limits.agree_on, pairs))
             if not limits.placebo:
-                pooled_input[task] = [(c, t) for c, t in pairs if _ended(c) and _ended(t)]
+                pooled_input[task] = _tested(pairs)
 
     ordered = sorted(records, key=lambda r: r.trial_id)
     by_arm: dict[str, list[TrialRecord]] = {}

@@ -48,14 +48,6 @@ class RunnerSpec(BaseModel):
     endpoint_api_format: str | None = None
     env: dict[str, str] = Field(default_factory=dict)  # fixed environment for the agent's commands
 
-    @property
-    def agent_import_path(self) -> str:
-        return self.agent
-
-    @property
-    def kwargs(self) -> dict:
-        return dict(self.options)
-
     def check_model(self, model: str | None) -> str | None:
         """The model this preset will run, or a clear error before any trial starts."""
         chosen = model or self.default_model
