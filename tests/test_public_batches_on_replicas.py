@@ -19,6 +19,7 @@ REPLICAS = {
                                             ("get_article_summary", {"title": "Nowhere"})]),
     "github": ("codehub", "/acme/rocket", [("get_pull_request", {"repository": "acme/rocket", "number": 23}),
                                            ("search_merged_pull_requests", {"repository": "acme/rocket", "limit": 5}),
+                                           ("search_merged_pull_requests", {"repository": "acme/rocket", "query": "downlink STALLS"}),
                                            ("get_pull_request", {"repository": "acme/rocket", "number": 999})]),
 }
 
@@ -32,10 +33,12 @@ def check_wikipedia(results):
 
 
 def check_github(results):
-    pull, merged, missing = results
+    pull, merged, by_title, missing = results
     assert pull["status"] == "completed", pull
     assert pull["output"]["number"] == 23 and pull["output"]["author"] == "ejemison" and pull["output"]["merged"] is True
     assert pull["output"]["merged_by"] and len(pull["output"]["merge_commit_sha"]) == 40
+    # title words narrow the search to the one pull request, as github-merged-pr's treatment uses it
+    assert by_title["status"] == "completed" and [p["number"] for p in by_title["output"]] == [23], by_title
     numbers = [p["number"] for p in merged["output"]]
     assert merged["status"] == "completed" and len(numbers) == 5 and numbers == sorted(set(numbers), reverse=True)
     assert all(set(p) == {"number", "title", "author"} for p in merged["output"])

@@ -63,5 +63,5 @@ def test_kernel_without_a_key_is_one_error_before_any_trial(pytester, monkeypatc
     result = pytester.runpytest_subprocess("--suite", str(PUBLIC_WEB), "--browser", "kernel", "--runner", "nop",
                                            f"--results-dir={pytester.path / 'r'}")
     assert result.ret == 4
-    result.stderr.fnmatch_lines(["*--browser kernel: --browser kernel: KERNEL_API_KEY is not set*"])
+    result.stderr.fnmatch_lines(["*--browser kernel: KERNEL_API_KEY is not set*"])
     assert "test_trial" not in result.stdout.str()

@@ -29,7 +29,7 @@ class KernelBackend:
 
         api_key = api_key or os.environ.get("KERNEL_API_KEY")
         if not api_key:
-            raise BackendError("--browser kernel: KERNEL_API_KEY is not set", code="missing_key")
+            raise BackendError("KERNEL_API_KEY is not set", code="missing_key")
         self._client = AsyncKernel(api_key=api_key, base_url=base_url or os.environ.get("KERNEL_BASE_URL") or None)
         # For WebMCP invokes: after a 504 outcome_unknown the tool may have run, so never retried.
         self._no_retry = self._client.with_options(max_retries=0)

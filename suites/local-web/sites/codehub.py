@@ -3,6 +3,7 @@ state), releases and search. Its own WebMCP tool searches repositories."""
 
 from __future__ import annotations
 
+import hashlib
 import random
 
 from starlette.applications import Starlette
@@ -162,7 +163,7 @@ def _api_pull(repo: str, pr: dict) -> dict:
             "state": "open" if pr["state"] == "open" else "closed", "merged": merged,
             "merged_by": {"login": merger} if merged else None,
             "merged_at": f"2026-01-{pr['number'] % 28 + 1:02d}T12:00:00Z" if merged else None,
-            "merge_commit_sha": f"{abs(hash((repo, pr['number']))) % 16**40:040x}" if merged else None}
+            "merge_commit_sha": hashlib.sha1(f"{repo}#{pr['number']}".encode()).hexdigest() if merged else None}
 
 
 async def api_pull(request):
@@ -179,6 +180,9 @@ async def api_search_issues(request):
     pulls = DATA.get(repo, {}).get("pulls", []) if repo else []
     if "is:merged" in terms:
         pulls = [p for p in pulls if p["state"] == "merged"]
+    # Free words (GitHub's `in:title` qualifier kept them to the title): every one must be in it.
+    words = [t.casefold() for t in terms if ":" not in t]
+    pulls = [p for p in pulls if all(w in p["title"].casefold() for w in words)]
     per_page = int(request.query_params.get("per_page", 30))
     items = [{"number": p["number"], "title": p["title"], "user": {"login": p["author"]}, "pull_request": {}} for p in pulls]
     return JSONResponse({"total_count": len(items), "incomplete_results": False, "items": items[:per_page]})

@@ -29,15 +29,20 @@
     match: { url_patterns: ['https://github.com/*'] },
     tool: {
       name: 'search_merged_pull_requests',
-      description: 'Merged pull requests of a repository, most recently updated first (number, title, author).',
+      description: 'Merged pull requests of a repository, most recently updated first (number, title, author); words in `query` must all be in the title.',
       inputSchema: {
         type: 'object',
-        properties: { repository: { type: 'string' }, limit: { type: 'integer', default: 10 } },
+        properties: {
+          repository: { type: 'string', description: 'owner/name' },
+          query: { type: 'string', description: 'words the title must contain' },
+          limit: { type: 'integer', default: 10 },
+        },
         required: ['repository'],
       },
     },
-    execute: async ({ repository, limit = 10 }) => {
-      const q = encodeURIComponent(`repo:${repository} is:pr is:merged`);
+    execute: async ({ repository, query = '', limit = 10 }) => {
+      const words = query.trim() ? ` ${query.trim()} in:title` : '';
+      const q = encodeURIComponent(`repo:${repository} is:pr is:merged${words}`);
       const api = location.hostname === 'github.com' ? 'https://api.github.com' : `${location.origin}/api/v3`;
       const res = await fetch(`${api}/search/issues?q=${q}&sort=updated&order=desc&per_page=${limit}`);
       if (!res.ok) throw new Error(`GitHub search ${res.status}`);
