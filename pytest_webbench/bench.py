@@ -10,8 +10,9 @@ from pytest_webbench.trial import read_page_state, read_page_value
 
 def test_trial(webbench_trial, browser_session, mcp_proxy, agent_runner, trial_recorder):
     outcome = agent_runner.run()  # the agent, as a one-trial Harbor run, through the proxy
+    lost = browser_session.lost()  # a crashed or ended browser errors the trial instead of failing it
     # Grading never trusts the agent's claim: its JSON answer, and the live page read afterwards.
-    page_value, page_error = read_page_value(browser_session, webbench_trial)
+    page_value, page_error = read_page_value(browser_session, webbench_trial, mcp_proxy.log_path.parent)
     calls = mcp_proxy.calls()
     grade = grade_trial(
         webbench_trial.task.meta, outcome.answer_raw, calls.forwarded, cap_hit=calls.cap_hit,
@@ -24,7 +25,7 @@ def test_trial(webbench_trial, browser_session, mcp_proxy, agent_runner, trial_r
             grade.detail += f"; the page it was left on is a {refined.replace('_', ' ')}: {state.title!r} ({state.url}, HTTP {state.status})"
             grade.stop_reason = refined
     # A call that went around the browser tools is flagged for the report; it never changes the score.
-    record = trial_recorder.record(outcome, grade, calls, page_value, flags=agent_runner.trajectory_flags())
+    record = trial_recorder.record(outcome, grade, calls, page_value, flags=agent_runner.trajectory_flags(), lost=lost)
     assert record.outcome == "passed", (
         f"{webbench_trial.trial_id}: {record.stop_reason}: {record.detail} (expected {grade.expected}, "
         f"answer {grade.answer!r})"

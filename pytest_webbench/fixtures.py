@@ -10,7 +10,7 @@ import pytest
 
 from .grading import Grade
 from .pairing import TrialKey
-from .records import TrialRecord, trial_record_path, write_trial_record
+from .records import INFRASTRUCTURE_REASONS, TrialRecord, trial_record_path, write_trial_record
 from .run import RunOptions, RunServices
 from .runners import runner_spec
 from .trial import (
@@ -139,18 +139,9 @@ class TrialRecorder:
             model=self.st.options.model, grading=meta.grading, placebo=meta.placebo, started_at=self.started_at,
         )
 
-    def record(self, outcome: AgentOutcome, grade: Grade, calls, page_value, flags: list[str] | None = None) -> TrialRecord:
-        if outcome.exception:
-            # A failed agent run is errored, whatever a grader would say of its leftovers.
-            verdict = dict(outcome="errored", stop_reason="agent_error", reward=0.0, detail=outcome.exception)
-        elif outcome.tokens.cost_usd is not None and outcome.tokens.cost_usd > self.spend_limit:
-            # Over the task's spend limit is never a pass, whatever the answer.
-            verdict = dict(outcome="failed", stop_reason="over_spend", reward=0.0,
-                           detail=f"spent ${outcome.tokens.cost_usd:.4f} of a ${self.spend_limit:.2f} limit; {grade.detail}")
-        elif grade.passed:
-            verdict = dict(outcome="passed", stop_reason=None, reward=1.0, detail=grade.detail)
-        else:
-            verdict = dict(outcome="failed", stop_reason=grade.stop_reason, reward=0.0, detail=grade.detail)
+    def record(self, outcome: AgentOutcome, grade: Grade, calls, page_value, flags: list[str] | None = None,
+               lost: str | None = None) -> TrialRecord:
+        verdict = self._verdict(outcome, grade, calls, lost)
         if outcome.scored_note and not outcome.exception:
             verdict["detail"] = f"{verdict['detail']} (the agent's run ended: {outcome.scored_note[:500]})"
         raw = outcome.answer_raw.decode("utf-8", errors="replace")[:10000] if outcome.answer_raw else None
@@ -165,6 +156,32 @@ class TrialRecorder:
         write_trial_record(self.st.experiment_dir, record)
         self.written = record
         return record
+
+    def _verdict(self, outcome: AgentOutcome, grade: Grade, calls, lost: str | None) -> dict:
+        """The outcome and its stop reason. Infrastructure first: a failure the browser, its
+        server or the site explains is errored (the run did not measure the agent), not failed."""
+        def errored(reason: str, why: str) -> dict:
+            return dict(outcome="errored", stop_reason=reason, reward=0.0, detail=f"{why}; {grade.detail}")
+
+        if not grade.passed and lost:
+            return errored("browser_crashed", lost)
+        if not grade.passed and calls.upstream_failures:
+            return errored("upstream_error", f"the browser server failed {calls.upstream_failures} call(s)")
+        if outcome.exception:
+            # A failed agent run is errored, whatever a grader would say of its leftovers.
+            return dict(outcome="errored", stop_reason="agent_error", reward=0.0, detail=outcome.exception)
+        if outcome.tokens.cost_usd is not None and outcome.tokens.cost_usd > self.spend_limit:
+            # Over the task's spend limit is never a pass, whatever the answer.
+            return dict(outcome="failed", stop_reason="over_spend", reward=0.0,
+                        detail=f"spent ${outcome.tokens.cost_usd:.4f} of a ${self.spend_limit:.2f} limit; {grade.detail}")
+        if grade.passed:
+            return dict(outcome="passed", stop_reason=None, reward=1.0, detail=grade.detail)
+        if grade.stop_reason in INFRASTRUCTURE_REASONS:  # a bot block or a failing site it was left on
+            return dict(outcome="errored", stop_reason=grade.stop_reason, reward=0.0, detail=grade.detail)
+        reason = grade.stop_reason
+        if reason in ("no_answer", "no_browser_call") and (outcome.scored_note or "").startswith("AgentTimeoutError"):
+            reason = "agent_timeout"  # ran out of time before answering: still scored, it had its time
+        return dict(outcome="failed", stop_reason=reason, reward=0.0, detail=grade.detail)
 
     def record_error(self, detail: str) -> None:
         """The trial broke before grading (a backend or harness error): it stays in the denominator."""

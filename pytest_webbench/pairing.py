@@ -92,3 +92,26 @@ def pair_position(key: TrialKey, run_id: str, attempts: int) -> int | None:
         return None
     control_first = key.attempt in control_first_attempts(run_id, key.task, attempts)
     return 1 if (key.arm == "control") == control_first else 2
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """`I/N` (1 <= I <= N) as given to --shard."""
+    try:
+        index, count = (int(part) for part in text.split("/"))
+    except ValueError:
+        raise ValueError(f"--shard {text!r}: give I/N, e.g. 1/4") from None
+    if not 1 <= index <= count:
+        raise ValueError(f"--shard {text!r}: I must be between 1 and N")
+    return index, count
+
+
+def shard_trials(ordered: list[TrialKey], index: int, count: int) -> list[TrialKey]:
+    """Shard `index` of `count`: whole pairs and lone trials dealt round-robin in run order, so a
+    pair is never split across machines and each shard gets a share of every task."""
+    units: list[list[TrialKey]] = []
+    for key in ordered:
+        if units and key.pair_id is not None and units[-1][0].pair_id == key.pair_id:
+            units[-1].append(key)
+        else:
+            units.append([key])
+    return [key for n, unit in enumerate(units) if n % count == index - 1 for key in unit]

@@ -35,6 +35,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--resume", metavar="EXPERIMENT_ID", help="run only the planned trials of that experiment that have no result")
     group.addoption("--resume-errored", action="store_true", help="with --resume: run errored trials again too")
     group.addoption("--results-dir", help="where experiments are written (default: results)")
+    group.addoption("--shard", metavar="I/N", help="run shard I of N (whole pairs dealt round-robin); give every machine "
+                    "the same --experiment-id, then merge: python -m pytest_webbench.report merge OUT DIR...")
     group.addoption("--browser", choices=("local", "kernel"), help="browser backend (default local)")
     group.addoption("--publish", choices=("braintrust",), help="after the report, publish the run (one experiment per arm; "
                     "needs BRAINTRUST_API_KEY)")
@@ -62,19 +64,34 @@ def _options(config: pytest.Config):
         raise pytest.UsageError("--resume names the experiment: drop --experiment-id")
     experiment_id = (config.workerinput.get("webbench_experiment_id") if _is_worker(config) else None) \
         or get("resume") or get("experiment_id") or new_experiment_id()
+    shard = None
+    if get("shard"):
+        from .pairing import parse_shard
+
+        try:
+            shard = parse_shard(get("shard"))
+        except ValueError as exc:
+            raise pytest.UsageError(str(exc)) from None
+        if not (get("experiment_id") or get("resume")):
+            raise pytest.UsageError("--shard needs --experiment-id: every shard must share the run ID (it fixes pair order)")
     results_dir = Path(get("results_dir") or config.getini("webbench_results_dir"))
     if not results_dir.is_absolute():
         results_dir = config.rootpath / results_dir
     try:
         return RunOptions(
-            suite=get("suite"), runner=get("runner") or config.getini("webbench_runner"), model=get("model"),
+            suite=get("suite"), runner=_runner_name(get("runner") or config.getini("webbench_runner")), model=get("model"),
             attempts=get("attempts") or int(config.getini("webbench_attempts")), arms=arms,
             paired=not get("unpaired"), experiment_id=experiment_id, results_dir=results_dir,
-            model_base_url=get("model_base_url"),
+            model_base_url=get("model_base_url"), shard=shard,
             browser=get("browser") or config.getini("webbench_browser"),
         )
     except ValueError as exc:
         raise pytest.UsageError(f"webbench options: {exc}") from None
+
+
+def _runner_name(runner: str) -> str:
+    """A preset file is named by its absolute path, so workers and a later --resume find it."""
+    return str(Path(runner).resolve()) if runner.endswith(".toml") else runner
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -134,7 +151,8 @@ def _resume(config: pytest.Config, options, suite, experiment_dir: Path) -> set[
     try:
         manifest = read_manifest(experiment_dir)
         check_plan(manifest, suite.name, suite.content_hashes, options.runner, runner_spec(options.runner).check_model(options.model),
-                   options.attempts, list(options.arms or suite.spec.arms), options.paired)
+                   options.attempts, list(options.arms or suite.spec.arms), options.paired,
+                   f"{options.shard[0]}/{options.shard[1]}" if options.shard else None)
         return trials_to_skip(experiment_dir, config.getoption("resume_errored"))
     except (FileNotFoundError, ResumeError) as exc:
         raise pytest.UsageError(str(exc)) from None
@@ -207,6 +225,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     by_id = {k.trial_id: item for item in items if (k := _item_key(item))}
     keys = [k for item in items if (k := _item_key(item))]
     ordered = order_trials(keys, st.options.experiment_id, st.options.paired)
+    if st.options.shard:
+        from .pairing import shard_trials
+
+        mine = {k.trial_id for k in shard_trials(ordered, *st.options.shard)}
+        if others_shards := [by_id[k.trial_id] for k in ordered if k.trial_id not in mine]:
+            config.hook.pytest_deselected(items=others_shards)
+        ordered = [k for k in ordered if k.trial_id in mine]
     others = [item for item in items if _item_key(item) is None]
     items[:] = [by_id[k.trial_id] for k in ordered] + others
 
@@ -229,6 +254,31 @@ def pytest_xdist_node_collection_finished(node, ids: list[str]) -> None:
         return  # written already (or kept as planned, when resuming)
     keys = [TrialKey.parse(i.rsplit("[", 1)[1].rstrip("]")) for i in ids if "[" in i]
     _write_manifest(config, order_trials(keys, state(config).options.experiment_id, state(config).options.paired))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_handlecrashitem(crashitem: str, report, sched) -> None:
+    """xdist: a worker died mid-trial (SIGKILL, out of memory). The trial it was running gets an
+    errored record from the controller, so it is counted, reported and rerun by --resume-errored."""
+    config = sched.config
+    if STATE_KEY not in config.stash or "[" not in crashitem:
+        return
+    from .records import TrialRecord, read_manifest, trial_record_path, write_trial_record
+
+    st = state(config)
+    trial_id = crashitem.rsplit("[", 1)[1].rstrip("]")
+    if trial_record_path(st.experiment_dir, trial_id).exists():
+        return  # it finished writing before the worker died
+    manifest = read_manifest(st.experiment_dir)
+    planned = next((t for t in manifest.trials if t.trial_id == trial_id), None)
+    if planned is None:
+        return
+    limits = manifest.task_limits[planned.task]
+    write_trial_record(st.experiment_dir, TrialRecord(
+        **planned.model_dump(), experiment_id=manifest.experiment_id, runner=manifest.runner, model=manifest.model,
+        grading=limits.grading, placebo=limits.placebo, outcome="errored", stop_reason="worker_crashed",
+        detail=f"the pytest-xdist worker running it died: {report.longreprtext[-1000:]}", worker="controller",
+    ))
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -258,6 +308,7 @@ def _write_manifest(config: pytest.Config, keys: list[TrialKey]) -> None:
         runner_preset=runner.model_dump(mode="json"), model_base_url=opts.model_base_url,
         cli_version=installed_version(runner.cli.package) if runner.cli else None,
         attempts=opts.attempts, arms=list(opts.arms or st.suite.spec.arms), paired=opts.paired,
+        shard=f"{opts.shard[0]}/{opts.shard[1]}" if opts.shard else None,
         trials=[PlannedTrial(trial_id=k.trial_id, task=k.task, attempt=k.attempt, arm=k.arm, pair_id=k.pair_id if opts.paired else None,
                              pair_position=pair_position(k, opts.experiment_id, opts.attempts) if opts.paired else None)
                 for k in keys],

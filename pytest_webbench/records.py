@@ -20,8 +20,15 @@ RECORD_SCHEMA = 1
 Outcome = Literal["passed", "failed", "errored"]
 StopReason = Literal[
     "wrong_answer", "no_answer", "bot_block", "site_error", "backend_error", "unreadable_page", "call_cap",
-    "over_spend", "agent_error", "error_before_grading", "no_browser_call",
+    "over_spend", "agent_error", "agent_timeout", "error_before_grading", "no_browser_call", "browser_crashed",
+    "upstream_error", "worker_crashed",
 ]
+# Stop reasons that say the run, not the agent, failed: such trials are errored (out of the paired
+# tests, the run marked incomplete, rerun by --resume-errored).
+INFRASTRUCTURE_REASONS = frozenset({
+    "bot_block", "site_error", "backend_error", "agent_error", "error_before_grading", "browser_crashed",
+    "upstream_error", "worker_crashed",
+})
 
 
 class ExperimentExists(Exception):
@@ -64,6 +71,7 @@ class RunManifest(BaseModel):
     attempts: int
     arms: list[str]
     paired: bool
+    shard: str | None = None  # "I/N": this directory holds one shard's trials (merge them into one run)
     trials: list[PlannedTrial]
     broken_pairs: list[str] = Field(default_factory=list)
     task_limits: dict[str, TaskLimits]
@@ -92,6 +100,7 @@ class BrowserCalls(BaseModel):
     rejected_rules: dict[str, int] = Field(default_factory=dict)
     webmcp_invokes: dict[str, int] = Field(default_factory=dict)  # "injected:completed" -> n
     unreadable_log_lines: int = 0
+    upstream_failures: int = 0  # calls the browser server failed to answer
 
 
 class TrialRecord(PlannedTrial):
@@ -156,9 +165,21 @@ def trial_record_path(experiment_dir: Path, trial_id: str) -> Path:
 
 
 def write_trial_record(experiment_dir: Path, record: TrialRecord) -> Path:
+    """A record is never overwritten: one already there (a trial run again after a worker crash or
+    by --resume-errored) moves to trials/superseded/ first."""
     path = trial_record_path(experiment_dir, record.trial_id)
+    if path.exists():
+        supersede_record(experiment_dir, record.trial_id)
     atomic_write(path, record.model_dump_json(indent=2))
     return path
+
+
+def supersede_record(experiment_dir: Path, trial_id: str) -> None:
+    source = trial_record_path(experiment_dir, trial_id)
+    target_dir = experiment_dir / "trials" / "superseded"
+    target_dir.mkdir(parents=True, exist_ok=True)
+    n = len(list(target_dir.glob(f"{trial_id}*.json")))
+    os.replace(source, target_dir / f"{trial_id}{'' if n == 0 else f'.{n}'}.json")
 
 
 def write_manifest(experiment_dir: Path, manifest: RunManifest) -> None:

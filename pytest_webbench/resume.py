@@ -9,10 +9,9 @@ member recorded runs again whole, back to back as planned; the record it replace
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
-from .records import RunManifest, read_manifest, read_trial_records
+from .records import RunManifest, read_manifest, read_trial_records, supersede_record
 
 
 class ResumeError(Exception):
@@ -20,8 +19,9 @@ class ResumeError(Exception):
 
 
 def check_plan(manifest: RunManifest, suite_name: str, content_hashes: dict[str, str], runner: str, model: str | None,
-               attempts: int, arms: list[str], paired: bool) -> None:
-    wanted = {"suite": suite_name, "runner": runner, "model": model, "attempts": attempts, "arms": arms, "paired": paired}
+               attempts: int, arms: list[str], paired: bool, shard: str | None = None) -> None:
+    wanted = {"suite": suite_name, "runner": runner, "model": model, "attempts": attempts, "arms": arms, "paired": paired,
+              "shard": shard}
     for field, value in wanted.items():
         if getattr(manifest, field) != value:
             raise ResumeError(f"--resume {manifest.experiment_id}: {field} was {getattr(manifest, field)!r}, "
@@ -46,14 +46,7 @@ def trials_to_skip(experiment_dir: Path, rerun_errored: bool) -> set[str]:
         if not all(tid in done for tid in pair):
             for tid in pair:
                 if tid in records:
-                    _supersede(experiment_dir, tid)
+                    supersede_record(experiment_dir, tid)
                 done.discard(tid)
     return done
 
-
-def _supersede(experiment_dir: Path, trial_id: str) -> None:
-    source = experiment_dir / "trials" / f"{trial_id}.json"
-    target_dir = experiment_dir / "trials" / "superseded"
-    target_dir.mkdir(parents=True, exist_ok=True)
-    n = len(list(target_dir.glob(f"{trial_id}*.json")))
-    os.replace(source, target_dir / f"{trial_id}{'' if n == 0 else f'.{n}'}.json")

@@ -34,6 +34,7 @@ class RunOptions(BaseModel):
     experiment_id: str
     results_dir: Path
     browser: Literal["local", "kernel"] = "local"
+    shard: tuple[int, int] | None = None  # (I, N): this machine runs shard I of N
 
 
 def load_site_app(suite: Suite, site: str):

@@ -27,8 +27,14 @@ class ServiceLoop:
         self._servers: list[tuple[uvicorn.Server, asyncio.Future]] = []
 
     def run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
-        """Runs a coroutine on the service loop and waits for it from this thread."""
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+        """Runs a coroutine on the service loop and waits for it from this thread. If the wait
+        ends early (a timeout, Ctrl-C), the coroutine is cancelled: nothing runs on unowned."""
+        future = asyncio.run_coroutine_threadsafe(coro, self.loop)
+        try:
+            return future.result(timeout)
+        except BaseException:
+            future.cancel()
+            raise
 
     def serve(self, app: Any, name: str) -> str:
         """Serves an ASGI app on 127.0.0.1 at a free port; returns its base URL once it accepts."""

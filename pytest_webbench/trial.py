@@ -46,6 +46,13 @@ class BrowserSessionHandle:
     def run(self, coro, timeout: float | None = 120):
         return self.services.loop.run(coro, timeout=timeout)
 
+    def lost(self) -> str | None:
+        """Why the browser is gone, if it is (asked after the agent stops)."""
+        try:
+            return self.run(self.services.backend.session_lost(self.session_id), timeout=60)
+        except Exception:  # a backend that cannot say is no evidence either way
+            return None
+
 
 async def open_browser_session(services: RunServices, spec: TrialSpec, session_id: str, start_url: str) -> None:
     """A fresh context at the task's start page; in treatment, the site's tool batch registered
@@ -88,7 +95,7 @@ class ProxyHandle:
         return BrowserCalls(
             forwarded=stats.forwarded_calls, rejected=stats.rejected_calls, cap_hit=stats.cap_hits > 0,
             rejected_rules=rejected, webmcp_invokes=dict(stats.webmcp_invokes),
-            unreadable_log_lines=contents.unreadable_lines,
+            unreadable_log_lines=contents.unreadable_lines, upstream_failures=stats.upstream_failures,
         )
 
 
@@ -254,12 +261,19 @@ def read_page_state(browser: BrowserSessionHandle):
     return parse(out.get("result")) if out.get("success") else None
 
 
-def read_page_value(browser: BrowserSessionHandle, spec: TrialSpec) -> tuple[Any, str | None]:
+def read_page_value(browser: BrowserSessionHandle, spec: TrialSpec, trial_dir: Path) -> tuple[Any, str | None]:
+    """The task's page check on the live page; the page it read is kept for re-checking
+    (grading/snapshots.py)."""
+    from .grading.snapshots import SavedPageCheck, save_page_check
+
     page = spec.task.meta.page
     if page is None:
         return None, None
     url = browser.services.site_urls[spec.task.meta.site] + page.path
     try:
-        return browser.run(browser.services.backend.read_page(browser.session_id, url, page.script)), None
+        checked = browser.run(browser.services.backend.check_page(browser.session_id, url, page.script))
     except BackendError as exc:
         return None, str(exc)
+    saved = SavedPageCheck(trial_id=spec.trial_id, task=spec.key.task, url=checked.get("url") or url, value=checked["value"])
+    save_page_check(trial_dir, saved, checked.get("html"))
+    return checked["value"], None

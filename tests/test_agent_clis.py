@@ -119,7 +119,7 @@ def test_a_run_that_times_out_stays_scored_with_the_work_it_did(pytester, monkey
     result.assert_outcomes(failed=1)
     [record] = read_trial_records(pytester.path / "results" / "stall")[0]
     # the agent hit its time limit after one browser call: graded (no answer), not errored
-    assert record.outcome == "failed" and record.stop_reason == "no_answer", record.detail
+    assert record.outcome == "failed" and record.stop_reason == "agent_timeout", record.detail
     assert record.calls.forwarded == 1 and "AgentTimeoutError" in record.detail
     assert json.loads((pytester.path / "results" / "stall" / "report.json").read_text())["complete"]
 

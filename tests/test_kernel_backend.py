@@ -167,3 +167,26 @@ def test_a_public_web_pair_runs_end_to_end_on_kernel_stand_ins(pytester, monkeyp
     assert auth_seen and set(auth_seen) == {f"Bearer {KEY}"}
     for path in (pytester.path / "results").rglob("*"):
         assert not path.is_file() or KEY.encode() not in path.read_bytes(), path
+
+
+def test_a_browser_kernel_ended_mid_trial_is_reported_lost(kernel_api):
+    """Kernel ends an idle session itself (timeout_seconds): the trial is told why, from the API."""
+    standin, url, loop = kernel_api
+    kb = backend(url)
+
+    async def go():
+        await kb.create_session("exp1-a")
+        await kb.create_session("exp1-b")
+        alive = await kb.session_lost("exp1-a")
+        standin.end("exp1-a")
+        ended = await kb.session_lost("exp1-a")
+        never = await kb.session_lost("exp1-nope")
+        await kb.close()
+        return alive, ended, never
+
+    alive, ended, never = loop.run(go(), timeout=60)
+    assert alive is None
+    assert ended == "Kernel ended the browser session at 2026-12-02 00:01:00+00:00 (timeout_seconds 60)"
+    assert never == "Kernel has no such browser session any more"
+    retrieves = [p for m, p, _ in standin.requests if m == "GET" and p.startswith("/browsers/exp1-")]
+    assert retrieves == ["/browsers/exp1-a", "/browsers/exp1-a", "/browsers/exp1-nope"]

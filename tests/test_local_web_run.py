@@ -154,8 +154,10 @@ def test_a_trial_left_on_a_block_or_error_page_says_so(pytester, fault, reason):
         "--experiment-id", "fault", "-k", "shop-price and control")
     result.assert_outcomes(failed=1)
     [record] = read_trial_records(pytester.path / "results" / "fault")[0]
-    assert record.outcome == "failed" and record.stop_reason == reason, record.detail
+    # the site, not the agent: errored, so the pair leaves the tests and the run says it is incomplete
+    assert record.outcome == "errored" and record.stop_reason == reason, record.detail
     assert f"/_fault/{fault}" in record.detail
+    assert not json.loads((pytester.path / "results" / "fault" / "report.json").read_text())["complete"]
 
 
 def test_a_tool_batch_that_throws_when_registered_errors_the_trial_and_names_the_file(pytester):

@@ -49,4 +49,13 @@ class BrowserBackend(Protocol):
 
     async def read_page(self, session_id: str, url: str, script: str) -> Any: ...
 
+    async def check_page(self, session_id: str, url: str, script: str) -> dict:
+        """read_page's value, with the URL it ended on and the page's HTML as the check left it."""
+        ...
+
+    async def session_lost(self, session_id: str) -> str | None:
+        """Why the session's browser is gone (it crashed, or the provider ended it), or None if it
+        is alive: asked after the agent stops, so a dead browser errors the trial, not fails it."""
+        ...
+
     async def close(self) -> None: ...

@@ -37,7 +37,7 @@ async function getBrowser() {
 function session(id) {
   const s = sessions.get(id);
   if (!s) throw new Error(`unknown browser session ${JSON.stringify(id)}`);
-  if (s.crashed) throw new Error(`browser session ${id} lost its browser (Chromium exited)`);
+  if (s.crashed) throw Object.assign(new Error(`browser session ${id} lost its browser (Chromium exited)`), { code: 'browser_crashed' });
   return s;
 }
 
@@ -364,6 +364,12 @@ const OPS = {
     return { session_id: id };
   },
 
+  // Is the session still there, and its Chromium alive? (Asked after the agent stops.)
+  async status({ session: id }) {
+    const s = sessions.get(id);
+    return { open: Boolean(s), crashed: Boolean(s && (s.crashed || !s.browser.isConnected())) };
+  },
+
   async close({ session: id }) {
     const s = sessions.get(id);
     if (!s) return { closed: false };
@@ -463,7 +469,8 @@ const OPS = {
         try {
           await page.goto(url, { waitUntil: 'load' });
           const value = await page.evaluate(`(async () => {\n${script}\n})()`);
-          return { value: toJsonValue(value), url: page.url() };
+          // the page as the check left it: saved with the trial, so the check can be re-run on it later
+          return { value: toJsonValue(value), url: page.url(), html: await page.content() };
         } catch (e) {
           lastError = e;
           if (!/context was destroyed|navigat|Target closed/i.test(String(e.message))) break;

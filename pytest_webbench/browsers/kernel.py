@@ -95,13 +95,31 @@ class KernelBackend:
         return await response.read()
 
     async def read_page(self, session_id: str, url: str, script: str) -> Any:
+        return (await self.check_page(session_id, url, script))["value"]
+
+    async def check_page(self, session_id: str, url: str, script: str) -> dict:
         code = (f"const p = await context.newPage();\ntry {{\n  await p.goto({json.dumps(url)}, {{ waitUntil: 'load' }});\n"
-                f"  return await p.evaluate({json.dumps('(async () => {' + chr(10) + script + chr(10) + '})()')});\n"
+                f"  const value = await p.evaluate({json.dumps('(async () => {' + chr(10) + script + chr(10) + '})()')});\n"
+                "  return { value, url: p.url(), html: await p.content() };\n"
                 "} finally { await p.close(); }")
         out = await self.execute_playwright(session_id, code, timeout_sec=60)
         if not out.get("success"):
             raise BackendError(f"Kernel page check at {url}: {out.get('error')}", code="unreadable_page")
-        return out.get("result")
+        result = out.get("result")
+        if not isinstance(result, dict) or "value" not in result:
+            raise BackendError(f"Kernel page check at {url}: the check returned {str(result)[:200]}", code="unreadable_page")
+        return result
+
+    async def session_lost(self, session_id: str) -> str | None:
+        try:
+            browser = await self._call("browser status", self._client.browsers.retrieve(session_id, include_deleted=True))
+        except BackendError as exc:
+            if exc.code in ("not_found", "http_404"):
+                return "Kernel has no such browser session any more"
+            return None  # the API did not answer: no evidence the browser is gone
+        if browser.deleted_at is not None:
+            return f"Kernel ended the browser session at {browser.deleted_at} (timeout_seconds {browser.timeout_seconds})"
+        return None
 
     async def computer_action(self, session_id: str, actions: list[dict]) -> dict:
         raise BackendError("computer actions go through Kernel's hosted MCP server, not the harness", code="unsupported")

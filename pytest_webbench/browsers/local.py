@@ -153,7 +153,19 @@ class LocalBackend:
         return base64.b64decode((await self.call("screenshot", session=session_id))["image"])
 
     async def read_page(self, session_id: str, url: str, script: str) -> Any:
-        return (await self.call("read_page", session=session_id, url=url, script=script))["value"]
+        return (await self.check_page(session_id, url, script))["value"]
+
+    async def check_page(self, session_id: str, url: str, script: str) -> dict:
+        return await self.call("read_page", session=session_id, url=url, script=script)
+
+    async def session_lost(self, session_id: str) -> str | None:
+        try:
+            status = await self.call("status", session=session_id, timeout=30)
+        except BackendError as exc:
+            return f"the browser driver failed: {exc}"
+        if status["crashed"]:
+            return "the session's Chromium exited during the trial"
+        return None if status["open"] else "the session was closed during the trial"
 
     async def current_url(self, session_id: str) -> str:
         return (await self.call("current_url", session=session_id))["url"]

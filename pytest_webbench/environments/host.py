@@ -20,6 +20,7 @@ import functools
 import os
 import shlex
 import shutil
+import signal
 import subprocess
 from pathlib import Path, PurePosixPath
 
@@ -146,10 +147,20 @@ class HostEnvironment(BaseEnvironment):
         try:
             out, err = await asyncio.wait_for(proc.communicate(), timeout_sec)
         except TimeoutError:
-            try:
-                os.killpg(proc.pid, 9)
-            except ProcessLookupError:
-                pass
+            _kill_group(proc.pid)
             out, err = await proc.communicate()
             return ExecResult(stdout=out.decode(errors="replace"), stderr=err.decode(errors="replace") + "\n(timed out)", return_code=124)
-        return ExecResult(stdout=out.decode(errors="replace"), stderr=err.decode(errors="replace"), return_code=proc.returncode or 0)
+        except asyncio.CancelledError:  # Harbor's agent timeout, or the run interrupted: no orphans
+            _kill_group(proc.pid)
+            raise
+        # Killed by a signal: 128 + its number, as a shell and Harbor's container environments report it.
+        code = proc.returncode or 0
+        return ExecResult(stdout=out.decode(errors="replace"), stderr=err.decode(errors="replace"),
+                          return_code=128 - code if code < 0 else code)
+
+
+def _kill_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass

@@ -54,6 +54,7 @@ class ProxyStats:
     cap_hits: int = 0
     bad_messages: int = 0
     server_messages: int = 0
+    upstream_failures: int = 0  # the browser server did not answer (dead, unreachable, garbled)
     webmcp_invokes: dict[str, int] = field(default_factory=dict)  # "injected:completed" -> n
 
 
@@ -177,13 +178,16 @@ class ProxySession:
 
     def complete(self, call: Call, reply: dict | None | BaseException) -> dict:
         """The agent's reply to a forwarded request, filtered and accounted, and its log record."""
-        msg_id = call.message["id"]
+        failure = None  # the browser server failed this call: the reply is ours
         if isinstance(reply, BaseException):
-            reply = _error(msg_id, UPSTREAM_ERROR, f"browser server error: {reply or type(reply).__name__}")
-            call.rewritten = True
+            failure = f"browser server error: {reply or type(reply).__name__}"
         elif not isinstance(reply, dict) or not (isinstance(reply.get("result"), dict) or isinstance(reply.get("error"), dict)):
-            reply = _error(msg_id, UPSTREAM_ERROR, "browser server sent no usable reply")
+            failure = "browser server sent no usable reply"
+        if failure is not None:
+            reply = _error(call.message["id"], UPSTREAM_ERROR, failure)
             call.rewritten = True
+            with self._lock:
+                self.stats.upstream_failures += 1
         method = call.message["method"]
         result = reply.get("result")
         webmcp = None

@@ -3,6 +3,9 @@
 One directory: re-render report.json, report.md and report.html from the results on disk.
 Two: re-render both, then compare them (unpaired across runs), printing the comparison and
 writing it to --out (Markdown, with a .json beside it) when given.
+
+`python -m pytest_webbench.report merge OUT_DIR SHARD_DIR...`: merge the shards of one run
+(`--shard I/N`) into OUT_DIR and write its report.
 """
 
 from __future__ import annotations
@@ -16,7 +19,29 @@ from .compare import compare_reports, render_comparison
 from .render import headline_lines, paired_lines, write_report
 
 
+def merge_main(argv: list[str]) -> int:
+    from .merge import MergeError, merge_shards
+
+    parser = argparse.ArgumentParser(prog="python -m pytest_webbench.report merge",
+                                     description="merge the shards of one run into one experiment directory")
+    parser.add_argument("out_dir", type=Path, metavar="OUT_DIR")
+    parser.add_argument("shard_dirs", type=Path, nargs="+", metavar="SHARD_DIR")
+    args = parser.parse_args(argv)
+    try:
+        merge_shards(args.out_dir, args.shard_dirs)
+    except MergeError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    report = write_report(args.out_dir)
+    print("\n".join(headline_lines(report) + paired_lines(report)))
+    print(f"report: {args.out_dir / 'report.md'}, {args.out_dir / 'report.html'}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["merge"]:
+        return merge_main(argv[1:])
     parser = argparse.ArgumentParser(prog="python -m pytest_webbench.report", description=__doc__.split("\n\n")[1])
     parser.add_argument("experiment_dirs", type=Path, nargs="+", metavar="EXPERIMENT_DIR")
     parser.add_argument("--out", type=Path, help="write the comparison of two runs here (Markdown)")

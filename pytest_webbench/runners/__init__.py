@@ -4,6 +4,7 @@
 takes exactly the path a real agent takes; `nop` does nothing (every trial should fail); `codex`,
 `claude` and `pi` run the real agent CLIs, pinned, through Harbor's installed agents. Choosing a
 preset replaces the whole option set, so nothing carries over from one agent to another.
+`--runner path/to/preset.toml` runs an agent of your own, described the same way.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import inspect
 import tomllib
 from functools import cache
 from importlib import resources
+from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -82,10 +84,27 @@ def load_presets() -> dict[str, RunnerSpec]:
 
 
 def runner_spec(name: str) -> RunnerSpec:
+    if name.endswith(".toml"):
+        return load_preset_file(Path(name))
     try:
         return load_presets()[name]
     except KeyError:
-        raise UnknownRunner(f"--runner {name}: unknown runner; choose from {', '.join(load_presets())}") from None
+        raise UnknownRunner(f"--runner {name}: unknown runner; choose from {', '.join(load_presets())}, "
+                            "or give a preset file (.toml)") from None
+
+
+@cache
+def load_preset_file(path: Path) -> RunnerSpec:
+    """A preset of the user's own: the same fields as the bundled ones."""
+    try:
+        return RunnerSpec.model_validate(tomllib.loads(path.read_text(encoding="utf-8")))
+    except OSError as exc:
+        raise UnknownRunner(f"--runner {path}: cannot read the preset: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise UnknownRunner(f"--runner {path}: not TOML: {exc}") from None
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise UnknownRunner(f"--runner {path}: {'.'.join(map(str, first['loc'])) or 'preset'}: {first['msg']}") from None
 
 
 def check_runner(name: str, model: str | None, require_cli: bool = True) -> RunnerSpec:

@@ -1,5 +1,5 @@
 """A stand-in for the Kernel API endpoints the harness uses, in their request and response
-shapes (as the `kernel` SDK 0.131 sends and reads them): browser list/create/delete, Playwright
+shapes (as the `kernel` SDK 0.131 sends and reads them): browser list/create/retrieve/delete, Playwright
 execute, WebMCP tools/invoke (including HTTP 504 `outcome_unknown`), custom tools add/list/remove
 and the screenshot. It records every request, so tests can count retries and scan for secrets."""
 
@@ -25,6 +25,7 @@ class Browser:
     name: str
     url: str = "about:blank"
     custom: dict[str, dict] = field(default_factory=dict)  # tool id -> definition
+    deleted_at: str | None = None  # set when Kernel ends the session itself (its inactivity timeout)
 
 
 class KernelApiStandin:
@@ -32,12 +33,14 @@ class KernelApiStandin:
         self.api_key = api_key
         self.page_values = page_values or {}  # what a page check reads
         self.browsers: dict[str, Browser] = {}
+        self.ended: dict[str, Browser] = {}  # ended by Kernel, not by the client: retrievable with include_deleted
         self.requests: list[tuple[str, str, bytes]] = []
         self.fail_next: dict[str, list[int]] = {}  # path suffix -> statuses to answer first
         b = "/browsers/{id}"
         self.app = Starlette(routes=[
             Route("/browsers", self.list_browsers, methods=["GET"]),
             Route("/browsers", self.create, methods=["POST"]),
+            Route(b, self.retrieve, methods=["GET"]),
             Route(b, self.delete, methods=["DELETE"]),
             Route(b + "/playwright/execute", self.execute, methods=["POST"]),
             Route(b + "/webmcp/tools", self.tools, methods=["GET"]),
@@ -96,6 +99,28 @@ class KernelApiStandin:
             "timeout_seconds": 60, "region": "us-east", "memory": {"size_mb": 4096},
         })
 
+    def end(self, name: str) -> None:
+        """Kernel ends a session itself (its `timeout_seconds` of inactivity ran out)."""
+        browser = next(b for b in self.browsers.values() if name in (b.session_id, b.name))
+        browser.deleted_at = "2026-12-02T00:01:00Z"
+        self.ended[browser.session_id] = self.browsers.pop(browser.session_id)
+
+    async def retrieve(self, request: Request):
+        _, refused = await self._enter(request)
+        if refused:
+            return refused
+        browser = self._browser(request)
+        if browser is None and request.query_params.get("include_deleted") == "true":
+            key = request.path_params["id"]
+            browser = next((b for b in self.ended.values() if key in (b.session_id, b.name)), None)
+        if browser is None:
+            return self._missing()
+        return JSONResponse({
+            "session_id": browser.session_id, "name": browser.name, "stealth": True, "headless": True,
+            "cdp_ws_url": f"wss://standin/{browser.session_id}/cdp", "created_at": "2026-12-02T00:00:00Z",
+            "timeout_seconds": 60, "deleted_at": browser.deleted_at,
+        })
+
     async def delete(self, request: Request):
         _, browser, refused = await self._enter_browser(request)
         if refused:
@@ -112,8 +137,11 @@ class KernelApiStandin:
         if goto and "newPage" not in code:
             browser.url = goto.group(2)
             return JSONResponse({"success": True, "result": browser.url})
-        if "newPage" in code:  # a page check
-            return JSONResponse({"success": True, "result": self.page_values})
+        if "newPage" in code:  # a page check: what the harness's check code returns from Kernel's runtime
+            url = re.search(r"p\.goto\((\"[^\"]+\")", code)
+            return JSONResponse({"success": True, "result": {
+                "value": self.page_values, "url": json.loads(url.group(1)) if url else None,
+                "html": f"<html><body><pre>{json.dumps(self.page_values)}</pre></body></html>"}})
         return JSONResponse({"success": True, "result": None, "stdout": "", "stderr": ""})
 
     async def tools(self, request: Request):

@@ -116,14 +116,34 @@ def main() -> None:
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--record", type=Path, required=True)
+    parser.add_argument("--port-file", type=Path, help="serve streamable HTTP at /mcp on a free port, written here")
     args = parser.parse_args()
     server = build_standin(args.record)
+    if args.port_file:
+        return serve_http(server, args.port_file)
 
     async def serve() -> None:
         async with stdio_server() as (read, write):
             await server.run(read, write, server.create_initialization_options())
 
     anyio.run(serve)
+
+
+def serve_http(server: Server, port_file: Path) -> None:
+    """As Kernel hosts it: streamable HTTP, here as its own process so a test can kill it."""
+    import socket
+
+    import uvicorn
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(128)  # connections wait in the backlog until uvicorn accepts them
+    app = server.streamable_http_app(json_response=True, stateless_http=True)
+    config = uvicorn.Config(app, log_level="warning")
+    tmp = port_file.with_suffix(".tmp")
+    tmp.write_text(str(sock.getsockname()[1]))
+    tmp.rename(port_file)  # the port appears whole, once the socket listens
+    uvicorn.Server(config).run(sockets=[sock])
 
 
 if __name__ == "__main__":

@@ -1,0 +1,119 @@
+"""A Harbor agent for fault tests: the reference solution, with one real fault injected in the
+trials named. Used through a runner preset file (`--runner faults.toml`), as a user's own agent is.
+
+Faults, each done for real to this process or its children:
+- crash_browser: SIGKILL the worker's Chromium after the agent's first call, then carry on.
+- kill_upstream: SIGKILL the process named by $WEBBENCH_FAULT_PID (a browser MCP server).
+- crash_agent: the agent's process dies by a signal (exit 137), and the agent reports it.
+- hang: the agent's command never returns (Harbor's timeout ends it).
+- interrupt: SIGINT to this pytest process (Ctrl-C), while an agent command is running.
+- kill_worker: SIGKILL this pytest process (an xdist worker) mid-trial.
+
+A fault fires once per armed file: `armed` names a file that must exist and is removed as the
+fault fires, so a resumed run replays cleanly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from pathlib import Path
+
+from pytest_webbench.runners.reference import ReferenceAgent, ReferenceBrowser
+
+
+def descendants(pid: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry.name))
+    out, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+def cmdline(pid: int) -> list[str]:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+    except OSError:
+        return []
+
+
+def wait_dead(pid: int) -> None:
+    """Until the process has exited (gone, or a zombie its parent has not reaped yet): its sockets
+    and pipes are closed by then. Polls the kernel's state, with no fixed sleep to trust."""
+    while True:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            return
+        if state in ("Z", "X"):
+            return
+        os.sched_yield()
+
+
+class FaultAgent(ReferenceAgent):
+    def __init__(self, *args, fault: str, trials: list[str], armed: str, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fault, self.trials, self.armed = fault, trials, Path(armed)
+
+    @staticmethod
+    def name() -> str:
+        return "webbench-fault"
+
+    def _fires(self) -> bool:
+        if not any(self.browser_session_id.endswith("-" + t) for t in self.trials):
+            return False
+        try:
+            self.armed.unlink()
+        except FileNotFoundError:
+            return False
+        return True
+
+    async def run(self, instruction, environment, context) -> None:
+        if not self._fires():
+            return await super().run(instruction, environment, context)
+        if self.fault == "crash_agent":
+            result = await environment.exec("kill -KILL $$")
+            raise RuntimeError(f"the agent's process died: exit {result.return_code}")
+        if self.fault == "hang":
+            await environment.exec("sleep 3600")
+            return
+        if self.fault == "interrupt":
+            marker = self.armed.name  # the test looks for this process afterwards: it must be gone
+            running = asyncio.ensure_future(environment.exec(f"exec -a {marker} sleep 3600"))
+            while not any(marker in " ".join(cmdline(p)) for p in descendants(os.getpid())):
+                await asyncio.sleep(0)  # until the command is running
+            os.kill(os.getpid(), signal.SIGINT)
+            await running
+            return
+        if self.fault == "kill_worker":
+            os.kill(os.getpid(), signal.SIGKILL)
+        # crash_browser / kill_upstream: one call, the fault, then the solution as usual
+        from mcp import Client
+
+        async with Client(self.mcp_servers[0].url, mode="legacy") as client:
+            browser = ReferenceBrowser(client, self.browser_session_id, self.start_url)
+            await browser.playwright("return page.url()")
+        if self.fault == "crash_browser":
+            victims = [p for p in descendants(os.getpid())
+                       if (argv := cmdline(p)) and "chromium" in Path(argv[0]).name and not any(a.startswith("--type=") for a in argv)]
+            assert victims, "no Chromium under this worker"
+        elif self.fault == "kill_upstream":
+            victims = [int(os.environ["WEBBENCH_FAULT_PID"])]
+        else:
+            raise ValueError(f"unknown fault {self.fault!r}")
+        for pid in victims:
+            os.kill(pid, signal.SIGKILL)
+        for pid in victims:
+            wait_dead(pid)
+        return await super().run(instruction, environment, context)
+
