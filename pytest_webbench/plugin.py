@@ -38,6 +38,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--shard", metavar="I/N", help="run shard I of N (whole pairs dealt round-robin); give every machine "
                     "the same --experiment-id, then merge: python -m pytest_webbench.report merge OUT DIR...")
     group.addoption("--browser", choices=("local", "kernel"), help="browser backend (default local)")
+    group.addoption("--environment", help="where agents run: host (default: this machine, isolated) or a Harbor "
+                    "environment type (docker, daytona, modal, ...); a sandbox reaches the proxy at --proxy-url")
+    group.addoption("--proxy-listen", metavar="HOST:PORT", help="the proxy's address (default 127.0.0.1 at a free port; "
+                    "0.0.0.0:8765 for sandboxes; xdist workers take consecutive ports)")
+    group.addoption("--proxy-url", metavar="URL", help="the proxy's base URL as agents reach it, '{port}' filled in "
+                    "(e.g. http://host.docker.internal:{port}, or a tunnel's https URL)")
     group.addoption("--publish", choices=("braintrust",), help="after the report, publish the run (one experiment per arm; "
                     "needs BRAINTRUST_API_KEY)")
     group.addoption("--publish-project", help="Braintrust project (default: webbench-<suite>)")
@@ -74,6 +80,10 @@ def _options(config: pytest.Config):
             raise pytest.UsageError(str(exc)) from None
         if not (get("experiment_id") or get("resume")):
             raise pytest.UsageError("--shard needs --experiment-id: every shard must share the run ID (it fixes pair order)")
+    environment = get("environment") or "host"
+    listen = _proxy_listen(get("proxy_listen"))
+    if environment != "host":
+        _check_environment(environment, get("proxy_url"))
     results_dir = Path(get("results_dir") or config.getini("webbench_results_dir"))
     if not results_dir.is_absolute():
         results_dir = config.rootpath / results_dir
@@ -82,11 +92,35 @@ def _options(config: pytest.Config):
             suite=get("suite"), runner=_runner_name(get("runner") or config.getini("webbench_runner")), model=get("model"),
             attempts=get("attempts") or int(config.getini("webbench_attempts")), arms=arms,
             paired=not get("unpaired"), experiment_id=experiment_id, results_dir=results_dir,
-            model_base_url=get("model_base_url"), shard=shard,
+            model_base_url=get("model_base_url"), shard=shard, environment=environment, proxy_listen=listen,
+            proxy_url=get("proxy_url"),
             browser=get("browser") or config.getini("webbench_browser"),
         )
     except ValueError as exc:
         raise pytest.UsageError(f"webbench options: {exc}") from None
+
+
+def _proxy_listen(text: str | None) -> tuple[str, int]:
+    if not text:
+        return ("127.0.0.1", 0)
+    host, _, port = text.rpartition(":")
+    try:
+        return (host or "127.0.0.1", int(port))
+    except ValueError:
+        raise pytest.UsageError(f"--proxy-listen {text!r}: give HOST:PORT, e.g. 0.0.0.0:8765") from None
+
+
+def _check_environment(environment: str, proxy_url: str | None) -> None:
+    """A Harbor environment type, and a proxy address its sandboxes can reach."""
+    from harbor.environments.factory import EnvironmentFactory
+
+    names = EnvironmentFactory.registered_names()
+    if environment not in names:
+        raise pytest.UsageError(f"--environment {environment}: not a Harbor environment type; choose host or one of "
+                                f"{', '.join(names)}")
+    if not proxy_url:
+        raise pytest.UsageError(f"--environment {environment}: agents in a sandbox cannot reach 127.0.0.1; give --proxy-url "
+                                "(and --proxy-listen 0.0.0.0:PORT), e.g. http://host.docker.internal:{port} or a tunnel")
 
 
 def _runner_name(runner: str) -> str:
@@ -305,7 +339,7 @@ def _write_manifest(config: pytest.Config, keys: list[TrialKey]) -> None:
     manifest = RunManifest(
         experiment_id=opts.experiment_id, created_at=datetime.now(UTC).isoformat(), suite=st.suite.name,
         suite_path=str(st.suite.path), runner=opts.runner, model=runner.check_model(opts.model), browser=opts.browser,
-        runner_preset=runner.model_dump(mode="json"), model_base_url=opts.model_base_url,
+        runner_preset=runner.model_dump(mode="json"), model_base_url=opts.model_base_url, environment=opts.environment,
         cli_version=installed_version(runner.cli.package) if runner.cli else None,
         attempts=opts.attempts, arms=list(opts.arms or st.suite.spec.arms), paired=opts.paired,
         shard=f"{opts.shard[0]}/{opts.shard[1]}" if opts.shard else None,

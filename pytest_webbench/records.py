@@ -68,6 +68,7 @@ class RunManifest(BaseModel):
     cli_version: str | None = None  # what is installed, as run
     model_base_url: str | None = None
     browser: str
+    environment: str = "host"  # where agents ran: host, or a Harbor environment type
     attempts: int
     arms: list[str]
     paired: bool

@@ -35,6 +35,11 @@ class RunOptions(BaseModel):
     results_dir: Path
     browser: Literal["local", "kernel"] = "local"
     shard: tuple[int, int] | None = None  # (I, N): this machine runs shard I of N
+    # Where agents run: "host" (this machine, a private mount namespace) or a Harbor environment
+    # type (docker, daytona, modal, ...), whose sandboxes reach the proxy at proxy_url.
+    environment: str = "host"
+    proxy_listen: tuple[str, int] = ("127.0.0.1", 0)
+    proxy_url: str | None = None  # what agents are given, "{port}" filled in; None: the listening address
 
 
 def load_site_app(suite: Suite, site: str):
@@ -62,7 +67,7 @@ class RunServices:
     upstream_headers: dict[str, str] = field(default_factory=dict)
 
     @classmethod
-    def start(cls, suite: Suite, browser: str) -> RunServices:
+    def start(cls, suite: Suite, browser: str, options: RunOptions | None = None) -> RunServices:
         loop = ServiceLoop()
         headers: dict[str, str] = {}
         if browser == "kernel":
@@ -80,7 +85,12 @@ class RunServices:
             app = build_server(backend).streamable_http_app(json_response=True, stateless_http=True)
             backend_url = loop.serve(app, "browser MCP server") + "/mcp"
         routes = ProxyRoutes()
-        proxy_url = loop.serve(routes.app, "proxy")
+        host, port = options.proxy_listen if options else ("127.0.0.1", 0)
+        if port:  # xdist: one proxy per worker, at consecutive ports
+            port += int(os.environ.get("PYTEST_XDIST_WORKER", "gw0")[2:] or 0)
+        proxy_url = loop.serve(routes.app, "proxy", host, port)
+        if options and options.proxy_url:  # a sandbox reaches it by another name (a tunnel, the Docker host)
+            proxy_url = options.proxy_url.format(port=proxy_url.rsplit(":", 1)[1]).rstrip("/")
         services = cls(suite, loop, backend, backend_url, routes, proxy_url, upstream_headers=headers)
         for name, site in suite.spec.sites.items():
             if site.app:

@@ -36,14 +36,15 @@ class ServiceLoop:
             future.cancel()
             raise
 
-    def serve(self, app: Any, name: str) -> str:
-        """Serves an ASGI app on 127.0.0.1 at a free port; returns its base URL once it accepts."""
+    def serve(self, app: Any, name: str, host: str = "127.0.0.1", port: int = 0) -> str:
+        """Serves an ASGI app (on 127.0.0.1 at a free port unless told otherwise); returns its
+        base URL once it accepts."""
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         # Accepted sockets inherit this: without it a kept-alive connection waits ~40 ms per
         # reply (Nagle against the client's delayed ACK).
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        sock.bind(("127.0.0.1", 0))
+        sock.bind((host, port))
         port = sock.getsockname()[1]
         # A request still running at shutdown (a stalled stream) is cancelled after 2 s, not awaited.
         config = uvicorn.Config(app, log_level="warning", lifespan="auto", access_log=False, timeout_graceful_shutdown=2)
@@ -61,7 +62,7 @@ class ServiceLoop:
 
         self._servers.append((server, self.run(start(), timeout=30)))
         logging.getLogger(__name__).debug("%s listening on port %d", name, port)
-        return f"http://127.0.0.1:{port}"
+        return f"http://{'127.0.0.1' if host in ('0.0.0.0', '') else host}:{port}"
 
     def close(self) -> None:
         async def stop_all() -> None:

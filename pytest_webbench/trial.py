@@ -156,21 +156,32 @@ def _agent_env(runner: RunnerSpec) -> dict[str, str]:
     return env
 
 
-async def run_harbor_trial(
-    options: RunOptions, runner: RunnerSpec, spec: TrialSpec, browser: BrowserSessionHandle, proxy: ProxyHandle,
-    experiment_dir: Path,
-) -> AgentOutcome:
-    """One Harbor trial with our host environment; the verifier is off because grading happens in
-    the test body, against the answer and the live page."""
-    from harbor.models.trial.config import AgentConfig, EnvironmentConfig, TaskConfig, TrialConfig, VerifierConfig
-    from harbor.trial.trial import Trial
+ANSWER_PATH = "/app/answer.json"  # where the instructions tell every agent to write its answer
 
-    instruction_extra = arm_instructions(spec.key.arm, browser.session_id, browser.start_url)
-    jobs_dir = experiment_dir / "jobs" / spec.key.arm
-    config = TrialConfig(
+
+def harbor_trial_config(options: RunOptions, runner: RunnerSpec, spec: TrialSpec, browser: BrowserSessionHandle,
+                        proxy: ProxyHandle, experiment_dir: Path):
+    """What Harbor receives for one trial: the task, the agent with the proxy as its only MCP
+    server, and where it runs (our host environment, or a Harbor sandbox type passed through)."""
+    from harbor.models.environment_type import EnvironmentType
+    from harbor.models.trial.config import (
+        AgentConfig, ArtifactConfig, EnvironmentConfig, TaskConfig, TrialConfig, VerifierConfig,
+    )
+
+    on_host = options.environment == "host"
+    if on_host:
+        environment = EnvironmentConfig(
+            import_path="pytest_webbench.environments.host:HostEnvironment",
+            # What an agent's shell must not read: task files with answers and solutions, other results.
+            kwargs={"hidden_paths": [str(spec.task.path.parent.parent), str(options.results_dir)],
+                    "visible_paths": _visible_paths(runner)},
+        )
+    else:  # a sandbox holds nothing of the suite or the results: only the task's instruction goes in
+        environment = EnvironmentConfig(type=EnvironmentType(options.environment))
+    return TrialConfig(
         task=TaskConfig(path=spec.task.path),
         trial_name=spec.trial_id,
-        trials_dir=jobs_dir,
+        trials_dir=experiment_dir / "jobs" / spec.key.arm,
         agent=AgentConfig(
             import_path=runner.agent,
             model_name=runner.check_model(options.model),
@@ -178,23 +189,34 @@ async def run_harbor_trial(
             model_api_format=runner.endpoint_api_format if options.model_base_url else None,
             mcp_servers=[{"name": "browser", "transport": "streamable-http", "url": proxy.url}],
             kwargs={**runner.options, **(_trial_context(spec, browser) if runner.takes_trial_context else {})},
-            env=_agent_env(runner),
+            # the pinned CLI's folder is on this machine: a sandbox installs the same pin itself
+            env=_agent_env(runner) if on_host else dict(runner.env),
         ),
-        environment=EnvironmentConfig(
-            import_path="pytest_webbench.environments.host:HostEnvironment",
-            # What an agent's shell must not read: task files with answers and solutions, other results.
-            kwargs={"hidden_paths": [str(spec.task.path.parent.parent), str(options.results_dir)],
-                    "visible_paths": _visible_paths(runner)},
-        ),
+        environment=environment,
         verifier=VerifierConfig(disable=True),
-        extra_instructions=[instruction_extra],
+        # the answer file, fetched from wherever the agent ran (a sandbox keeps it otherwise)
+        artifacts=[ArtifactConfig(source=ANSWER_PATH, destination="answer.json")],
+        extra_instructions=[arm_instructions(spec.key.arm, browser.session_id, browser.start_url)],
     )
+
+
+async def run_harbor_trial(
+    options: RunOptions, runner: RunnerSpec, spec: TrialSpec, browser: BrowserSessionHandle, proxy: ProxyHandle,
+    experiment_dir: Path,
+) -> AgentOutcome:
+    """One Harbor trial; the verifier is off because grading happens in the test body, against
+    the answer and the live page."""
+    from harbor.trial.trial import Trial
+
+    config = harbor_trial_config(options, runner, spec, browser, proxy, experiment_dir)
+    instruction_extra = config.extra_instructions[0]
+    jobs_dir = config.trials_dir
     started = time.perf_counter()
     trial = await Trial.create(config)
     result = await trial.run()
     trial_sec = time.perf_counter() - started
     trial_dir = jobs_dir / spec.trial_id
-    answer_path = trial_dir / "environment" / "app" / "answer.json"
+    answer_path = trial_dir / "artifacts" / "answer.json"
     agent_result = result.agent_result
     timing = result.agent_execution
     agent_sec = None

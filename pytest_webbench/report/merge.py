@@ -14,7 +14,7 @@ from pathlib import Path
 from ..pairing import TrialKey, broken_pairs, order_trials
 from ..records import ExperimentExists, RunManifest, claim_experiment_dir, read_manifest, write_manifest
 
-SAME = ("experiment_id", "suite", "runner", "model", "browser", "attempts", "arms", "paired", "content_hashes")
+SAME = ("experiment_id", "suite", "runner", "model", "browser", "environment", "attempts", "arms", "paired", "content_hashes")
 
 
 class MergeError(Exception):

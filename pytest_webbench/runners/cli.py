@@ -36,9 +36,18 @@ class PinnedCli:
     preset: str
 
     async def install(self, environment) -> None:
-        problem = cli_problem(runner_spec(self.preset).cli)
-        if problem:
-            raise RuntimeError(problem)
+        from ..environments.host import HostEnvironment
+
+        pin = runner_spec(self.preset).cli
+        if isinstance(environment, HostEnvironment):  # on this machine: the project's npm folder
+            if problem := cli_problem(pin):
+                raise RuntimeError(problem)
+            return
+        # In a sandbox (--environment docker|daytona|modal): the same pin, from the npm registry.
+        result = await environment.exec(f"npm install --global --no-fund --no-audit {pin.package}@{pin.version}")
+        if result.return_code != 0:
+            raise RuntimeError(f"installing {pin.package}@{pin.version} in the sandbox failed "
+                               f"(exit {result.return_code}): {(result.stderr or result.stdout or '')[-500:]}")
 
 
 class WebbenchCodex(PinnedCli, Codex):

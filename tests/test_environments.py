@@ -1,0 +1,118 @@
+"""Where agents run: this machine (HostEnvironment), or a Harbor sandbox type passed through
+(--environment docker|daytona|modal) that reaches the proxy at --proxy-url. Offline, the
+configuration Harbor receives is checked with Harbor's own models and factory."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from pytest_webbench.pairing import TrialKey
+from pytest_webbench.run import RunOptions
+from pytest_webbench.runners import runner_spec
+from pytest_webbench.suite import load_suite
+from pytest_webbench.trial import BrowserSessionHandle, ProxyHandle, TrialSpec, harbor_trial_config
+
+ROOT = Path(__file__).resolve().parents[1]
+LOCAL_WEB = ROOT / "suites" / "local-web"
+PUBLIC_URL = "https://proxy.example.test:8765"
+
+
+def config_for(environment: str, runner: str, tmp_path: Path):
+    suite = load_suite(LOCAL_WEB)
+    task = next(t for t in suite.tasks if t.name == "shop-price")
+    spec = TrialSpec(TrialKey("shop-price", 1, "treatment"), task, 1)
+    options = RunOptions(suite="local-web", runner=runner, experiment_id="env", results_dir=tmp_path / "results",
+                         environment=environment, proxy_url=PUBLIC_URL if environment != "host" else None)
+    browser = BrowserSessionHandle("env-shop-price-a1-treatment", "http://shop.localhost:1234/", services=None)
+    proxy = ProxyHandle(f"{PUBLIC_URL}/trials/shop-price-a1-treatment/mcp", session=None, log_path=tmp_path / "log.jsonl")
+    return harbor_trial_config(options, runner_spec(runner), spec, browser, proxy, tmp_path / "results" / "env")
+
+
+@pytest.mark.parametrize("environment", ["docker", "daytona", "modal"])
+@pytest.mark.parametrize("runner", ["codex", "reference"])
+def test_a_sandbox_gets_harbor_s_environment_type_and_the_proxy_s_public_url(environment, runner, tmp_path):
+    from harbor.environments.factory import EnvironmentFactory
+    import tomllib
+
+    from harbor.models.task.config import TaskConfig as HarborTaskConfig
+    from harbor.models.trial.config import TrialConfig
+
+    config = config_for(environment, runner, tmp_path)
+    assert config.environment.type.value == environment and config.environment.import_path is None
+    assert config.environment.kwargs == {}  # nothing of this machine's paths goes into a sandbox
+    EnvironmentFactory.validate_options(config.environment)  # Harbor's own check of what it will build
+    [server] = config.agent.mcp_servers
+    assert (server.transport, server.url) == ("streamable-http", f"{PUBLIC_URL}/trials/shop-price-a1-treatment/mcp")
+    assert "PATH" not in config.agent.env  # the host's npm folder means nothing in a sandbox
+    assert [(a.source, a.destination) for a in config.artifacts] == [("/app/answer.json", "answer.json")]
+    assert TrialConfig.model_validate_json(config.model_dump_json()) == config  # as a Harbor job file holds it
+    task_toml = tomllib.loads((config.task.path / "task.toml").read_text())
+    task_env = HarborTaskConfig.model_validate(task_toml).environment  # the image Harbor starts for the agent
+    assert task_env.docker_image == "node:22-bookworm" and task_env.workdir == "/app"
+    if runner == "reference":
+        assert config.agent.kwargs["browser_session_id"] == "env-shop-price-a1-treatment"
+
+
+def test_on_this_machine_the_host_environment_hides_the_suite_and_results(tmp_path):
+    config = config_for("host", "codex", tmp_path)
+    assert config.environment.import_path == "pytest_webbench.environments.host:HostEnvironment"
+    hidden = config.environment.kwargs["hidden_paths"]
+    assert str(LOCAL_WEB) in hidden and str(tmp_path / "results") in hidden
+    from pytest_webbench.runners.install import npm_prefix
+
+    assert config.agent.env["PATH"].startswith(str(npm_prefix()))
+
+
+def test_a_pinned_cli_installs_its_pin_inside_a_sandbox():
+    """In a sandbox the pinned CLI comes from the npm registry at the same version; a failed install
+    is one clear error naming the pin."""
+    import asyncio
+
+    from pytest_webbench.runners.cli import WebbenchCodex
+
+    class Sandbox:  # Harbor's environment interface, as far as install uses it
+        def __init__(self, code: int):
+            self.code, self.commands = code, []
+
+        async def exec(self, command, **kwargs):
+            self.commands.append(command)
+            return SimpleNamespace(return_code=self.code, stdout="", stderr="npm ERR! 404 Not Found")
+
+    agent = WebbenchCodex.__new__(WebbenchCodex)
+    ok = Sandbox(0)
+    asyncio.run(agent.install(ok))
+    pin = runner_spec("codex").cli
+    assert ok.commands == [f"npm install --global --no-fund --no-audit {pin.package}@{pin.version}"]
+    with pytest.raises(RuntimeError, match=rf"installing @openai/codex@{pin.version} in the sandbox failed \(exit 1\): npm ERR! 404"):
+        asyncio.run(agent.install(Sandbox(1)))
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--environment", "cloudy"], "--environment cloudy: not a Harbor environment type; choose host or one of"),
+    (["--environment", "daytona"], "--environment daytona: agents in a sandbox cannot reach 127.0.0.1; give --proxy-url"),
+    (["--proxy-listen", "0.0.0.0:http"], "--proxy-listen '0.0.0.0:http': give HOST:PORT"),
+])
+def test_bad_environment_options_are_one_clear_error(pytester, args, message):
+    result = pytester.runpytest_subprocess("--suite", str(LOCAL_WEB), "--collect-only", f"--results-dir={pytester.path / 'r'}", *args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR and message in result.stderr.str()
+
+
+@pytest.mark.chromium
+def test_agents_reach_the_proxy_at_the_url_they_are_given(pytester):
+    """--proxy-url is what agents get (here the same listener by another name): the run passes, and
+    Harbor's recorded trial config holds that URL."""
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", f"--results-dir={pytester.path / 'results'}", "--suite", str(LOCAL_WEB),
+        "--runner", "reference", "--experiment-id", "named", "-k", "shop-price and control",
+        "--proxy-listen", "127.0.0.1:0", "--proxy-url", "http://localhost:{port}/")
+    result.assert_outcomes(passed=1)
+    trial = pytester.path / "results" / "named" / "jobs" / "control" / "shop-price-a1-control"
+    recorded = json.loads((trial / "config.json").read_text())
+    [server] = recorded["agent"]["mcp_servers"]
+    assert server["url"].startswith("http://localhost:") and server["url"].endswith("/trials/shop-price-a1-control/mcp")
+    manifest = json.loads((pytester.path / "results" / "named" / "manifest.json").read_text())
+    assert manifest["environment"] == "host"
