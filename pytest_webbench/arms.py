@@ -9,8 +9,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from .pairing import PAIRED_ARMS  # noqa: F401 - re-exported: the pairs' arms
+
 ArmName = Literal["control", "treatment", "playwright"]
-PAIRED_ARMS: tuple[ArmName, ArmName] = ("control", "treatment")
 
 PLAYWRIGHT_TOOL = "execute_playwright_code"
 # Kernel renamed its REPL tool; a policy allows either name so both server versions work.

@@ -11,35 +11,18 @@ import pytest
 from .grading import Grade
 from .pairing import TrialKey
 from .records import INFRASTRUCTURE_REASONS, TrialRecord, trial_record_path, write_trial_record
-from .run import RunOptions, RunServices
+from .run import RunServices
 from .runners import runner_spec
+from .state import STATE_KEY, WebbenchState, state
 from .trial import (
     AgentOutcome, BrowserSessionHandle, ProxyHandle, TrialSpec, open_browser_session, open_proxy_route,
     record_reward_in_harbor, run_harbor_trial,
 )
 
-STATE_KEY = pytest.StashKey["WebbenchState"]()
-
-
-class WebbenchState:
-    """What the plugin knows of this run in this process."""
-
-    def __init__(self, options: RunOptions, suite, experiment_dir: Path):
-        self.options, self.suite, self.experiment_dir = options, suite, experiment_dir
-        self.specs: dict[str, TrialSpec] = {}
-        self.report = None  # the controller's Report, once written
-        self.published = None  # the Braintrust experiments, or why publishing failed
-        self.skip: set[str] = set()  # --resume: trials that already have a result
-
-
-def state(config: pytest.Config) -> WebbenchState:
-    return config.stash[STATE_KEY]
-
-
 @pytest.fixture(scope="session")
 def webbench_services(request):
     st = state(request.config)
-    services = RunServices.start(st.suite, st.options.browser)
+    services = RunServices.start(st.suite, st.options.browser, st.options)
     yield services
     services.close()
 

@@ -11,7 +11,9 @@ import random
 import re
 from dataclasses import dataclass
 
-from .arms import PAIRED_ARMS
+# The arms run as matched pairs (the playwright arm runs alone). Here, not in arms.py, so that the
+# plugin can order trials without importing pydantic (see benchmarks/import_cost.py).
+PAIRED_ARMS = ("control", "treatment")
 
 TRIAL_ID = re.compile(r"^(?P<task>[a-z0-9-]+?)-a(?P<attempt>\d+)-(?P<arm>control|treatment|playwright)$")
 

@@ -13,9 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from .fixtures import STATE_KEY, WebbenchState, record_if_missing, state
-from .fixtures import agent_runner, browser_session, mcp_proxy, trial_recorder, webbench_services, webbench_trial  # noqa: F401
 from .pairing import TrialKey, broken_pairs, order_trials, pair_position
+from .state import STATE_KEY, WebbenchState, state
 
 BENCH_MODULE = Path(__file__).with_name("bench.py")
 ARM_CHOICES = ("control", "treatment", "playwright")
@@ -165,6 +164,9 @@ def pytest_configure(config: pytest.Config) -> None:
             experiment_dir = claim_experiment_dir(options.results_dir, options.experiment_id)
         except ExperimentExists as exc:
             raise pytest.UsageError(str(exc)) from None
+    from . import fixtures
+
+    config.pluginmanager.register(fixtures, "webbench-fixtures")  # the trial's fixtures, only for a --suite run
     config.stash[STATE_KEY] = WebbenchState(options, suite, experiment_dir)
     state(config).skip = skip
     config.args[:] = [str(BENCH_MODULE)]  # collect the trials, and nothing else
@@ -212,6 +214,7 @@ def _check_kernel_access() -> None:
         raise pytest.UsageError(f"--browser kernel: {exc}") from None
 
 
+@pytest.hookimpl(optionalhook=True)  # an xdist hook: the plugin also loads without xdist
 def pytest_configure_node(node) -> None:
     """xdist: every worker uses the controller's experiment id, so they compute one pair order."""
     if STATE_KEY in node.config.stash:
@@ -376,7 +379,9 @@ def _versions() -> dict[str, str]:
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call):
     report = yield
-    if report.failed and report.when in ("setup", "call"):
+    if report.failed and report.when in ("setup", "call") and STATE_KEY in item.config.stash:
+        from .fixtures import record_if_missing
+
         record_if_missing(item, report)
     if STATE_KEY in item.config.stash:
         from .fixtures import RECORDER_KEY

@@ -28,6 +28,26 @@ def test_without_suite_the_plugin_is_inert(pytester):
     assert not (pytester.path / "results").exists()
 
 
+HEAVY = ("harbor", "litellm", "pydantic", "scipy", "mcp", "httpx", "uvicorn", "playwright", "kernel",
+         "pytest_webbench.fixtures", "pytest_webbench.trial", "pytest_webbench.report")
+
+
+def test_without_suite_nothing_heavy_is_imported(pytester, monkeypatch):
+    """What a project pays for having the plugin installed (the time is benchmarks/import_cost.py)."""
+    pytester.makeconftest(
+        "import sys\n"
+        "def pytest_sessionfinish(session):\n"
+        f"    loaded = [m for m in {HEAVY!r} if m in sys.modules]\n"
+        "    ours = session.config.pluginmanager.get_plugin('pytest_webbench.plugin') is not None\n"
+        "    open('loaded.txt', 'w').write(' '.join(['plugin' if ours else 'no-plugin', *loaded]))\n")
+    pytester.makepyfile("def test_ok():\n    assert True\n")
+    # other installed plugins (braintrust, hypothesis) import some of these themselves: load only ours
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "pytest_webbench.plugin")
+    result.assert_outcomes(passed=1)
+    assert (pytester.path / "loaded.txt").read_text().split() == ["plugin"]
+
+
 def test_items_one_per_task_attempt_arm_with_readable_ids(pytester):
     result = run(pytester, "--suite", str(LOCAL_WEB), "--attempts", "3", "--collect-only", "-q")
     ids = collected_ids(result)
