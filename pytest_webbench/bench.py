@@ -3,12 +3,13 @@ plugin parametrizes it with every task x attempt x arm of the suite."""
 
 from __future__ import annotations
 
-from pytest_webbench.grading import grade_trial
-from pytest_webbench.grading.page_state import refine_stop_reason
-from pytest_webbench.trial import read_page_state, read_page_value
-
 
 def test_trial(webbench_trial, browser_session, mcp_proxy, agent_runner, trial_recorder):
+    # imported here: collecting 10,000 trials need not load the trial machinery
+    from pytest_webbench.grading import grade_trial
+    from pytest_webbench.grading.page_state import refine_stop_reason
+    from pytest_webbench.trial import read_page_state, read_page_value
+
     outcome = agent_runner.run()  # the agent, as a one-trial Harbor run, through the proxy
     lost = browser_session.lost()  # a crashed or ended browser errors the trial instead of failing it
     # Grading never trusts the agent's claim: its JSON answer, and the live page read afterwards.

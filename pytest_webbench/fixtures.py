@@ -5,22 +5,26 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
-from .grading import Grade
 from .pairing import TrialKey
 from .records import INFRASTRUCTURE_REASONS, TrialRecord, trial_record_path, write_trial_record
-from .run import RunServices
 from .runners import runner_spec
 from .state import STATE_KEY, WebbenchState, state
-from .trial import (
-    AgentOutcome, BrowserSessionHandle, ProxyHandle, TrialSpec, open_browser_session, open_proxy_route,
-    record_reward_in_harbor, run_harbor_trial,
-)
+from .suite import TrialSpec
+
+if TYPE_CHECKING:  # the trial machinery (web servers, HTTP clients) loads when the first trial runs,
+    # so planning a run (--collect-only) stays fast: benchmarks/collection_scale.py
+    from .grading import Grade
+    from .run import RunServices
+    from .trial import AgentOutcome, BrowserSessionHandle, ProxyHandle
 
 @pytest.fixture(scope="session")
 def webbench_services(request):
+    from .run import RunServices
+
     st = state(request.config)
     services = RunServices.start(st.suite, st.options.browser, st.options)
     yield services
@@ -38,6 +42,8 @@ def _trial_dir(request, spec: TrialSpec) -> Path:
 
 @pytest.fixture
 def browser_session(request, webbench_services: RunServices, webbench_trial: TrialSpec):
+    from .trial import BrowserSessionHandle, open_browser_session
+
     st = state(request.config)
     session_id = f"{st.options.experiment_id}-{webbench_trial.trial_id}"
     start_url = webbench_services.site_urls[webbench_trial.task.meta.site] + webbench_trial.task.meta.start_path
@@ -62,6 +68,8 @@ def browser_session(request, webbench_services: RunServices, webbench_trial: Tri
 
 @pytest.fixture
 def mcp_proxy(request, webbench_services: RunServices, webbench_trial: TrialSpec, browser_session):
+    from .trial import open_proxy_route
+
     handle = open_proxy_route(webbench_services, webbench_trial, browser_session.session_id, _trial_dir(request, webbench_trial))
     try:
         yield handle
@@ -77,6 +85,8 @@ class AgentRunner:
         self.outcome: AgentOutcome | None = None
 
     def run(self) -> AgentOutcome:
+        from .trial import run_harbor_trial
+
         runner = runner_spec(self.st.options.runner)
         timeout = self.spec.task.timeout_sec + 120
         self.outcome = self.browser.run(
@@ -124,6 +134,8 @@ class TrialRecorder:
 
     def record(self, outcome: AgentOutcome, grade: Grade, calls, page_value, flags: list[str] | None = None,
                lost: str | None = None) -> TrialRecord:
+        from .trial import record_reward_in_harbor
+
         verdict = self._verdict(outcome, grade, calls, lost)
         if outcome.scored_note and not outcome.exception:
             verdict["detail"] = f"{verdict['detail']} (the agent's run ended: {outcome.scored_note[:500]})"

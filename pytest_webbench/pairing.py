@@ -10,6 +10,7 @@ import hashlib
 import random
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 # The arms run as matched pairs (the playwright arm runs alone). Here, not in arms.py, so that the
 # plugin can order trials without importing pydantic (see benchmarks/import_cost.py).
@@ -40,11 +41,12 @@ class TrialKey:
         return cls(m["task"], int(m["attempt"]), m["arm"])
 
 
-def control_first_attempts(run_id: str, task: str, attempts: int) -> set[int]:
+@lru_cache(maxsize=4096)  # asked once per trial by collection, ordering and the manifest
+def control_first_attempts(run_id: str, task: str, attempts: int) -> frozenset[int]:
     """Which attempts run control first: half of them (rounded by a coin), chosen by the run ID."""
     rng = random.Random(int.from_bytes(hashlib.sha256(f"{run_id}/{task}".encode()).digest()[:8], "big"))
     count = attempts // 2 + (rng.random() < 0.5 if attempts % 2 else 0)
-    return set(rng.sample(range(1, attempts + 1), count))
+    return frozenset(rng.sample(range(1, attempts + 1), count))
 
 
 def order_trials(keys: list[TrialKey], run_id: str, paired: bool = True) -> list[TrialKey]:
@@ -58,7 +60,7 @@ def order_trials(keys: list[TrialKey], run_id: str, paired: bool = True) -> list
     attempts_by_task: dict[str, int] = {}
     for k in keys:
         attempts_by_task[k.task] = max(attempts_by_task.get(k.task, 0), k.attempt)
-    first_cache: dict[str, set[int]] = {}
+    first_cache: dict[str, frozenset[int]] = {}
     ordered: list[TrialKey] = []
     done: set[str] = set()
     for k in keys:

@@ -58,7 +58,7 @@ def _is_worker(config: pytest.Config) -> bool:
 
 def _options(config: pytest.Config):
     from .records import new_experiment_id
-    from .run import RunOptions
+    from .options import RunOptions
 
     get = config.getoption
     arms = tuple(a.strip() for a in get("arms").split(",") if a.strip()) if get("arms") else None
@@ -231,7 +231,7 @@ def _trial_keys(st: WebbenchState) -> list[TrialKey]:
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "webbench_trial" not in metafunc.fixturenames or STATE_KEY not in metafunc.config.stash:
         return
-    from .trial import TrialSpec
+    from .suite import TrialSpec
 
     st = state(metafunc.config)
     tasks = {t.name: t for t in st.suite.tasks}
@@ -244,8 +244,11 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 def _item_key(item: pytest.Item) -> TrialKey | None:
-    params = getattr(getattr(item, "callspec", None), "params", {})
-    return TrialKey.parse(params["webbench_trial"]) if "webbench_trial" in params else None
+    trial_id = getattr(getattr(item, "callspec", None), "params", {}).get("webbench_trial")
+    if trial_id is None:
+        return None
+    spec = state(item.config).specs.get(trial_id) if STATE_KEY in item.config.stash else None
+    return spec.key if spec else TrialKey.parse(trial_id)
 
 
 @pytest.hookimpl(trylast=True)
@@ -258,9 +261,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         done = [item for item in items if (k := _item_key(item)) and k.trial_id in st.skip]
         if done:
             config.hook.pytest_deselected(items=done)
-            items[:] = [item for item in items if item not in done]
-    by_id = {k.trial_id: item for item in items if (k := _item_key(item))}
-    keys = [k for item in items if (k := _item_key(item))]
+            done_ids = set(map(id, done))
+            items[:] = [item for item in items if id(item) not in done_ids]
+    keyed = [(k, item) for item in items if (k := _item_key(item))]
+    by_id = {k.trial_id: item for k, item in keyed}
+    keys = [k for k, _ in keyed]
     ordered = order_trials(keys, st.options.experiment_id, st.options.paired)
     if st.options.shard:
         from .pairing import shard_trials
@@ -269,7 +274,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if others_shards := [by_id[k.trial_id] for k in ordered if k.trial_id not in mine]:
             config.hook.pytest_deselected(items=others_shards)
         ordered = [k for k in ordered if k.trial_id in mine]
-    others = [item for item in items if _item_key(item) is None]
+    trials = set(map(id, by_id.values()))
+    others = [item for item in items if id(item) not in trials]
     items[:] = [by_id[k.trial_id] for k in ordered] + others
 
 
@@ -400,6 +406,8 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     st = state(config)
     if not (st.experiment_dir / "manifest.json").exists():
         return  # collection failed or nothing was selected: no run to report
+    if config.option.collectonly:
+        return  # a plan, nothing ran: the manifest is the result
     from .harbor_jobs import write_job_results
     from .report import write_report
 

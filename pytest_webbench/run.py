@@ -1,4 +1,4 @@
-"""One pytest process's view of a run: its options, and the services its trials share.
+"""One pytest process's view of a run: the services its trials share.
 
 Sites, the browser backend with its MCP server, and the proxy's endpoint start once per process
 (per xdist worker) and are shared by every trial it runs.
@@ -11,35 +11,12 @@ import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
-
-from pydantic import BaseModel, ConfigDict, Field
 
 from .browsers.base import BrowserBackend
+from .options import RunOptions
 from .proxy.http_endpoint import ProxyRoutes
 from .service import ServiceLoop
 from .suite import Suite
-
-
-class RunOptions(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
-    suite: str
-    runner: str = "reference"
-    model: str | None = None
-    model_base_url: str | None = None
-    attempts: int = Field(1, ge=1)
-    arms: tuple[str, ...] | None = None
-    paired: bool = True
-    experiment_id: str
-    results_dir: Path
-    browser: Literal["local", "kernel"] = "local"
-    shard: tuple[int, int] | None = None  # (I, N): this machine runs shard I of N
-    # Where agents run: "host" (this machine, a private mount namespace) or a Harbor environment
-    # type (docker, daytona, modal, ...), whose sandboxes reach the proxy at proxy_url.
-    environment: str = "host"
-    proxy_listen: tuple[str, int] = ("127.0.0.1", 0)
-    proxy_url: str | None = None  # what agents are given, "{port}" filled in; None: the listening address
 
 
 def load_site_app(suite: Suite, site: str):

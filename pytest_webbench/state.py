@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
-    from .run import RunOptions
-    from .trial import TrialSpec
+    from .options import RunOptions
+    from .suite import TrialSpec
 
 STATE_KEY = pytest.StashKey["WebbenchState"]()
 

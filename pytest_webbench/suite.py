@@ -8,15 +8,18 @@ says how the task is graded and limited. Harbor's own `TaskConfig` validates eve
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import tomllib
+from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from .arms import ARM_POLICIES, ArmName
+from .arms import ARM_POLICIES, ArmName, ArmPolicy, arm_policy
+from .pairing import TrialKey
 
 GradingMode = Literal["page", "pinned", "format"]
 TASK_NAME = re.compile(r"^[a-z0-9][a-z0-9-]*$")
@@ -168,10 +171,17 @@ class Suite(BaseModel):
     @cached_property
     def content_hashes(self) -> dict[str, str]:
         """sha256 of the suite's definition files and of each tool batch, for the manifest."""
-        files = sorted(p for p in self.path.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+        # os.walk and plain strings: pathlib costs ~1 s on a 1,000-task suite (benchmarks/collection_scale.py)
+        root = str(self.path)
+        files = []
+        for folder, dirs, names in os.walk(root):
+            dirs[:] = [d for d in dirs if d != "__pycache__"]
+            prefix = folder[len(root) + 1:] + "/" if folder != root else ""
+            files += [(prefix + n, f"{folder}/{n}") for n in names]
         digest = hashlib.sha256()
-        for p in files:
-            digest.update(str(p.relative_to(self.path)).encode() + b"\0" + p.read_bytes() + b"\0")
+        for relative, full in sorted(files, key=lambda f: f[0].split("/")):  # Path order, as hashes were made
+            with open(full, "rb") as f:
+                digest.update(relative.encode() + b"\0" + f.read() + b"\0")
         hashes = {"suite": digest.hexdigest()}
         for site in self.spec.sites:
             if (batch := self.tool_batch_path(site)) is not None:
@@ -262,3 +272,20 @@ def resolve_suite_path(name_or_path: str, search_roots: list[Path]) -> Path:
             return candidate if candidate.is_dir() else candidate.parent
     looked = ", ".join(str(c) for c in candidates)
     raise SuiteError(given, "--suite", f"no suite.toml found (looked in {looked})")
+
+
+@dataclass(frozen=True)
+class TrialSpec:
+    """One pytest item: a task, an attempt, an arm, and its place in its pair."""
+
+    key: TrialKey
+    task: Task
+    pair_position: int | None
+
+    @property
+    def trial_id(self) -> str:
+        return self.key.trial_id
+
+    @property
+    def policy(self) -> ArmPolicy:
+        return arm_policy(self.key.arm)

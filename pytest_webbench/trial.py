@@ -9,32 +9,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .arms import ArmPolicy, arm_instructions, arm_policy
+from .arms import arm_instructions
 from .browsers.base import BackendError
 from .grading.trajectory_scan import load_trajectory_steps
-from .pairing import TrialKey
 from .proxy.log import CallLog, read_call_log
 from .proxy.relay import ProxySession
 from .proxy.upstream import HttpUpstream
 from .records import BrowserCalls, Tokens
 from .run import RunOptions, RunServices
 from .runners import RunnerSpec
-from .suite import Task
-
-
-@dataclass(frozen=True)
-class TrialSpec:
-    key: TrialKey
-    task: Task
-    pair_position: int | None
-
-    @property
-    def trial_id(self) -> str:
-        return self.key.trial_id
-
-    @property
-    def policy(self) -> ArmPolicy:
-        return arm_policy(self.key.arm)
+from .suite import Task, TrialSpec  # noqa: F401 - TrialSpec re-exported
 
 
 @dataclass

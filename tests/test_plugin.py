@@ -73,6 +73,11 @@ def test_collection_puts_pairs_back_to_back(pytester):
         assert first.rsplit("-", 1)[0] == second.rsplit("-", 1)[0]
     controls_first = sum(1 for first in ids[::2] if first.endswith("control"))
     assert controls_first == len(TASKS) * 2  # 4 attempts: exactly half control-first, per task
+    # a plan, nothing ran: the manifest is written (in the collected order), no report
+    experiment = pytester.path / "results" / "order-check"
+    manifest = json.loads((experiment / "manifest.json").read_text())
+    assert [t["trial_id"] for t in manifest["trials"]] == ids
+    assert not (experiment / "report.json").exists()
 
 
 def test_broken_pair_is_reported_in_the_manifest(pytester):

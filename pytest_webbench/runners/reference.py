@@ -13,11 +13,13 @@ import importlib.util
 import json
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harbor.agents.base import BaseAgent
 from harbor.agents.capabilities import AgentCapabilities
-from mcp import Client
+
+if TYPE_CHECKING:  # the MCP SDK loads when a trial runs, not when a run is planned (~1 s)
+    from mcp import Client
 
 
 class ReferenceBrowser:
@@ -89,6 +91,8 @@ class ReferenceAgent(BaseAgent):
     async def run(self, instruction, environment, context) -> None:
         solve = load_solution(self.task_dir)
         server = self.mcp_servers[0]
+        from mcp import Client
+
         async with Client(server.url, mode="legacy") as client:
             browser = ReferenceBrowser(client, self.browser_session_id, self.start_url)
             try:
