@@ -21,6 +21,9 @@ if TYPE_CHECKING:  # the trial machinery (web servers, HTTP clients) loads when 
     from .run import RunServices
     from .trial import AgentOutcome, BrowserSessionHandle, ProxyHandle
 
+SCREENSHOT = "final-screenshot.png"
+
+
 @pytest.fixture(scope="session")
 def webbench_services(request):
     from .run import RunServices
@@ -36,8 +39,8 @@ def webbench_trial(request) -> TrialSpec:
     return state(request.config).specs[request.param]
 
 
-def _trial_dir(request, spec: TrialSpec) -> Path:
-    return state(request.config).experiment_dir / "jobs" / spec.key.arm / spec.trial_id
+def _trial_dir(st: WebbenchState, spec: TrialSpec) -> Path:
+    return st.experiment_dir / "jobs" / spec.key.arm / spec.trial_id
 
 
 @pytest.fixture
@@ -52,16 +55,9 @@ def browser_session(request, webbench_services: RunServices, webbench_trial: Tri
         handle.run(open_browser_session(webbench_services, webbench_trial, session_id, start_url))
         yield handle
     finally:
-        backend = webbench_services.backend
+        handle.save_screenshot(_trial_dir(state(request.config), webbench_trial) / SCREENSHOT)  # if the agent never ran
         try:
-            png = handle.run(backend.screenshot(session_id), timeout=30)
-            shot = _trial_dir(request, webbench_trial) / "final-screenshot.png"
-            shot.parent.mkdir(parents=True, exist_ok=True)
-            shot.write_bytes(png)
-        except Exception:
-            pass  # no page to show (the session never opened or the browser died)
-        try:
-            handle.run(backend.delete_session(session_id), timeout=30)
+            handle.run(webbench_services.backend.delete_session(session_id), timeout=30)
         except Exception:
             pass
 
@@ -70,7 +66,7 @@ def browser_session(request, webbench_services: RunServices, webbench_trial: Tri
 def mcp_proxy(request, webbench_services: RunServices, webbench_trial: TrialSpec, browser_session):
     from .trial import open_proxy_route
 
-    handle = open_proxy_route(webbench_services, webbench_trial, browser_session.session_id, _trial_dir(request, webbench_trial))
+    handle = open_proxy_route(webbench_services, webbench_trial, browser_session.session_id, _trial_dir(state(request.config), webbench_trial))
     try:
         yield handle
     finally:
@@ -93,6 +89,8 @@ class AgentRunner:
             run_harbor_trial(self.st.options, runner, self.spec, self.browser, self.proxy, self.st.experiment_dir),
             timeout=timeout,
         )
+        # the page as the agent left it, before a page check moves it
+        self.browser.save_screenshot(_trial_dir(self.st, self.spec) / SCREENSHOT)
         return self.outcome
 
     def trajectory_flags(self) -> list[str]:

@@ -26,6 +26,19 @@ class BrowserSessionHandle:
     session_id: str
     start_url: str
     services: RunServices
+    screenshot_saved: bool = False
+
+    def save_screenshot(self, path: Path) -> None:
+        """The page as the agent left it, for the reports; nothing if there is no page to show."""
+        if self.screenshot_saved:
+            return
+        try:
+            png = self.run(self.services.backend.screenshot(self.session_id), timeout=30)
+        except Exception:
+            return  # the session never opened, or the browser died
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(png)
+        self.screenshot_saved = True
 
     def run(self, coro, timeout: float | None = 120):
         return self.services.loop.run(coro, timeout=timeout)
