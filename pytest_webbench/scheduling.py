@@ -12,6 +12,10 @@ from .pairing import TrialKey
 
 
 class PairScheduling(LoadScopeScheduling):
+    def __init__(self, config, log=None) -> None:
+        super().__init__(config, log)
+        self._index: dict = {}  # node -> {test id: its index in the node's collection}
+
     def _split_scope(self, nodeid: str) -> str:
         if nodeid.endswith("]") and "[" in nodeid:
             try:
@@ -20,3 +24,27 @@ class PairScheduling(LoadScopeScheduling):
                 return nodeid
             return key.pair_id or key.trial_id
         return nodeid
+
+    def _reschedule(self, node) -> None:
+        """xdist's, holding back one unit less: a worker gets its next unit when it is down to its
+        last trial (it needs one queued to run the current), so when the queue runs dry a worker
+        holds at most one unit it has not started while another may be idle. Trials take minutes,
+        the round trip milliseconds."""
+        if node.shutting_down:
+            return
+        if not self.workqueue:
+            node.shutdown()
+            return
+        if self._pending_of(self.assigned_work[node]) >= 2:
+            return
+        self._assign_work_unit(node)
+
+    def _assign_work_unit(self, node) -> None:
+        """xdist's, with the worker's collection indexed once (xdist looks up every test id with
+        list.index: quadratic at 10,000 trials)."""
+        scope, work_unit = self.workqueue.popitem(last=False)
+        self.assigned_work.setdefault(node, {})[scope] = work_unit
+        if node not in self._index:
+            self._index[node] = {nodeid: i for i, nodeid in enumerate(self.registered_collections[node])}
+        index = self._index[node]
+        node.send_runtest_some([index[nodeid] for nodeid, completed in work_unit.items() if not completed])
