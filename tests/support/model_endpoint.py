@@ -151,8 +151,9 @@ def _text_of(content: Any) -> str:
 
 
 class ModelEndpoint:
-    def __init__(self, suite_dir: Path | None = None):
+    def __init__(self, suite_dir: Path | None = None, latency: float = 0.0):
         self.model = ScriptedModel(suite_dir)
+        self.latency = latency  # seconds before each answer, as a hosted model takes to respond
         self.app = Starlette(routes=[
             Route("/v1/responses", self.responses, methods=["POST"]),
             Route("/v1/messages", self.messages, methods=["POST"]),
@@ -160,10 +161,12 @@ class ModelEndpoint:
             Route("/{path:path}", self.other, methods=["GET", "POST"]),
         ])
 
-    async def _stall_if_asked(self, conv: Conversation) -> None:
+    async def _before_answering(self, conv: Conversation) -> None:
         # After the first browser call, so the stalled run has work that counts toward its grade.
         if conv.model.endswith("-stall") and conv.results:
             await asyncio.sleep(3600)
+        if self.latency:  # benchmarks/xdist_scaling.py: an agent that waits on its model, as real ones do
+            await asyncio.sleep(self.latency)
 
     # -- OpenAI Responses (Codex) ---------------------------------------------------------
     async def responses(self, request: Request):
@@ -176,7 +179,7 @@ class ModelEndpoint:
         instruction = "\n".join(_text_of(i.get("content")) for i in items if i.get("role") == "user")
         results = [_text_of(i.get("output")) for i in items if i.get("type", "").endswith("_call_output")]
         conv = Conversation(model, instruction, results)
-        await self._stall_if_asked(conv)
+        await self._before_answering(conv)
         step = self.model.script(conv)
         self.model.account(conv)
         namespaces = {sub["name"]: tool["name"] for tool in body.get("tools") or [] if tool.get("type") == "namespace"
@@ -218,7 +221,7 @@ class ModelEndpoint:
         conv = Conversation(model, instruction, results)
         if conv.session_id is None:  # a side request (a title, a summary): a short plain answer
             return self._messages_stream(model, {"type": "text", "text": "ok"}, "end_turn", 10, 0, 2)
-        await self._stall_if_asked(conv)
+        await self._before_answering(conv)
         step = self.model.script(conv)
         self.model.account(conv)
         if step.text is not None:
@@ -266,7 +269,7 @@ class ModelEndpoint:
         instruction = "\n".join(_text_of(m.get("content")) for m in messages if m.get("role") == "user")
         results = [_text_of(m.get("content")) for m in messages if m.get("role") == "tool"]
         conv = Conversation(model, instruction, results)
-        await self._stall_if_asked(conv)
+        await self._before_answering(conv)
         step = self.model.script(conv)
         self.model.account(conv)
         if step.text is not None:
@@ -305,8 +308,9 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, default=8765)
     parser.add_argument("--suite", type=Path, default=Path(__file__).resolve().parents[2] / "suites" / "local-web")
+    parser.add_argument("--latency", type=float, default=0.0, help="seconds before each answer (a hosted model's time)")
     args = parser.parse_args()
-    uvicorn.run(ModelEndpoint(args.suite).app, host="127.0.0.1", port=args.port, log_level="warning")
+    uvicorn.run(ModelEndpoint(args.suite, args.latency).app, host="127.0.0.1", port=args.port, log_level="warning")
 
 
 if __name__ == "__main__":

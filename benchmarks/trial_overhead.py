@@ -1,0 +1,115 @@
+"""What the harness costs per trial, against the least a browser trial can cost.
+
+Side by side in one run, alternating rounds:
+- a harness round: `pytest --suite local-web --runner reference` (every task and arm, one attempt).
+  Per trial, the harness's overhead is the item's wall time (set-up, call and tear-down, from the
+  JUnit XML) minus the runner's own time (the record's `agent_sec`: the agent process, start to end).
+  What is left is opening the session, registering tools, the proxy route, Harbor's trial set-up,
+  grading (page reads), the screenshot, the record and Harbor's result files.
+- a bare round: as many times, with Playwright for Python on the same Chromium, a new browser
+  context and page, `goto` the same start page (served the same way), and close the context: what
+  any harness that gives each trial a fresh page pays.
+
+    .venv/bin/python benchmarks/trial_overhead.py [--rounds 3]
+
+Needs Chromium. Target (issue 8): median overhead <= 1.5x the bare median.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+ENV = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+
+
+def harness_round(tmp: Path, n: int) -> tuple[list[float], list[float], float]:
+    """Overheads and agent times (s) of one suite run, and the first item's set-up (session start)."""
+    junit = tmp / f"junit-{n}.xml"
+    results = tmp / "results"
+    experiment = f"overhead-{n}"
+    subprocess.run([sys.executable, "-m", "pytest", "--suite", "local-web", "--runner", "reference", "--attempts", "1",
+                    "-p", "no:randomly", "-p", "no:cacheprovider", "-q", "--results-dir", str(results),
+                    "--experiment-id", experiment, f"--junitxml={junit}", "-o", "junit_duration_report=total"],
+                   cwd=ROOT, env=ENV, check=True, capture_output=True)
+    item_sec = {case.get("name", "").split("[", 1)[-1].rstrip("]"): float(case.get("time", 0))
+                for case in ET.parse(junit).getroot().iter("testcase")}
+    first_id = next(iter(item_sec))
+    overheads, agents = [], []
+    for record_file in sorted((results / experiment / "trials").glob("*.json")):
+        record = json.loads(record_file.read_text())
+        agent = record["timings"]["agent_sec"]
+        if record["outcome"] != "passed" or agent is None:
+            sys.exit(f"{record['trial_id']}: {record['outcome']} ({record['stop_reason']}): the reference runner should pass")
+        if record["trial_id"] != first_id:  # its set-up also started the session's services
+            overheads.append(item_sec[record["trial_id"]] - agent)
+            agents.append(agent)
+    return overheads, agents, item_sec[first_id]
+
+
+def bare_round(browser, start_urls: list[str]) -> list[float]:
+    """A new context and page, goto the start page, close: what any harness that gives each trial a
+    fresh page pays (Playwright for Python on the same Chromium, nothing made ahead)."""
+    times = []
+    for url in start_urls:
+        started = time.perf_counter()
+        context = browser.new_context(viewport={"width": 1280, "height": 800})
+        page = context.new_page()
+        page.goto(url, wait_until="load")
+        context.close()
+        times.append(time.perf_counter() - started)
+    return times
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    sys.path.insert(0, str(ROOT))
+    from playwright.sync_api import sync_playwright
+
+    from pytest_webbench.browsers.local import chromium_path
+    from pytest_webbench.run import RunServices
+    from pytest_webbench.suite import load_suite
+
+    suite = load_suite(ROOT / "suites" / "local-web")
+    services = RunServices.start(suite, "local")  # the bundled sites, served as in a run
+    arms = len(suite.spec.arms)
+    start_urls = [services.site_urls[t.meta.site] + t.meta.start_path for t in suite.tasks for _ in range(arms)]
+    overheads, agents, firsts, bare = [], [], [], []
+    try:
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=chromium_path(), args=["--no-sandbox", "--disable-gpu"])
+            bare_round(browser, start_urls[:3])  # Chromium and the sites warm up
+            with tempfile.TemporaryDirectory() as tmp:
+                for n in range(args.rounds):
+                    o, a, first = harness_round(Path(tmp), n)
+                    overheads += o
+                    agents += a
+                    firsts.append(first)
+                    bare += bare_round(browser, start_urls)
+            browser.close()
+    finally:
+        services.close()
+    o, b = statistics.median(overheads), statistics.median(bare)
+    print(f"local-web, reference runner: {args.rounds} alternating rounds, {len(overheads)} trials and {len(bare)} bare pages")
+    print(f"  harness overhead per trial: median {o * 1000:.0f} ms (p90 {statistics.quantiles(overheads, n=10)[-1] * 1000:.0f} ms); "
+          f"the runner itself: median {statistics.median(agents) * 1000:.0f} ms")
+    print(f"  first trial of a session (services starting): median {statistics.median(firsts) * 1000:.0f} ms")
+    print(f"  bare context + goto + close: median {b * 1000:.0f} ms")
+    print(f"  ratio {o / b:.2f}x")
+    print(f"target <= 1.5x: {'met' if o / b <= 1.5 else 'NOT met'}")
+
+
+if __name__ == "__main__":
+    main()
