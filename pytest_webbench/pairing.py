@@ -49,9 +49,11 @@ def control_first_attempts(run_id: str, task: str, attempts: int) -> frozenset[i
     return frozenset(rng.sample(range(1, attempts + 1), count))
 
 
-def order_trials(keys: list[TrialKey], run_id: str, paired: bool = True) -> list[TrialKey]:
+def order_trials(keys: list[TrialKey], run_id: str, paired: bool = True, attempts: int | None = None) -> list[TrialKey]:
     """Puts each pair back to back in its balanced order, at the place of its first member.
 
+    `attempts` is the run's --attempts, which fixes each pair's order (as `pair_position` records
+    it) even when -k, a shard or --resume leaves some attempts out; without it, the highest present.
     Unpaired runs and the playwright arm keep the order they came in.
     """
     if not paired:
@@ -59,7 +61,7 @@ def order_trials(keys: list[TrialKey], run_id: str, paired: bool = True) -> list
     present = {k.trial_id for k in keys}
     attempts_by_task: dict[str, int] = {}
     for k in keys:
-        attempts_by_task[k.task] = max(attempts_by_task.get(k.task, 0), k.attempt)
+        attempts_by_task[k.task] = attempts or max(attempts_by_task.get(k.task, 0), k.attempt)
     first_cache: dict[str, frozenset[int]] = {}
     ordered: list[TrialKey] = []
     done: set[str] = set()

@@ -188,7 +188,7 @@ def _resume(config: pytest.Config, options, suite, experiment_dir: Path) -> set[
         manifest = read_manifest(experiment_dir)
         check_plan(manifest, suite.name, suite.content_hashes, options.runner, runner_spec(options.runner).check_model(options.model),
                    options.attempts, list(options.arms or suite.spec.arms), options.paired,
-                   f"{options.shard[0]}/{options.shard[1]}" if options.shard else None)
+                   f"{options.shard[0]}/{options.shard[1]}" if options.shard else None, options.environment)
         return trials_to_skip(experiment_dir, config.getoption("resume_errored"))
     except (FileNotFoundError, ResumeError) as exc:
         raise pytest.UsageError(str(exc)) from None
@@ -266,7 +266,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     keyed = [(k, item) for item in items if (k := _item_key(item))]
     by_id = {k.trial_id: item for k, item in keyed}
     keys = [k for k, _ in keyed]
-    ordered = order_trials(keys, st.options.experiment_id, st.options.paired)
+    ordered = order_trials(keys, st.options.experiment_id, st.options.paired, st.options.attempts)
     if st.options.shard:
         from .pairing import shard_trials
 
@@ -296,7 +296,8 @@ def pytest_xdist_node_collection_finished(node, ids: list[str]) -> None:
     if STATE_KEY not in config.stash or (state(config).experiment_dir / "manifest.json").exists():
         return  # written already (or kept as planned, when resuming)
     keys = [TrialKey.parse(i.rsplit("[", 1)[1].rstrip("]")) for i in ids if "[" in i]
-    _write_manifest(config, order_trials(keys, state(config).options.experiment_id, state(config).options.paired))
+    opts = state(config).options
+    _write_manifest(config, order_trials(keys, opts.experiment_id, opts.paired, opts.attempts))
 
 
 @pytest.hookimpl(optionalhook=True)

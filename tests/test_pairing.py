@@ -1,4 +1,4 @@
-from pytest_webbench.pairing import TrialKey, broken_pairs, control_first_attempts, order_trials
+from pytest_webbench.pairing import TrialKey, broken_pairs, control_first_attempts, order_trials, pair_position
 
 
 def keys(tasks=("a", "b"), attempts=4, arms=("control", "treatment", "playwright")):
@@ -41,3 +41,15 @@ def test_unpaired_keeps_order_and_broken_pairs_are_found():
 def test_trial_id_round_trip():
     key = TrialKey("github-merged-pr", 12, "playwright")
     assert TrialKey.parse(key.trial_id) == key
+
+
+def test_order_agrees_with_recorded_positions_when_attempts_are_left_out():
+    """-k, a shard or --resume may drop the highest attempts: the pairs still run in the order the
+    manifest records (pair_position, from --attempts)."""
+    for run_id in [f"run-{i}" for i in range(30)]:
+        some = [k for k in keys(attempts=5) if k.attempt <= 2]
+        ordered = order_trials(some, run_id, attempts=5)
+        for n, k in enumerate(ordered):
+            if k.pair_id:
+                first = n == 0 or ordered[n - 1].pair_id != k.pair_id
+                assert (pair_position(k, run_id, 5) == 1) == first, (run_id, k)

@@ -64,7 +64,7 @@ def merge_shards(out_dir: Path, shard_dirs: list[Path]) -> RunManifest:
     # the order an unsharded run collects in: suite task order, attempts, arms; then pairs balanced
     every = [TrialKey(task, attempt, arm) for task in first.task_limits for attempt in range(1, first.attempts + 1)
              for arm in first.arms]
-    keys = order_trials([k for k in every if k.trial_id in planned], first.experiment_id, first.paired)
+    keys = order_trials([k for k in every if k.trial_id in planned], first.experiment_id, first.paired, first.attempts)
     merged = first.model_copy(update={
         "shard": None, "trials": [planned[k.trial_id] for k in keys],
         "broken_pairs": broken_pairs(keys) if first.paired else [],
