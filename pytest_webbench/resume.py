@@ -19,9 +19,9 @@ class ResumeError(Exception):
 
 
 def check_plan(manifest: RunManifest, suite_name: str, content_hashes: dict[str, str], runner: str, model: str | None,
-               attempts: int, arms: list[str], paired: bool, shard: str | None = None) -> None:
+               attempts: int, arms: list[str], paired: bool, shard: str | None = None, environment: str = "host") -> None:
     wanted = {"suite": suite_name, "runner": runner, "model": model, "attempts": attempts, "arms": arms, "paired": paired,
-              "shard": shard}
+              "shard": shard, "environment": environment}
     for field, value in wanted.items():
         if getattr(manifest, field) != value:
             raise ResumeError(f"--resume {manifest.experiment_id}: {field} was {getattr(manifest, field)!r}, "

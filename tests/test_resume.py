@@ -55,5 +55,8 @@ def test_resume_refuses_a_changed_plan(pytester):
     result = run(pytester, "--resume", "plan", "--attempts", "2")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--resume plan: attempts was 1, now 2*"])
+    sandboxed = run(pytester, "--resume", "plan", "--environment", "docker", "--proxy-url", "http://172.17.0.1:{port}")
+    assert sandboxed.ret == pytest.ExitCode.USAGE_ERROR
+    sandboxed.stderr.fnmatch_lines(["*--resume plan: environment was 'host', now 'docker'*"])
     missing = run(pytester, "--resume", "nope")
     assert missing.ret == pytest.ExitCode.USAGE_ERROR and "no manifest" in missing.stderr.str()
