@@ -177,7 +177,8 @@ class Suite(BaseModel):
         for folder, dirs, names in os.walk(root):
             dirs[:] = [d for d in dirs if d != "__pycache__"]
             prefix = folder[len(root) + 1:] + "/" if folder != root else ""
-            files += [(prefix + n, f"{folder}/{n}") for n in names]
+            # regular files only, links followed (as Path.is_file): no broken link, FIFO or socket
+            files += [(prefix + n, f"{folder}/{n}") for n in names if os.path.isfile(f"{folder}/{n}")]
         digest = hashlib.sha256()
         for relative, full in sorted(files, key=lambda f: f[0].split("/")):  # Path order, as hashes were made
             with open(full, "rb") as f:

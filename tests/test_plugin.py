@@ -159,3 +159,25 @@ def test_bad_options_fail_before_any_trial(pytester, monkeypatch, args, message)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert message in result.stderr.str()
     assert not list((pytester.path / "results").glob("*/trials/*.json"))
+
+
+def test_suite_hash_covers_regular_files_in_path_order_and_skips_the_rest(tmp_path):
+    """The manifest's suite sha256: every regular file, by relative path in pathlib's order (a
+    name before the same name with a suffix: `a/x` before `a-b/x`), and nothing that cannot be
+    read as a file (a broken link here; a FIFO, which would block, is skipped the same way)."""
+    import hashlib
+    import os
+
+    from pytest_webbench.suite import load_suite
+
+    suite = tmp_path / "suite"
+    shutil.copytree(LOCAL_WEB, suite, ignore=shutil.ignore_patterns("__pycache__"))
+    for relative in ("notes/a/x", "notes/a-b/x", "notes/a.b/y"):
+        (suite / relative).parent.mkdir(parents=True)
+        (suite / relative).write_text(relative)
+    os.symlink(suite / "nowhere", suite / "broken-link")
+    files = sorted(p for p in suite.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+    expected = hashlib.sha256()
+    for p in files:
+        expected.update(str(p.relative_to(suite)).encode() + b"\0" + p.read_bytes() + b"\0")
+    assert load_suite(suite).content_hashes["suite"] == expected.hexdigest()
