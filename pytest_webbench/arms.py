@@ -41,7 +41,7 @@ _COMMON = """\
 You work in a real web browser through the MCP server named `browser`. Your browser session id is
 `{session_id}`: pass it as `session_id` in every browser tool call. Start at {start_url}.
 Do the task without signing in anywhere. When you are done, write your final answer as one JSON
-object to the file `/app/answer.json`, and also reply with that JSON object
+object to the file `answer.json` in your working directory, and also reply with that JSON object
 alone as your last message."""
 
 ARM_POLICIES: dict[str, ArmPolicy] = {

@@ -34,10 +34,10 @@ class BrowserSessionHandle:
             return
         try:
             png = self.run(self.services.backend.screenshot(self.session_id), timeout=30)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(png)
         except Exception:
-            return  # the session never opened, or the browser died
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(png)
+            return  # the session never opened, the browser died, or the disk refused: no picture, same grade
         self.screenshot_saved = True
 
     def run(self, coro, timeout: float | None = 120):

@@ -79,6 +79,9 @@ class HtmlColumns:
         cells[2:2] = [f"<td>{escape('' if v is None else str(v))}</td>" for v in values]
 
 
+SCREENSHOT_SHOWN = pytest.StashKey[bool]()
+
+
 def attach(item: pytest.Item, report: pytest.TestReport, record: TrialRecord | None, html_active: bool) -> None:
     """From the makereport wrapper: the columns on every phase's report, extras where they belong."""
     if record is not None and not any(k == PROPERTY for k, _ in report.user_properties):
@@ -86,8 +89,11 @@ def attach(item: pytest.Item, report: pytest.TestReport, record: TrialRecord | N
     if not html_active or record is None:
         return
     if report.when == "call" or (report.when == "setup" and report.failed):
-        report.extras = [*getattr(report, "extras", []), *call_extras(record)]
-    elif report.when == "teardown":
+        # the screenshot is taken when the agent stops; teardown takes it if the agent never ran
+        shot = screenshot_extra(record.harbor_trial_dir)
+        item.stash[SCREENSHOT_SHOWN] = bool(shot)
+        report.extras = [*getattr(report, "extras", []), *call_extras(record), *shot]
+    elif report.when == "teardown" and not item.stash.get(SCREENSHOT_SHOWN, False):
         report.extras = [*getattr(report, "extras", []), *screenshot_extra(record.harbor_trial_dir)]
 
 
