@@ -43,14 +43,14 @@ def harness_round(tmp: Path, n: int) -> tuple[list[float], list[float], float]:
                    cwd=ROOT, env=ENV, check=True, capture_output=True)
     item_sec = {case.get("name", "").split("[", 1)[-1].rstrip("]"): float(case.get("time", 0))
                 for case in ET.parse(junit).getroot().iter("testcase")}
-    first_id = next(iter(item_sec))
+    first_id, last_id = next(iter(item_sec)), list(item_sec)[-1]
     overheads, agents = [], []
     for record_file in sorted((results / experiment / "trials").glob("*.json")):
         record = json.loads(record_file.read_text())
         agent = record["timings"]["agent_sec"]
         if record["outcome"] != "passed" or agent is None:
             sys.exit(f"{record['trial_id']}: {record['outcome']} ({record['stop_reason']}): the reference runner should pass")
-        if record["trial_id"] != first_id:  # its set-up also started the session's services
+        if record["trial_id"] not in (first_id, last_id):  # they also start and stop the session's services
             overheads.append(item_sec[record["trial_id"]] - agent)
             agents.append(agent)
     return overheads, agents, item_sec[first_id]
