@@ -183,6 +183,19 @@ def supersede_record(experiment_dir: Path, trial_id: str) -> None:
     os.replace(source, target_dir / f"{trial_id}{'' if n == 0 else f'.{n}'}.json")
 
 
+def supersede_trial_dir(experiment_dir: Path, arm: str, trial_id: str) -> None:
+    """A trial run again (--resume, a crashed worker's rerun) starts in an empty Harbor folder: the
+    earlier one, with its answer file, logs and screenshot, moves to trials/superseded/<id>[.n]/,
+    so nothing stale is graded and nothing is lost."""
+    source = experiment_dir / "jobs" / arm / trial_id
+    if not source.exists():
+        return
+    target_dir = experiment_dir / "trials" / "superseded"
+    target_dir.mkdir(parents=True, exist_ok=True)
+    n = sum(1 for p in target_dir.glob(f"{trial_id}*") if p.is_dir())
+    os.replace(source, target_dir / (trial_id if n == 0 else f"{trial_id}.{n}"))
+
+
 def write_manifest(experiment_dir: Path, manifest: RunManifest) -> None:
     atomic_write(experiment_dir / "manifest.json", manifest.model_dump_json(indent=2))
 

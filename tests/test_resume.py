@@ -40,7 +40,13 @@ def test_a_killed_run_resumed_gives_the_unbroken_run_s_report(pytester):
     resumed = run(pytester, "--resume", "broken", "-n", "2")  # workers agree on what is left
     # the lost trials, plus the surviving member of the broken pair, which runs again with its partner
     resumed.assert_outcomes(passed=5)
-    assert [p.name for p in (broken / "trials" / "superseded").iterdir()] == ["wiki-population-a1-control.json"]
+    superseded = broken / "trials" / "superseded"
+    assert [p.name for p in superseded.glob("*.json")] == ["wiki-population-a1-control.json"]
+    # every trial run again started in a fresh Harbor folder; the earlier ones are kept, not graded
+    rerun = {"shop-price-a1-control", "shop-price-a1-treatment", "wiki-population-a1-control",
+             "wiki-population-a1-treatment", "wiki-population-a1-playwright"}
+    assert {p.name for p in superseded.iterdir() if p.is_dir()} == rerun
+    assert all((superseded / t / "result.json").exists() for t in rerun)
     unbroken = json.loads((pytester.path / "results" / "unbroken" / "report.json").read_text())
     assert outcome_figures(json.loads((broken / "report.json").read_text())) == outcome_figures(unbroken)
     manifest = json.loads((broken / "manifest.json").read_text())
