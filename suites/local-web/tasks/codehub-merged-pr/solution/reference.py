@@ -9,9 +9,14 @@ async def solve(browser, arm):
         out = await browser.webmcp("list_pull_requests", repository="acme/rocket", state="merged")
         hit = next(p for p in out["pulls"] if WANTED in p["title"].lower())
         return {"number": hit["number"], "author": hit["author"]}
+    # Each click waits for the page it opens (count() does not wait; see shop-price's solution).
     return await browser.playwright(f"""
-        await page.click('text=Pull requests');
-        await page.click('a[href$="state=merged"]');
+        const follow = async (locator) => {{
+          const before = page.url();
+          await Promise.all([page.waitForURL((url) => url.href !== before), locator.click()]);
+        }};
+        await follow(page.locator('text=Pull requests'));
+        await follow(page.locator('a[href$="state=merged"]'));
         for (;;) {{
           const row = page.locator('tr[data-number]', {{ hasText: {WANTED!r} }});
           if (await row.count()) {{
@@ -20,6 +25,6 @@ async def solve(browser, arm):
           }}
           const next = page.locator('a[rel=next]');
           if (!(await next.count())) throw new Error('not found');
-          await next.click();
+          await follow(next);
         }}
     """)
