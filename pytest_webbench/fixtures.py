@@ -48,7 +48,7 @@ def browser_session(request, webbench_services: RunServices, webbench_trial: Tri
     from .trial import BrowserSessionHandle, open_browser_session
 
     st = state(request.config)
-    supersede_trial_dir(st.experiment_dir, webbench_trial.key.arm, webbench_trial.trial_id)  # a rerun starts clean
+    supersede_trial_dir(st.experiment_dir, _trial_dir(st, webbench_trial))  # a rerun starts clean
     session_id = f"{st.options.experiment_id}-{webbench_trial.trial_id}"
     start_url = webbench_services.site_urls[webbench_trial.task.meta.site] + webbench_trial.task.meta.start_path
     handle = BrowserSessionHandle(session_id, start_url, webbench_services)

@@ -176,24 +176,24 @@ def write_trial_record(experiment_dir: Path, record: TrialRecord) -> Path:
 
 
 def supersede_record(experiment_dir: Path, trial_id: str) -> None:
-    source = trial_record_path(experiment_dir, trial_id)
-    target_dir = experiment_dir / "trials" / "superseded"
-    target_dir.mkdir(parents=True, exist_ok=True)
-    n = len(list(target_dir.glob(f"{trial_id}*.json")))
-    os.replace(source, target_dir / f"{trial_id}{'' if n == 0 else f'.{n}'}.json")
+    _supersede(experiment_dir, trial_record_path(experiment_dir, trial_id), trial_id, ".json")
 
 
-def supersede_trial_dir(experiment_dir: Path, arm: str, trial_id: str) -> None:
+def supersede_trial_dir(experiment_dir: Path, trial_dir: Path) -> None:
     """A trial run again (--resume, a crashed worker's rerun) starts in an empty Harbor folder: the
     earlier one, with its answer file, logs and screenshot, moves to trials/superseded/<id>[.n]/,
     so nothing stale is graded and nothing is lost."""
-    source = experiment_dir / "jobs" / arm / trial_id
-    if not source.exists():
-        return
+    if trial_dir.exists():
+        _supersede(experiment_dir, trial_dir, trial_dir.name, "")
+
+
+def _supersede(experiment_dir: Path, source: Path, trial_id: str, suffix: str) -> None:
+    """Moves a record (suffix .json) or a trial folder (no suffix) to trials/superseded/, numbered
+    after the ones of its kind already there."""
     target_dir = experiment_dir / "trials" / "superseded"
     target_dir.mkdir(parents=True, exist_ok=True)
-    n = sum(1 for p in target_dir.glob(f"{trial_id}*") if p.is_dir())
-    os.replace(source, target_dir / (trial_id if n == 0 else f"{trial_id}.{n}"))
+    earlier = [p for p in target_dir.glob(f"{trial_id}*{suffix}") if p.is_dir() == (suffix == "")]
+    os.replace(source, target_dir / f"{trial_id}{'' if not earlier else f'.{len(earlier)}'}{suffix}")
 
 
 def write_manifest(experiment_dir: Path, manifest: RunManifest) -> None:
