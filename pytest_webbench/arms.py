@@ -37,6 +37,10 @@ class ArmPolicy(BaseModel):
 
 _BROWSER_TOOLS = frozenset({PLAYWRIGHT_TOOL, *REPL_TOOLS, COMPUTER_TOOL, WEBMCP_TOOL})
 
+# The answer file the instructions ask for, in the agent's working directory: /app, the trial's own
+# folder under the host environment and the task's workdir in a sandbox. Harbor collects it from here.
+ANSWER_PATH = "/app/answer.json"
+
 _COMMON = """\
 You work in a real web browser through the MCP server named `browser`. Your browser session id is
 `{session_id}`: pass it as `session_id` in every browser tool call. Start at {start_url}.

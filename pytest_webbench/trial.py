@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .arms import arm_instructions
+from .arms import ANSWER_PATH, arm_instructions
 from .browsers.base import BackendError
 from .grading.trajectory_scan import load_trajectory_steps
 from .proxy.log import CallLog, read_call_log
@@ -151,9 +151,6 @@ def _agent_env(runner: RunnerSpec) -> dict[str, str]:
         first = [str(bin_path(runner.cli).parent)] + ([str(node_bin_dir(runner.cli))] if runner.cli.node else [])
         env["PATH"] = os.pathsep.join([*first, os.environ.get("PATH", "/usr/bin:/bin")])
     return env
-
-
-ANSWER_PATH = "/app/answer.json"  # where the instructions tell every agent to write its answer
 
 
 def harbor_trial_config(options: RunOptions, runner: RunnerSpec, spec: TrialSpec, browser: BrowserSessionHandle,

@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any
 from harbor.agents.base import BaseAgent
 from harbor.agents.capabilities import AgentCapabilities
 
+from ..arms import ANSWER_PATH
+
 if TYPE_CHECKING:  # the MCP SDK loads when a trial runs, not when a run is planned (~1 s)
     from mcp import Client
 
@@ -103,6 +105,6 @@ class ReferenceAgent(BaseAgent):
                     "".join(json.dumps(step, default=str) + "\n" for step in browser.transcript), encoding="utf-8")
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
             json.dump(answer, f)
-        await environment.upload_file(f.name, "/app/answer.json")
+        await environment.upload_file(f.name, ANSWER_PATH)
         Path(f.name).unlink()
         context.metadata = {"answer": answer}
