@@ -23,7 +23,7 @@ class RecordingUpstream:
     def __init__(self):
         self.sent = []
 
-    async def send(self, message):
+    async def send(self, message, on_server_message=None):
         self.sent.append(message)
         if "id" not in message:
             return None

@@ -1,15 +1,22 @@
 """The proxy's streamable-HTTP endpoint: one server per pytest process, one route per trial.
 
 Agents that take an MCP URL get `<base>/trials/<trial-id>/mcp`; each route has its own policy,
-session id, call cap and log. Replies are plain JSON (the streamable-HTTP spec lets a server
-answer a single request that way), notifications get 202, and there is no server stream.
+session id, call cap and log. A reply is plain JSON (the streamable-HTTP spec lets a server answer
+a single request that way) unless the browser server sent messages of its own while the call ran
+(a ping, an elicitation, progress): then the reply is an SSE stream that carries them to the
+agent as they arrive and ends with the reply, as the stdio mode writes them in order. Notifications
+and the agent's answers to server requests get 202; there is no standalone GET stream.
 """
 
 from __future__ import annotations
 
+import asyncio
+import json
+from collections.abc import AsyncIterator
+
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from .framing import HEAD_BYTES, Oversized
@@ -43,10 +50,50 @@ class ProxyRoutes:
         if isinstance(body, Oversized):
             reply = session.refuse_oversized(body.size, body.head, MAX_BODY_BYTES)
             return JSONResponse(reply, status_code=413) if reply else Response(status_code=413)
-        reply = await session.handle_line(body)
-        if reply is None:
-            return Response(status_code=202)
-        return JSONResponse(reply)
+        return await _answer(session, body)
+
+
+_REPLY = object()  # marks the last item on a call's queue: the reply itself
+
+
+async def _answer(session: ProxySession, body: bytes) -> Response:
+    """JSON when the reply is all there is; otherwise an SSE stream of the server's messages as
+    they come, then the reply."""
+    queue: asyncio.Queue = asyncio.Queue()
+
+    async def to_agent(message: dict) -> None:
+        session.stats.server_messages += 1
+        await queue.put(message)
+
+    async def relay() -> None:
+        try:
+            reply = await session.handle_line(body, to_agent)
+        finally:  # the queue always ends, so a stream never waits on a failed relay
+            await queue.put(_REPLY)
+        await queue.put(reply)
+
+    task = asyncio.ensure_future(relay())
+    first = await queue.get()
+    if first is _REPLY:
+        await task  # raises what the relay raised (a proxy bug: a 500, as before)
+        reply = queue.get_nowait()
+        return Response(status_code=202) if reply is None else JSONResponse(reply)
+
+    async def events() -> AsyncIterator[str]:
+        item = first
+        while item is not _REPLY:
+            yield _sse(item)
+            item = await queue.get()
+        await task
+        if (reply := queue.get_nowait()) is not None:
+            yield _sse(reply)
+
+    return StreamingResponse(events(), media_type="text/event-stream", headers={"cache-control": "no-cache"})
+
+
+def _sse(message: dict) -> str:
+    # json.dumps escapes newlines, so one data line holds the whole message
+    return f"event: message\ndata: {json.dumps(message, separators=(',', ':'))}\n\n"
 
 
 async def _body_within(request: Request, limit: int) -> bytes | Oversized:

@@ -40,11 +40,13 @@ WITHHELD_CAPABILITIES = ("prompts", "resources", "completions", "tasks")
 _ID_NEAR_START = re.compile(rb'"id"\s*:\s*(-?\d{1,15}|"(?:[^"\\]|\\.){0,200}")')
 
 
-class Upstream(Protocol):
-    async def send(self, message: dict) -> dict | None: ...
-
-
 ServerMessageSink = Callable[[dict], Awaitable[None]]
+
+
+class Upstream(Protocol):
+    async def send(self, message: dict, on_server_message: ServerMessageSink | None = None) -> dict | None:
+        """Forwards one message; the server's own messages before the reply go to the sink."""
+        ...
 
 
 @dataclass
@@ -109,13 +111,16 @@ class ProxySession:
             self.log.close()
 
     # -- async driver ----------------------------------------------------------------------
-    async def handle_line(self, line: str | bytes) -> dict | None:
-        return await self._drive(self.receive_line(line))
+    async def handle_line(self, line: str | bytes, on_server_message: ServerMessageSink | None = None) -> dict | None:
+        """The reply to one inbound line; server requests and notifications that arrive while a
+        call runs go to `on_server_message` first (the agent must see a ping or an elicitation
+        before the call can finish)."""
+        return await self._drive(self.receive_line(line), on_server_message)
 
-    async def handle(self, message: Any) -> dict | None:
-        return await self._drive(self.receive(message))
+    async def handle(self, message: Any, on_server_message: ServerMessageSink | None = None) -> dict | None:
+        return await self._drive(self.receive(message), on_server_message)
 
-    async def _drive(self, step: Step) -> dict | None:
+    async def _drive(self, step: Step, on_server_message: ServerMessageSink | None = None) -> dict | None:
         if isinstance(step, Answer):
             return step.reply
         if isinstance(step, Relay):
@@ -125,7 +130,7 @@ class ProxySession:
                 pass  # nothing waits on a notification; the next call reports a dead upstream
             return None
         try:
-            reply: dict | None | BaseException = await self.upstream.send(step.message)
+            reply: dict | None | BaseException = await self.upstream.send(step.message, on_server_message)
         except Exception as exc:
             reply = exc
         return self.complete(step, reply)

@@ -7,10 +7,11 @@ import os
 import re
 import subprocess
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
+from httpx_sse import EventSource
 
 from .framing import MAX_LINE_BYTES, Oversized, read_lines
 
@@ -35,8 +36,10 @@ class HttpUpstream:
     """Streamable HTTP: POST each message; the reply is JSON or an SSE stream ending in it.
 
     `send` is for an event loop (the fixture's endpoint), `call` and `post` for threads (the
-    stdio mode). Server messages on a reply's stream go to `on_server_message` in stdio mode and
-    are dropped on the endpoint, which has no stream to the agent to put them on.
+    stdio mode). A reply's stream is read as it arrives (httpx-sse parses it: CRLF or LF line
+    ends, multi-line `data:`), and every server message before the reply (a progress or log
+    notification, a ping or an elicitation the server waits on) goes to the agent at once: to
+    `send`'s `on_server_message`, or to the attribute of that name in stdio mode.
     """
 
     def __init__(self, url: str, headers: dict[str, str] | None = None, timeout: float = 180):
@@ -56,31 +59,52 @@ class HttpUpstream:
             headers[SESSION_HEADER] = self._session_id
         return headers
 
-    def _reply(self, message: dict, response: httpx.Response) -> dict | None:
+    def _expects_reply(self, message: dict, response: httpx.Response) -> bool:
         if sid := response.headers.get(SESSION_HEADER):
             self._session_id = sid
         if response.status_code == 202 or "id" not in message or "method" not in message:
-            return None
-        response.raise_for_status()
-        if response.headers.get("content-type", "").startswith("text/event-stream"):
-            reply, others = _split_sse(response.text, message.get("id"))
-            if self.on_server_message is not None:
-                for other in others:
-                    self.on_server_message(other)
-            return reply
-        return response.json()
+            return False
+        if response.status_code >= 400:
+            response.raise_for_status()
+        return True
 
-    async def send(self, message: dict) -> dict | None:
+    async def send(self, message: dict, on_server_message: Callable[[dict], Awaitable[None]] | None = None) -> dict | None:
         if self._async_client is None:
             self._async_client = httpx.AsyncClient(timeout=self.timeout)
-        response = await self._async_client.post(self.url, content=json.dumps(message), headers=self._headers())
-        return self._reply(message, response)
+        request = self._async_client.build_request("POST", self.url, content=json.dumps(message), headers=self._headers())
+        response = await self._async_client.send(request, stream=True)
+        try:
+            if not self._expects_reply(message, response):
+                await response.aread()
+                return None
+            if not _is_event_stream(response):
+                return json.loads(await response.aread())
+            async for event in EventSource(response).aiter_sse():
+                kind, parsed = _classify(event.data, message["id"])
+                if kind == "reply":
+                    return parsed
+                if kind == "server" and on_server_message is not None:
+                    await on_server_message(parsed)
+            return None  # the stream ended without the reply
+        finally:
+            await response.aclose()
 
     def call(self, message: dict) -> dict | None:
         if self._sync_client is None:
             self._sync_client = httpx.Client(timeout=self.timeout)
-        response = self._sync_client.post(self.url, content=json.dumps(message), headers=self._headers())
-        return self._reply(message, response)
+        with self._sync_client.stream("POST", self.url, content=json.dumps(message), headers=self._headers()) as response:
+            if not self._expects_reply(message, response):
+                response.read()
+                return None
+            if not _is_event_stream(response):
+                return json.loads(response.read())
+            for event in EventSource(response).iter_sse():
+                kind, parsed = _classify(event.data, message["id"])
+                if kind == "reply":
+                    return parsed
+                if kind == "server" and self.on_server_message is not None:
+                    self.on_server_message(parsed)
+            return None
 
     post = call  # a notification's reply is empty either way
 
@@ -110,24 +134,26 @@ class HttpUpstream:
             self._sync_client.close()
 
 
-def _split_sse(body: str, msg_id: object) -> tuple[dict | None, list[dict]]:
-    """The reply to `msg_id`, and the server's other messages on the same stream, in order."""
-    reply, others = None, []
-    for event in body.split("\n\n"):
-        data = "\n".join(line[5:].lstrip() for line in event.splitlines() if line.startswith("data:"))
-        if not data:
-            continue
-        try:
-            message = json.loads(data)
-        except ValueError:
-            continue
-        if not isinstance(message, dict):
-            continue
-        if "method" not in message and message.get("id") == msg_id and ("result" in message or "error" in message):
-            reply = message
-        elif "method" in message:
-            others.append(message)
-    return reply, others
+def _is_event_stream(response: httpx.Response) -> bool:
+    return response.headers.get("content-type", "").partition(";")[0].strip() == "text/event-stream"
+
+
+def _classify(data: str, msg_id: object) -> tuple[str, dict | None]:
+    """One SSE event's data: the reply to `msg_id`, a server message (request or notification)
+    for the agent, or something to skip (a keep-alive, an empty priming event, garbage)."""
+    if not data:
+        return "skip", None
+    try:
+        message = json.loads(data)
+    except ValueError:
+        return "skip", None
+    if not isinstance(message, dict):
+        return "skip", None
+    if "method" in message:
+        return "server", message
+    if message.get("id") == msg_id and ("result" in message or "error" in message):
+        return "reply", message
+    return "skip", None
 
 
 class UpstreamClosed(ConnectionError):

@@ -5,7 +5,9 @@ streamable HTTP, offering the hosted tool list with its extras (a required `cont
 Every call it receives is appended to a JSON-lines record file, so a test can prove what the
 proxy did not forward. Some inputs trigger behaviour a proxy must survive:
 - `execute_playwright_code` code containing `progress`: a progress notification before the reply;
-  `ping-client`: a ping request to the client, answered before the reply; `crash`: the server dies.
+  `ping-client`: a ping request to the client, answered before the reply; `elicit-client`: a log
+  notification, a ping and an elicitation on the call's own stream (served statefully over SSE
+  they ride the POST's stream), the elicitation's answer in the result; `crash`: the server dies.
 - `webmcp invoke` refs: `tr_native` completes, `tr_custom` (injected) completes, `tr_custom_error`
   ends with status error, `tr_stale` is refused as stale, `tr_unknown` times out outcome_unknown.
 
@@ -79,6 +81,16 @@ def build_standin(record: Path) -> Server:
                 await ctx.session.report_progress(0.5, 1.0, "half way")
             if "ping-client" in code:
                 await ctx.session.send_ping()
+            if "elicit-client" in code:
+                from mcp.shared.message import ServerMessageMetadata
+
+                scoped = ServerMessageMetadata(related_request_id=ctx.request_id)
+                await ctx.session.send_log_message("info", "about to ask", related_request_id=ctx.request_id)
+                await ctx.session.send_request(types.PingRequest(), types.EmptyResult, metadata=scoped)
+                answer = await ctx.session.elicit_form(
+                    "Which colour?", {"type": "object", "properties": {"colour": {"type": "string"}}, "required": ["colour"]},
+                    related_request_id=ctx.request_id)
+                return types.CallToolResult(content=_text({"success": True, "result": answer.content, "action": answer.action}))
             if "big-result" in code:
                 return types.CallToolResult(content=_text({"success": True, "result": "x" * 3_000_000}))
             return types.CallToolResult(content=_text({"success": True, "result": len(code), "error": None, "stdout": "", "stderr": ""}))
