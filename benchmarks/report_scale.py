@@ -67,7 +67,7 @@ def make_experiment(root: Path, trials: int, seed: int = 7) -> Path:
 
 def measure(directory: Path) -> dict:
     """In this process: build and write the report, then report time and peak RSS."""
-    from pytest_webbench.report.render import write_report
+    from pytest_webbench.report.write import write_report
 
     started = time.perf_counter()
     report = write_report(directory)

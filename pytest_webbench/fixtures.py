@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from .pairing import TrialKey
-from .records import INFRASTRUCTURE_REASONS, TrialRecord, supersede_trial_dir, trial_record_path, write_trial_record
+from .records import TrialRecord, record_undeleted_browser, supersede_trial_dir, trial_record_path, write_trial_record
 from .runners import runner_spec
 from .state import STATE_KEY, WebbenchState, state
 from .suite import TrialSpec
@@ -56,11 +56,12 @@ def browser_session(request, webbench_services: RunServices, webbench_trial: Tri
         handle.run(open_browser_session(webbench_services, webbench_trial, session_id, start_url))
         yield handle
     finally:
-        handle.save_screenshot(_trial_dir(state(request.config), webbench_trial) / SCREENSHOT)  # if the agent never ran
+        handle.save_screenshot(_trial_dir(st, webbench_trial) / SCREENSHOT)  # if the agent never ran
         try:
-            handle.run(webbench_services.backend.delete_session(session_id), timeout=30)
-        except Exception:
-            pass
+            handle.run(webbench_services.backend.delete_session(session_id), timeout=60)
+        except Exception as exc:  # noqa: BLE001 - whatever went wrong, a billed browser must not be forgotten
+            if webbench_services.backend.billed:  # swept again at the run's end; the report lists what is left
+                record_undeleted_browser(st.experiment_dir, session_id, f"{type(exc).__name__}: {exc}")
 
 
 @pytest.fixture
@@ -134,8 +135,9 @@ class TrialRecorder:
     def record(self, outcome: AgentOutcome, grade: Grade, calls, page_value, flags: list[str] | None = None,
                lost: str | None = None) -> TrialRecord:
         from .trial import record_reward_in_harbor
+        from .verdict import decide
 
-        verdict = self._verdict(outcome, grade, calls, lost)
+        verdict = decide(outcome, grade, calls, lost, self.spend_limit).fields()
         if outcome.scored_note and not outcome.exception:
             verdict["detail"] = f"{verdict['detail']} (the agent's run ended: {outcome.scored_note[:500]})"
         raw = outcome.answer_raw.decode("utf-8", errors="replace")[:10000] if outcome.answer_raw else None
@@ -144,43 +146,19 @@ class TrialRecorder:
             page_value=page_value, instruction=outcome.instruction,
             timings={"trial_sec": outcome.trial_sec, "agent_sec": outcome.agent_sec},
             tokens=outcome.tokens.model_copy(update={"turns": outcome.turns}),
-            calls=calls, flags=flags or [], harbor_trial_dir=str(outcome.harbor_trial_dir),
+            calls=calls, flags=flags or [],
+            harbor_trial_dir=str(outcome.harbor_trial_dir.relative_to(self.st.experiment_dir)),
         )
         record_reward_in_harbor(outcome.harbor_trial_dir, record.reward)
         write_trial_record(self.st.experiment_dir, record)
         self.written = record
         return record
 
-    def _verdict(self, outcome: AgentOutcome, grade: Grade, calls, lost: str | None) -> dict:
-        """The outcome and its stop reason. Infrastructure first: a failure the browser, its
-        server or the site explains is errored (the run did not measure the agent), not failed."""
-        def errored(reason: str, why: str) -> dict:
-            return dict(outcome="errored", stop_reason=reason, reward=0.0, detail=f"{why}; {grade.detail}")
+    def record_error(self, exc: BaseException | None, detail: str) -> None:
+        """The trial broke before grading: it stays in the denominator, its reason by the error's type."""
+        from .verdict import error_before_grading
 
-        if not grade.passed and lost:
-            return errored("browser_crashed", lost)
-        if not grade.passed and calls.upstream_failures:
-            return errored("upstream_error", f"the browser server failed {calls.upstream_failures} call(s)")
-        if outcome.exception:
-            # A failed agent run is errored, whatever a grader would say of its leftovers.
-            return dict(outcome="errored", stop_reason="agent_error", reward=0.0, detail=outcome.exception)
-        if outcome.tokens.cost_usd is not None and outcome.tokens.cost_usd > self.spend_limit:
-            # Over the task's spend limit is never a pass, whatever the answer.
-            return dict(outcome="failed", stop_reason="over_spend", reward=0.0,
-                        detail=f"spent ${outcome.tokens.cost_usd:.4f} of a ${self.spend_limit:.2f} limit; {grade.detail}")
-        if grade.passed:
-            return dict(outcome="passed", stop_reason=None, reward=1.0, detail=grade.detail)
-        if grade.stop_reason in INFRASTRUCTURE_REASONS:  # a bot block or a failing site it was left on
-            return dict(outcome="errored", stop_reason=grade.stop_reason, reward=0.0, detail=grade.detail)
-        reason = grade.stop_reason
-        if reason in ("no_answer", "no_browser_call") and (outcome.scored_note or "").startswith("AgentTimeoutError"):
-            reason = "agent_timeout"  # ran out of time before answering: still scored, it had its time
-        return dict(outcome="failed", stop_reason=reason, reward=0.0, detail=grade.detail)
-
-    def record_error(self, detail: str) -> None:
-        """The trial broke before grading (a backend or harness error): it stays in the denominator."""
-        reason = "backend_error" if "Backend" in detail or "browser" in detail.lower() else "error_before_grading"
-        record = TrialRecord(**self.base(), outcome="errored", stop_reason=reason, detail=detail[:4000])
+        record = TrialRecord(**self.base(), **error_before_grading(exc, detail).fields())
         write_trial_record(self.st.experiment_dir, record)
         self.written = record
 
@@ -195,7 +173,7 @@ def trial_recorder(request, webbench_trial) -> TrialRecorder:
 RECORDER_KEY = pytest.StashKey[TrialRecorder]()
 
 
-def record_if_missing(item: pytest.Item, report: pytest.TestReport) -> None:
+def record_if_missing(item: pytest.Item, report: pytest.TestReport, exc: BaseException | None = None) -> None:
     """Called from makereport: a trial that failed without a record (setup error, crash) gets one."""
     if report.passed or STATE_KEY not in item.config.stash:
         return
@@ -206,6 +184,6 @@ def record_if_missing(item: pytest.Item, report: pytest.TestReport) -> None:
     recorder = item.stash.get(RECORDER_KEY, None) or TrialRecorder(st, st.specs[spec_id])
     item.stash[RECORDER_KEY] = recorder  # so the report columns find the error record too
     if recorder.written is None and not trial_record_path(st.experiment_dir, spec_id).exists():
-        recorder.record_error(f"{report.when}: {report.longreprtext[-3000:]}")
+        recorder.record_error(exc, f"{report.when}: {report.longreprtext[-3000:]}")
 
 

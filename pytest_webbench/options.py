@@ -1,12 +1,23 @@
-"""A run's options, as the plugin reads them from the command line and ini (kept apart from the
-services in run.py so that planning a run imports no web server)."""
+"""A run's options: the `RunOptions` model, and reading it from pytest's command line and ini.
+
+Kept apart from the services in run.py, so that planning a run imports no web server. Every
+option that cannot do what was asked is refused here with a `pytest.UsageError`, never turned into
+something else: `--attempts 0`, half a pair in `--arms`, test paths beside `--suite`. Under
+`--resume ID` the run's own options come from its manifest; one given again must agree with it.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Literal
 
+import pytest
 from pydantic import BaseModel, ConfigDict, Field
+
+from .pairing import PAIRED_ARMS
+
+ARM_CHOICES = ("control", "treatment", "playwright")
+BROWSER_CHOICES = ("local", "kernel")
 
 
 class RunOptions(BaseModel):
@@ -28,3 +39,146 @@ class RunOptions(BaseModel):
     environment: str = "host"
     proxy_listen: tuple[str, int] = ("127.0.0.1", 0)
     proxy_url: str | None = None  # what agents are given, "{port}" filled in; None: the listening address
+
+
+def is_worker(config: pytest.Config) -> bool:
+    return hasattr(config, "workerinput")
+
+
+def results_dir(config: pytest.Config) -> Path:
+    path = Path(config.getoption("results_dir") or config.getini("webbench_results_dir"))
+    return path if path.is_absolute() else config.rootpath / path
+
+
+def options_from_config(config: pytest.Config) -> RunOptions:
+    from .records import new_experiment_id
+
+    get = config.getoption
+    if get("resume") and get("experiment_id") and get("resume") != get("experiment_id"):
+        raise pytest.UsageError("--resume names the experiment: drop --experiment-id")
+    if not is_worker(config) and config.option.file_or_dir:
+        raise pytest.UsageError(
+            f"test paths are not run with --suite or --resume (got {' '.join(config.option.file_or_dir)}): the suite's "
+            "trials are the run; pick them with -k. (Give --results-dir as --results-dir=DIR: as a separate word an "
+            "existing directory is read as a test path.)")
+    attempts = get("attempts")
+    if attempts is not None and attempts < 1:
+        raise pytest.UsageError(f"--attempts {attempts}: a run needs at least 1 attempt per task and arm")
+    arms = _arms(get("arms"))
+    given = dict(
+        suite=get("suite"), runner=get("runner"), model=get("model"), attempts=attempts, arms=arms,
+        paired=False if get("unpaired") else None, model_base_url=get("model_base_url"), browser=get("browser"),
+        environment=get("environment"), shard=_shard(get("shard")),
+    )
+    experiment_id = (config.workerinput.get("webbench_experiment_id") if is_worker(config) else None) \
+        or get("resume") or get("experiment_id") or new_experiment_id()
+    if given["shard"] and not (get("experiment_id") or get("resume")):
+        raise pytest.UsageError("--shard needs --experiment-id: every shard must share the run ID (it fixes pair order)")
+    if get("resume"):
+        given = _from_manifest(get("resume"), results_dir(config), given)
+    environment = given["environment"] or "host"
+    if environment != "host":
+        _check_environment(environment, get("proxy_url"))
+    try:
+        return RunOptions(
+            suite=given["suite"],
+            runner=_runner_name(given["runner"] or config.getini("webbench_runner")),
+            model=given["model"], attempts=given["attempts"] or int(config.getini("webbench_attempts")),
+            arms=given["arms"], paired=given["paired"] is not False, experiment_id=experiment_id,
+            results_dir=results_dir(config), model_base_url=given["model_base_url"], shard=given["shard"],
+            environment=environment, proxy_listen=_proxy_listen(get("proxy_listen")), proxy_url=get("proxy_url"),
+            browser=given["browser"] or config.getini("webbench_browser"),
+        )
+    except ValueError as exc:
+        raise pytest.UsageError(f"webbench options: {exc}") from None
+
+
+def check_arms(arms: tuple[str, ...], paired: bool) -> None:
+    """A paired run with one arm of the pair would mark every pair broken: refused, not run."""
+    chosen = [a for a in PAIRED_ARMS if a in arms]
+    if paired and len(chosen) == 1:
+        missing = next(a for a in PAIRED_ARMS if a not in arms)
+        raise pytest.UsageError(
+            f"--arms {','.join(arms)}: control and treatment run as pairs, and {missing} is not selected, so no pair "
+            f"could be tested; add {missing}, or pass --unpaired to run the arms as independent samples")
+
+
+def _arms(text: str | None) -> tuple[str, ...] | None:
+    if not text:
+        return None
+    arms = tuple(a.strip() for a in text.split(",") if a.strip())
+    for arm in arms:
+        if arm not in ARM_CHOICES:
+            raise pytest.UsageError(f"--arms: unknown arm {arm!r}; choose from {', '.join(ARM_CHOICES)}")
+    if len(set(arms)) != len(arms):
+        raise pytest.UsageError(f"--arms {text}: an arm is named twice")
+    return arms
+
+
+def _shard(text: str | None) -> tuple[int, int] | None:
+    if not text:
+        return None
+    from .pairing import parse_shard
+
+    try:
+        return parse_shard(text)
+    except ValueError as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
+def _from_manifest(experiment_id: str, results: Path, given: dict) -> dict:
+    """The resumed run's own options, from its manifest; a value given again must be the same."""
+    from .records import read_manifest
+
+    try:
+        manifest = read_manifest(results / experiment_id)
+    except FileNotFoundError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    recorded = dict(
+        suite=manifest.suite_path, runner=manifest.runner, model=manifest.model, attempts=manifest.attempts,
+        arms=tuple(manifest.arms), paired=manifest.paired, model_base_url=manifest.model_base_url,
+        browser=manifest.browser, environment=manifest.environment,
+        shard=tuple(int(x) for x in manifest.shard.split("/")) if manifest.shard else None,
+    )
+    for name, value in given.items():
+        if value is None or name == "suite":  # the suite is checked by its name and file hashes (resume.check_plan)
+            continue
+        if value != recorded[name]:
+            shown = ",".join(value) if name == "arms" else value
+            raise pytest.UsageError(f"--resume {experiment_id}: {name} was {_shown(recorded[name])}, now {_shown(shown)}; "
+                                    "leave it out to take the run's own, or start a new run")
+    return {**recorded, "suite": given["suite"] or recorded["suite"]}
+
+
+def _shown(value) -> str:
+    if isinstance(value, tuple) and value and isinstance(value[0], str):
+        return repr(",".join(value))
+    return repr(value)
+
+
+def _proxy_listen(text: str | None) -> tuple[str, int]:
+    if not text:
+        return ("127.0.0.1", 0)
+    host, _, port = text.rpartition(":")
+    try:
+        return (host or "127.0.0.1", int(port))
+    except ValueError:
+        raise pytest.UsageError(f"--proxy-listen {text!r}: give HOST:PORT, e.g. 0.0.0.0:8765") from None
+
+
+def _check_environment(environment: str, proxy_url: str | None) -> None:
+    """A Harbor environment type, and a proxy address its sandboxes can reach."""
+    from harbor.environments.factory import EnvironmentFactory
+
+    names = EnvironmentFactory.registered_names()
+    if environment not in names:
+        raise pytest.UsageError(f"--environment {environment}: not a Harbor environment type; choose host or one of "
+                                f"{', '.join(names)}")
+    if not proxy_url:
+        raise pytest.UsageError(f"--environment {environment}: agents in a sandbox cannot reach 127.0.0.1; give --proxy-url "
+                                "(and --proxy-listen 0.0.0.0:PORT), e.g. http://host.docker.internal:{port} or a tunnel")
+
+
+def _runner_name(runner: str) -> str:
+    """A preset file is named by its absolute path, so workers and a later --resume find it."""
+    return str(Path(runner).resolve()) if runner.endswith(".toml") else runner

@@ -16,7 +16,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
-RECORD_SCHEMA = 1
+# 2: a record's harbor_trial_dir is relative to the experiment directory (1: absolute), so a
+# results folder can be moved, copied off a CI machine or merged.
+RECORD_SCHEMA = 2
+RecordSchema = Literal[1, 2]
 Outcome = Literal["passed", "failed", "errored"]
 StopReason = Literal[
     "wrong_answer", "no_answer", "bot_block", "site_error", "backend_error", "unreadable_page", "call_cap",
@@ -57,7 +60,7 @@ class TaskLimits(BaseModel):
 
 
 class RunManifest(BaseModel):
-    schema_version: int = RECORD_SCHEMA
+    schema_version: RecordSchema = RECORD_SCHEMA
     experiment_id: str
     created_at: str
     suite: str
@@ -105,7 +108,7 @@ class BrowserCalls(BaseModel):
 
 
 class TrialRecord(PlannedTrial):
-    schema_version: int = RECORD_SCHEMA
+    schema_version: RecordSchema = RECORD_SCHEMA
     experiment_id: str
     runner: str
     model: str | None = None
@@ -126,10 +129,17 @@ class TrialRecord(PlannedTrial):
     # Trajectory-scan findings (a call that reached the site, the backend or the task's files
     # outside the arm's browser tools). A flag is reported; it never changes the score.
     flags: list[str] = Field(default_factory=list)
-    harbor_trial_dir: str | None = None
+    harbor_trial_dir: str | None = None  # relative to the experiment directory (see trial_dir)
     worker: str = Field(default_factory=lambda: os.environ.get("PYTEST_XDIST_WORKER", "main"))
     started_at: str | None = None
     finished_at: str = Field(default_factory=lambda: datetime.now(UTC).isoformat())
+
+
+def trial_dir(experiment_dir: Path, record: BaseModel) -> Path | None:
+    """A record's Harbor trial folder (its logs, trajectory, screenshot), wherever the experiment
+    directory now is; an absolute path (schema 1 records) is taken as it stands."""
+    relative = getattr(record, "harbor_trial_dir", None)
+    return experiment_dir / relative if relative else None
 
 
 def atomic_write(path: Path, text: str) -> None:
@@ -194,6 +204,36 @@ def _supersede(experiment_dir: Path, source: Path, trial_id: str, suffix: str) -
     target_dir.mkdir(parents=True, exist_ok=True)
     earlier = [p for p in target_dir.glob(f"{trial_id}*{suffix}") if p.is_dir() == (suffix == "")]
     os.replace(source, target_dir / f"{trial_id}{'' if not earlier else f'.{len(earlier)}'}{suffix}")
+
+
+class UndeletedBrowser(BaseModel):
+    """A cloud browser of the run that could not be deleted (it may still be running, and billed)."""
+
+    name: str
+    error: str
+    at: str = Field(default_factory=lambda: datetime.now(UTC).isoformat())
+
+
+UNDELETED_DIR = "browsers-not-deleted"
+
+
+def record_undeleted_browser(experiment_dir: Path, name: str, error: str) -> None:
+    atomic_write(experiment_dir / UNDELETED_DIR / f"{name}.json", UndeletedBrowser(name=name, error=error[:2000]).model_dump_json())
+
+
+def clear_undeleted_browser(experiment_dir: Path, name: str) -> None:
+    (experiment_dir / UNDELETED_DIR / f"{name}.json").unlink(missing_ok=True)
+
+
+def read_undeleted_browsers(experiment_dir: Path) -> dict[str, UndeletedBrowser]:
+    out = {}
+    for path in sorted((experiment_dir / UNDELETED_DIR).glob("*.json")):
+        try:
+            browser = UndeletedBrowser.model_validate_json(path.read_bytes())
+        except (ValidationError, ValueError, OSError):
+            browser = UndeletedBrowser(name=path.stem, error=f"{path}: unreadable record of an undeleted browser")
+        out[browser.name] = browser
+    return out
 
 
 def write_manifest(experiment_dir: Path, manifest: RunManifest) -> None:

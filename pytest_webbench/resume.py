@@ -1,8 +1,9 @@
 """`--resume EXPERIMENT_ID`: run only the planned trials that have no result, into the same
 experiment directory, so the run ends with one report over the whole plan.
 
-The plan is the manifest's, not a new one: the suite files must hash as they did, and the run's
-options (suite, runner, model, attempts, arms, pairing) must match. A pair that has only one
+The plan is the manifest's, not a new one: the run's options (runner, model, attempts, arms,
+pairing, browser, environment, shard) are taken from it (options.py refuses one given again with
+another value), and the suite must be the same suite with its files hashing as they did. A pair that has only one
 member recorded runs again whole, back to back as planned; the record it replaces is kept under
 `trials/superseded/`, so nothing is lost. With `--resume-errored`, errored trials run again too.
 """
@@ -18,14 +19,10 @@ class ResumeError(Exception):
     pass
 
 
-def check_plan(manifest: RunManifest, suite_name: str, content_hashes: dict[str, str], runner: str, model: str | None,
-               attempts: int, arms: list[str], paired: bool, shard: str | None = None, environment: str = "host") -> None:
-    wanted = {"suite": suite_name, "runner": runner, "model": model, "attempts": attempts, "arms": arms, "paired": paired,
-              "shard": shard, "environment": environment}
-    for field, value in wanted.items():
-        if getattr(manifest, field) != value:
-            raise ResumeError(f"--resume {manifest.experiment_id}: {field} was {getattr(manifest, field)!r}, "
-                              f"now {value!r}; resume with the run's own options")
+def check_plan(manifest: RunManifest, suite_name: str, content_hashes: dict[str, str]) -> None:
+    if manifest.suite != suite_name:
+        raise ResumeError(f"--resume {manifest.experiment_id}: suite was {manifest.suite!r}, now {suite_name!r}; "
+                          "resume with the run's own suite (or leave --suite out)")
     changed = sorted(k for k in manifest.content_hashes if content_hashes.get(k) != manifest.content_hashes[k])
     if changed:
         raise ResumeError(f"--resume {manifest.experiment_id}: the suite changed since the run began ({', '.join(changed)}); "
@@ -50,3 +47,11 @@ def trials_to_skip(experiment_dir: Path, rerun_errored: bool) -> set[str]:
                 done.discard(tid)
     return done
 
+
+
+def resumed_trials(experiment_dir: Path, suite, rerun_errored: bool) -> tuple[set[str], set[str]]:
+    """Checks the suite against the run's manifest, then says which trials the plan holds and
+    which of them are done (the controller decides and tells the workers, so all agree)."""
+    manifest = read_manifest(experiment_dir)
+    check_plan(manifest, suite.name, suite.content_hashes)
+    return {t.trial_id for t in manifest.trials}, trials_to_skip(experiment_dir, rerun_errored)

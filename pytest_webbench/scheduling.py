@@ -10,6 +10,17 @@ from xdist.scheduler import LoadScopeScheduling
 
 from .pairing import TrialKey
 
+# The private methods of xdist's LoadScopeScheduling this class overrides or calls, with the sha256
+# (first 16 hex digits) of their source in the release it was written against (pyproject pins
+# pytest-xdist <3.9). A test compares them with the installed xdist, so a change fails loudly.
+XDIST_TESTED_WITH = "3.8.0"
+XDIST_PRIVATE_METHODS = {
+    "_split_scope": "11e3b83bf03cdafe",
+    "_reschedule": "b6444833c9a924e2",
+    "_assign_work_unit": "76fd5d71c8726288",
+    "_pending_of": "23754578288f3fb6",
+}
+
 
 class PairScheduling(LoadScopeScheduling):
     def __init__(self, config, log=None) -> None:

@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from .pairing import TrialKey
+
 if TYPE_CHECKING:
     from .options import RunOptions
     from .suite import TrialSpec
@@ -25,7 +27,17 @@ class WebbenchState:
         self.report = None  # the controller's Report, once written
         self.published = None  # the Braintrust experiments, or why publishing failed
         self.skip: set[str] = set()  # --resume: trials that already have a result
+        self.planned: set[str] | None = None  # --resume: the trials of the run's plan (None: a new plan)
 
 
 def state(config: pytest.Config) -> WebbenchState:
     return config.stash[STATE_KEY]
+
+
+def item_key(item: pytest.Item) -> TrialKey | None:
+    """The trial an item runs (None for an item that is not a trial)."""
+    trial_id = getattr(getattr(item, "callspec", None), "params", {}).get("webbench_trial")
+    if trial_id is None:
+        return None
+    spec = item.config.stash[STATE_KEY].specs.get(trial_id) if STATE_KEY in item.config.stash else None
+    return spec.key if spec else TrialKey.parse(trial_id)

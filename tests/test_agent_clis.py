@@ -17,7 +17,7 @@ from pytest_webbench.records import read_trial_records
 from pytest_webbench.service import ServiceLoop
 
 sys.path.insert(0, str(Path(__file__).parent / "support"))
-from model_endpoint import TURN_USAGE, ModelEndpoint  # noqa: E402
+from model_endpoint import ModelEndpoint  # noqa: E402
 
 pytestmark = [pytest.mark.chromium, pytest.mark.agent_cli]
 LOCAL_WEB = Path(__file__).resolve().parents[1] / "suites" / "local-web"
@@ -64,14 +64,13 @@ def test_a_pair_passes_with_the_real_cli_and_its_own_token_figures(runner, pytes
             sent["input"], sent["cached"], sent["output"]), arm
         assert sent["turns"] == (3 if arm == "treatment" else 2)
         assert record.answer == {"price": 17.49} and record.flags == []
-        log = read_call_log(Path(record.harbor_trial_dir) / "proxy-log.jsonl").records
+        log = read_call_log(exp / record.harbor_trial_dir / "proxy-log.jsonl").records
         tools = [r.tool for r in log if r.method == "tools/call"]
         assert tools == (["webmcp", "webmcp"] if arm == "treatment" else ["execute_playwright_code"]), arm
     assert records["treatment"].calls.webmcp_invokes == {"injected:completed": 1}
     manifest = json.loads((exp / "manifest.json").read_text())
     assert manifest["runner_preset"]["cli"]["version"] == manifest["cli_version"]
     assert manifest["model"] == f"{CLIS[runner][0]}/webbench-script"
-    assert TURN_USAGE["input"] > TURN_USAGE["cached"]  # the figures above could not match by accident
 
 
 @pytest.mark.parametrize("runner", CLIS)
@@ -99,7 +98,7 @@ def test_reading_the_grader_fails_and_is_flagged(pytester, monkeypatch, endpoint
     result.assert_outcomes(passed=1)
     [record] = read_trial_records(exp)[0]
     assert record.flags and record.flags[0].startswith("Bash reached the task's files")
-    trajectory = (Path(record.harbor_trial_dir) / "agent" / "trajectory.json").read_text()
+    trajectory = (exp / record.harbor_trial_dir / "agent" / "trajectory.json").read_text()
     assert "No such file or directory" in trajectory  # the task's folder is hidden from the agent's shell
 
 

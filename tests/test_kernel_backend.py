@@ -190,3 +190,82 @@ def test_a_browser_kernel_ended_mid_trial_is_reported_lost(kernel_api):
     assert never == "Kernel has no such browser session any more"
     retrieves = [p for m, p, _ in standin.requests if m == "GET" and p.startswith("/browsers/exp1-")]
     assert retrieves == ["/browsers/exp1-a", "/browsers/exp1-a", "/browsers/exp1-nope"]
+
+
+@pytest.mark.chromium
+def test_the_page_check_code_kernel_runs_works_in_a_real_browser():
+    """The JavaScript the Kernel backend sends for a page check, run for real by the local driver
+    (which runs Playwright code as Kernel's runtime does) against a local page: a mistake in it
+    fails here, not only on Kernel."""
+    from starlette.applications import Starlette
+    from starlette.responses import HTMLResponse
+    from starlette.routing import Route
+
+    from pytest_webbench.browsers.kernel import page_check_code
+    from pytest_webbench.browsers.local import LocalBackend
+
+    cart = "<html><body><div class=cart-item data-sku='MUG-BLU-S' data-qty='2'></div><b id=total>$9.98</b></body></html>"
+    app = Starlette(routes=[Route("/cart", lambda r: HTMLResponse(cart)), Route("/", lambda r: HTMLResponse("<title>home</title>"))])
+    loop, local = ServiceLoop(), LocalBackend()
+    try:
+        site = loop.serve(app, "shop")
+        script = ("const items = {}; for (const r of document.querySelectorAll('.cart-item')) items[r.dataset.sku] = Number(r.dataset.qty);\n"
+                  "return { items, total: document.querySelector('#total').textContent };")
+
+        async def go():
+            await local.create_session("s")
+            await local.execute_playwright("s", f"await page.goto({site + '/'!r})")
+            out = await local.execute_playwright("s", page_check_code(site + "/cart", script))
+            left_on = await local.execute_playwright("s", "return page.url()")
+            await local.delete_session("s")
+            return out, left_on
+
+        out, left_on = loop.run(go(), timeout=120)
+        loop.run(local.close(), timeout=30)
+    finally:
+        loop.close()
+    assert out["success"], out
+    assert out["result"]["value"] == {"items": {"MUG-BLU-S": 2}, "total": "$9.98"}
+    assert out["result"]["url"] == site + "/cart" and "data-sku" in out["result"]["html"]
+    assert left_on["result"] == site + "/"  # the agent's own tab is untouched
+
+
+def test_a_failed_delete_is_retried_then_swept_and_one_that_cannot_be_deleted_is_reported(pytester, monkeypatch, tmp_path):
+    """A billed browser is never forgotten: a delete that fails after the SDK's retries is tried
+    again, recorded, and swept at the run's end; one that still cannot be deleted is in the report."""
+    import shutil
+
+    from kernel_standin import build_standin
+
+    api = KernelApiStandin(KEY)
+    # control: fails the trial's delete and its retries (2 attempts x the SDK's 3 tries), then the
+    # sweep deletes it; treatment: never deletable
+    api.failing_deletes = {"sweep-hn-item-1-a1-control": 6, "sweep-hn-item-1-a1-treatment": 10**6}
+    loop = ServiceLoop()
+    try:
+        api_url = loop.serve(api.app, "kernel api")
+        mcp_url = loop.serve(build_standin(tmp_path / "calls.jsonl").streamable_http_app(json_response=True, stateless_http=True),
+                             "kernel mcp") + "/mcp"
+        suite = pytester.path / "public-web"
+        shutil.copytree(Path(__file__).resolve().parents[1] / "suites" / "public-web", suite)
+        (suite / "tasks" / "hn-item-1" / "solution" / "reference.py").write_text(
+            "async def solve(browser, arm):\n"
+            "    await browser.playwright('return 1')\n"
+            "    return {'title': 'Y Combinator', 'by': 'pg'}\n")
+        monkeypatch.setenv("KERNEL_API_KEY", KEY)
+        monkeypatch.setenv("KERNEL_BASE_URL", api_url)
+        monkeypatch.setenv("KERNEL_MCP_URL", mcp_url)
+        result = pytester.runpytest_subprocess(
+            "-p", "no:cacheprovider", f"--results-dir={pytester.path / 'results'}", "--suite", str(suite),
+            "--browser", "kernel", "--runner", "reference", "--experiment-id", "sweep", "-k", "hn-item-1 and not playwright")
+    finally:
+        loop.close()
+    result.assert_outcomes(passed=2)  # a delete failing after the trial does not change its grade
+    assert [b.name for b in api.browsers.values()] == ["sweep-hn-item-1-a1-treatment"]  # control swept
+    deletes = [p for m, p, _ in api.requests if m == "DELETE"]
+    assert deletes.count("/browsers/sweep-hn-item-1-a1-control") == 7  # 6 failed (trial), 1 deleted (sweep)
+    report = json.loads((pytester.path / "results" / "sweep" / "report.json").read_text())
+    [left] = report["browsers_not_deleted"]
+    assert left["name"] == "sweep-hn-item-1-a1-treatment" and "HTTP 500" in left["error"]
+    result.stdout.fnmatch_lines(["*NOT DELETED (may still be billed): Kernel browser sweep-hn-item-1-a1-treatment*"])
+    assert "could not be deleted" in (pytester.path / "results" / "sweep" / "report.md").read_text()

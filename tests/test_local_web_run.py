@@ -5,7 +5,6 @@ from pathlib import Path
 
 import pytest
 
-from pytest_webbench.harbor_jobs import write_job_results  # noqa: F401  (import check)
 from pytest_webbench.records import read_manifest, read_trial_records
 
 pytestmark = pytest.mark.chromium
@@ -28,6 +27,8 @@ def test_reference_runner_passes_every_item_and_leaves_a_complete_experiment(pyt
     records, problems = read_trial_records(exp)
     assert not problems and len(records) == len(manifest.trials) == len(TASKS) * 3
     assert all(r.outcome == "passed" and r.calls.forwarded > 0 for r in records)
+    # each record names its Harbor folder relative to the experiment, so the folder can be moved
+    assert all(not Path(r.harbor_trial_dir).is_absolute() and (exp / r.harbor_trial_dir / "result.json").exists() for r in records)
     assert set(manifest.content_hashes) >= {"suite", "tool_batch:codehub", "tool_batch:shop", "tool_batch:wiki"}
     # treatment used the injected tools, the other arms never did
     for r in records:
@@ -110,7 +111,7 @@ def test_a_rejected_call_is_logged_and_counted(pytester, monkeypatch):
     result.assert_outcomes(passed=1)
     [record], _ = read_trial_records(pytester.path / "results" / "rej")
     assert record.calls.rejected == 1 and record.calls.rejected_rules == {"webmcp_action_forbidden": 1}
-    log = (Path(record.harbor_trial_dir) / "proxy-log.jsonl").read_text().splitlines()
+    log = (pytester.path / "results" / "rej" / record.harbor_trial_dir / "proxy-log.jsonl").read_text().splitlines()
     assert any(json.loads(line)["rule"] == "webmcp_action_forbidden" for line in log)
     report = json.loads((pytester.path / "results" / "rej" / "report.json").read_text())
     treatment = next(u for u in report["usage"] if u["arm"] == "treatment")

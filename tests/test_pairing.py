@@ -53,3 +53,25 @@ def test_order_agrees_with_recorded_positions_when_attempts_are_left_out():
             if k.pair_id:
                 first = n == 0 or ordered[n - 1].pair_id != k.pair_id
                 assert (pair_position(k, run_id, 5) == 1) == first, (run_id, k)
+
+
+def test_the_xdist_methods_the_pair_scheduler_overrides_are_the_ones_it_was_written_against():
+    """scheduling.py overrides private methods of pytest-xdist's LoadScopeScheduling: if an xdist
+    release changes any of them, this fails and names it, instead of pairs silently splitting."""
+    import hashlib
+    import inspect
+    import textwrap
+
+    import xdist
+    from xdist.scheduler import LoadScopeScheduling
+
+    from pytest_webbench.scheduling import XDIST_PRIVATE_METHODS, XDIST_TESTED_WITH, PairScheduling
+
+    changed = {}
+    for name, digest in XDIST_PRIVATE_METHODS.items():
+        source = textwrap.dedent(inspect.getsource(getattr(LoadScopeScheduling, name)))
+        if hashlib.sha256(source.encode()).hexdigest()[:16] != digest:
+            changed[name] = inspect.signature(getattr(LoadScopeScheduling, name))
+    assert not changed, f"pytest-xdist {xdist.__version__} changed {sorted(changed)} (written against {XDIST_TESTED_WITH})"
+    for name in ("_split_scope", "_reschedule", "_assign_work_unit"):  # still overrides, not new methods
+        assert getattr(PairScheduling, name) is not getattr(LoadScopeScheduling, name)

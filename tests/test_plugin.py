@@ -152,9 +152,14 @@ def test_missing_instruction_and_bad_suite_file(pytester):
     (["--browser", "kernel"], "KERNEL_API_KEY is not set"),
     (["-n", "2", "--dist", "loadfile"], "use -n N with the default --dist load"),
     (["--arms", "control,sideways"], "unknown arm"),
+    # options that would silently do something else are refused
+    (["--arms", "control,playwright"], "treatment is not selected, so no pair could be tested"),
+    (["--attempts", "0"], "--attempts 0: a run needs at least 1 attempt"),
+    (["tests/test_other.py"], "test paths are not run with --suite or --resume (got tests/test_other.py)"),
 ])
 def test_bad_options_fail_before_any_trial(pytester, monkeypatch, args, message):
     monkeypatch.delenv("KERNEL_API_KEY", raising=False)
+    pytester.makepyfile(**{"tests/test_other": "def test_x(): pass"})
     result = run(pytester, "--suite", str(LOCAL_WEB), *args)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert message in result.stderr.str()

@@ -106,13 +106,22 @@ def test_call_cap(tmp_path):
     assert read_call_log(tmp_path / "log.jsonl").records[-1].cap_reached
 
 
-@pytest.mark.parametrize("line", [b"not json", b"[1,2]", b'{"jsonrpc": "1.0", "id": 3}', b"\xff\xfe"])
-def test_garbage_is_refused_and_logged(line, tmp_path):
+@pytest.mark.parametrize("line, reply", [
+    (b"not json", (None, -32700)),  # JSON-RPC answers a parse error with a null id
+    (b"[1,2]", (None, -32600)),  # and an invalid batch
+    (b'{"jsonrpc": "1.0", "id": 3}', (3, -32600)),  # an id it can read is answered by it
+    (b"\xff\xfe", (None, -32700)),
+    (b'{"jsonrpc": "2.0", "method": "tools/call"}', None),  # a request sent as a notification: no id, no reply
+    (b'{"jsonrpc": "2.0", "id": 1.5, "method": "ping"}', None),  # an id MCP does not allow cannot be answered by
+])
+def test_garbage_is_refused_and_logged(line, reply, tmp_path):
     s, up = session("control", tmp_path)
-    reply = run(s.handle_line(line))
+    answered = run(s.handle_line(line))
     assert up.sent == [] and s.stats.bad_messages == 1
-    if reply is not None:
-        assert "error" in reply
+    if reply is None:
+        assert answered is None
+    else:
+        assert (answered["id"], answered["error"]["code"]) == reply and answered["jsonrpc"] == "2.0"
     assert read_call_log(tmp_path / "log.jsonl").records[0].rule == "invalid_message"
 
 
@@ -125,18 +134,30 @@ def test_a_cut_off_log_line_does_not_break_the_reader(tmp_path):
     assert len(contents.records) == 1 and contents.unreadable_lines == 1
 
 
-@settings(max_examples=200, deadline=None)
-@given(st.text(max_size=200))
-def test_webmcp_rule_property(code):
-    # Rejected iff the code mentions WebMCP; and a rejection never reaches the upstream.
+# Code around a planted word: no letter of "webmcp" or "modelcontext" that could complete one,
+# no quote or plus that could join a literal to the plant, so the label alone says what it holds.
+_FILLER = st.text(alphabet="abfghijkrsuvyz0123456789 ;(){}.=,\n", max_size=60)
+_FORBIDDEN = ["webmcp", "WebMCP", "web_mcp", "modelContext", "model_context", "MODELCONTEXT", "navigator.modelContext",
+              "document['modelContext']", "'model' + 'Context'", "'web' + 'mcp'", "model\\u0043ontext", "web\\x6dcp"]
+_NEAR_MISSES = ["web mcp", "model Context", "modelCon text", "mcp", "webpack", "modelConfig", "contextModel",
+                "model-context", "web.mcp", "'model' - 'Context'", "model\\u0020Context"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(before=_FILLER, after=_FILLER, planted=st.sampled_from([(w, True) for w in _FORBIDDEN] + [(w, False) for w in _NEAR_MISSES]))
+def test_webmcp_rule_property(before, after, planted):
+    """Rejected exactly when a forbidden spelling was planted (the label is the oracle, not the
+    detector); a rejection never reaches the upstream."""
     import tempfile
     from pathlib import Path
 
+    word, forbidden = planted
+    code = f"{before} {word} {after}"
     with tempfile.TemporaryDirectory() as d:
         s, up = session("playwright", Path(d))
-        run(s.handle(call("execute_playwright_code", session_id="S1", code=code)))
-        mentions = mentions_webmcp(code)
-        assert (len(up.sent) == 0) == mentions
+        reply = run(s.handle(call("execute_playwright_code", session_id="S1", code=code)))
+    assert (len(up.sent) == 0) == forbidden, code
+    assert ("webmcp_in_code" in reply["result"]["content"][0]["text"]) == forbidden
 
 
 @settings(max_examples=200, deadline=None)

@@ -289,21 +289,27 @@ def test_framing_refuses_what_is_not_exactly_one_message_and_keeps_going(proxy):
 
 
 def test_upstream_death_is_answered_not_fatal(proxy):
-    lines = [INIT] + [
-        json.dumps({"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": {
-            "name": "execute_playwright_code", "arguments": {"session_id": "S1", "code": code}}}).encode() + b"\n"
-        for i, code in [(1, "crash")]
-    ]
-    # Give the dying server's call time to fail before the next request by sending it after EOF
-    # of the first: run twice is not possible in one process, so check both replies come back.
-    lines.append(b'{"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "execute_playwright_code", "arguments": {"session_id": "S1", "code": "1"}}}\n')
-    replies, stderr, code = _raw_proxy(proxy, lines)
-    assert code == 0, stderr
-    by_id = {r.get("id"): r for r in replies}
-    assert "browser server" in by_id[1]["error"]["message"]
-    assert 2 in by_id  # answered (with a result if it won the race, else the same error), never dropped
-    outcomes = [r.outcome for r in read_call_log(proxy.log).records if r.method == "tools/call"]
-    assert outcomes[0] == "error" or "error" in outcomes
+    """The server dies on call 1; call 2, sent once call 1 is answered, gets the same plain error."""
+    calls = [json.dumps({"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": {
+        "name": "execute_playwright_code", "arguments": {"session_id": "S1", "code": code}}}).encode() + b"\n"
+        for i, code in [(1, "crash"), (2, "1")]]
+    process = subprocess.Popen(proxy.command("control", "stdio"), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, env={**os.environ, "KERNEL_API_KEY": SENTINEL_KEY})
+    replies = []
+    try:
+        for line in [INIT, *calls]:
+            process.stdin.write(line)
+            process.stdin.flush()
+            replies.append(json.loads(process.stdout.readline()))
+        process.stdin.close()
+        assert process.wait(timeout=30) == 0, process.stderr.read()
+    finally:
+        process.kill()
+    gone = {"code": -32000, "message": "browser server error: browser server exited with code 3"}
+    assert replies[1] == {"jsonrpc": "2.0", "id": 1, "error": gone}
+    assert replies[2] == {"jsonrpc": "2.0", "id": 2, "error": gone}
+    records = [r for r in read_call_log(proxy.log).records if r.method == "tools/call"]
+    assert [(r.outcome, r.detail) for r in records] == [("error", gone["message"])] * 2
 
 
 def test_the_api_key_stays_an_environment_reference(proxy, http_standin):

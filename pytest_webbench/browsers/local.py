@@ -47,6 +47,7 @@ class LocalBackend:
     """Talks to the Node driver: one JSON line per request, replies matched by id."""
 
     name = "local"
+    billed = False
 
     def __init__(self) -> None:
         self._proc: asyncio.subprocess.Process | None = None
@@ -166,6 +167,9 @@ class LocalBackend:
         if status["crashed"]:
             return "the session's Chromium exited during the trial"
         return None if status["open"] else "the session was closed during the trial"
+
+    async def delete_leftovers(self, prefix: str) -> dict[str, str]:
+        return {}  # every context dies with this process's driver: nothing is billed or left behind
 
     async def current_url(self, session_id: str) -> str:
         return (await self.call("current_url", session=session_id))["url"]

@@ -11,10 +11,11 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from .build import Report, build_report, build_report_from_dir
-    from .render import render_markdown, write_report
+    from .render import render_markdown
+    from .write import write_report
 
 _HOME = {"Report": "build", "build_report": "build", "build_report_from_dir": "build",
-         "render_markdown": "render", "write_report": "render"}
+         "render_markdown": "render", "write_report": "write"}
 __all__ = list(_HOME)
 
 

@@ -1,8 +1,9 @@
 """`python -m pytest_webbench.report EXPERIMENT_DIR [OTHER_DIR]`
 
 One directory: re-render report.json, report.md and report.html from the results on disk.
-Two: re-render both, then compare them (unpaired across runs), printing the comparison and
-writing it to --out (Markdown, with a .json beside it) when given.
+Two: compare them (A then B: each figure is B minus A), printing the comparison, and writing it to
+--out (Markdown, with a .json beside it) when given. Comparing reads both runs and changes
+neither: their own report files stay as they are.
 
 `python -m pytest_webbench.report merge OUT_DIR SHARD_DIR...`: merge the shards of one run
 (`--shard I/N`) into OUT_DIR and write its report.
@@ -16,7 +17,9 @@ from pathlib import Path
 
 from ..records import atomic_write
 from .compare import compare_reports, render_comparison
-from .render import headline_lines, paired_lines, write_report
+from .build import build_report_from_dir
+from .render import headline_lines, paired_lines
+from .write import write_report
 
 
 def merge_main(argv: list[str]) -> int:
@@ -44,38 +47,50 @@ def main(argv: list[str] | None = None) -> int:
         return merge_main(argv[1:])
     parser = argparse.ArgumentParser(prog="python -m pytest_webbench.report", description=__doc__.split("\n\n")[1])
     parser.add_argument("experiment_dirs", type=Path, nargs="+", metavar="EXPERIMENT_DIR")
-    parser.add_argument("--out", type=Path, help="write the comparison of two runs here (Markdown)")
+    parser.add_argument("--out", type=Path, help="write the comparison of two runs here (Markdown; JSON beside it)")
     parser.add_argument("--publish", choices=("braintrust",), help="publish each run (one experiment per arm)")
     parser.add_argument("--project", help="Braintrust project (default: webbench-<suite>)")
     args = parser.parse_args(argv)
     if len(args.experiment_dirs) > 2:
         parser.error("give one experiment directory to re-render, or two to compare")
-    reports = []
-    for directory in args.experiment_dirs:
-        try:
-            report = write_report(directory)
-        except FileNotFoundError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
-        reports.append(report)
-        print("\n".join(headline_lines(report) + paired_lines(report)))
-        print(f"report: {directory / 'report.md'}, {directory / 'report.html'}")
+    if len(args.experiment_dirs) == 2:
         if args.publish:
-            from .publish import PublishError, publish_braintrust
+            parser.error("--publish takes one experiment directory")
+        return compare_main(*args.experiment_dirs, args.out)
+    if args.out:
+        parser.error("--out is for comparing two runs")
+    directory = args.experiment_dirs[0]
+    try:
+        report = write_report(directory)
+    except FileNotFoundError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print("\n".join(headline_lines(report) + paired_lines(report)))
+    print(f"report: {directory / 'report.md'}, {directory / 'report.html'}")
+    if args.publish:
+        from .publish import PublishError, publish_braintrust
 
-            try:
-                for experiment in publish_braintrust(directory, args.project):
-                    print(f"published {experiment.name} ({experiment.rows} rows): {experiment.url}")
-            except PublishError as exc:
-                print(f"error: {exc}", file=sys.stderr)
-                return 1
-    if len(reports) == 2:
-        comparison = compare_reports(*reports)
-        text = render_comparison(comparison)
-        print(text)
-        if args.out:
-            atomic_write(args.out, text)
-            atomic_write(args.out.with_suffix(".json"), comparison.model_dump_json(indent=2))
+        try:
+            for experiment in publish_braintrust(directory, args.project):
+                print(f"published {experiment.name} ({experiment.rows} rows): {experiment.url}")
+        except PublishError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+    return 0
+
+
+def compare_main(a_dir: Path, b_dir: Path, out: Path | None) -> int:
+    try:
+        a, b = build_report_from_dir(a_dir), build_report_from_dir(b_dir)
+    except FileNotFoundError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    comparison = compare_reports(a, b)
+    text = render_comparison(comparison)
+    print(text)
+    if out:
+        atomic_write(out, text)
+        atomic_write(out.with_suffix(".json"), comparison.model_dump_json(indent=2))
     return 0
 
 

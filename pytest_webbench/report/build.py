@@ -17,14 +17,16 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from ..harbor_jobs import read_job_problems
 from ..records import (
-    BrowserCalls, PlannedTrial, RunManifest, Timings, Tokens, TrialRecord, read_manifest, read_trial_records,
+    BrowserCalls, PlannedTrial, RunManifest, Timings, Tokens, TrialRecord, UndeletedBrowser, read_manifest,
+    read_trial_records, read_undeleted_browsers,
 )
 from ..stats import (
     ASSUMPTIONS, clustered_paired_difference, mcnemar_exact, mcnemar_mde, pass_at_k, pass_hat_k, sign_test, wilson,
 )
 
-REPORT_SCHEMA = 2
+REPORT_SCHEMA = 3  # 3: browsers_not_deleted
 FEW_ATTEMPTS = 5  # below this a run screens for large effects only
 NOT_A_PASS = ("failed", "errored", "missing")
 
@@ -153,6 +155,7 @@ class Report(BaseModel):
     over_spend: list[TrialNote]
     toolset_invalid: list[TrialNote]
     broken_pairs: list[str]
+    browsers_not_deleted: list[UndeletedBrowser] = Field(default_factory=list)  # cloud browsers that may still be billed
     problems: list[str]
     assumptions: dict[str, str]
     caveat: str | None
@@ -269,9 +272,14 @@ def _note(r: TrialRecord, note: str) -> TrialNote:
     return TrialNote(trial_id=r.trial_id, arm=r.arm, task=r.task, note=note)
 
 
-def build_report(manifest: RunManifest, records: list[TrialRecord], problems: list[str] | None = None) -> Report:
+def build_report(manifest: RunManifest, records: list[TrialRecord], problems: list[str] | None = None,
+                 browsers_not_deleted: list[UndeletedBrowser] | None = None) -> Report:
     by_id = {r.trial_id: r for r in records}
     planned = manifest.trials
+    problems = list(problems or [])
+    if unplanned := sorted(set(by_id) - {t.trial_id for t in planned}):
+        problems.append(f"{len(unplanned)} record(s) of trials the plan does not hold, left out: {', '.join(unplanned[:10])}"
+                        + (" ..." if len(unplanned) > 10 else ""))
     arm_order = {a: i for i, a in enumerate(manifest.arms)}
     by_arm_task: dict[tuple[str, str], list[TrialRecord | None]] = {}
     pair_ids_by_task: dict[str, set[str]] = {}
@@ -333,7 +341,7 @@ def build_report(manifest: RunManifest, records: list[TrialRecord], problems: li
     return Report(
         experiment_id=manifest.experiment_id, suite=manifest.suite, runner=manifest.runner, model=manifest.model,
         browser=manifest.browser, attempts=manifest.attempts, arms=manifest.arms, complete=not incomplete,
-        incomplete_because=incomplete, planned_trials=len(planned), recorded_trials=len(by_id),
+        incomplete_because=incomplete, planned_trials=len(planned), recorded_trials=len(planned) - missing,
         headline={arm: _rate(*c) for arm, c in headline_counts.items()},
         format_only={arm: _rate(*c) for arm, c in format_counts.items()},
         by_arm_task=rows, paired=paired_rows, pooled=_pooled(pooled_input),
@@ -345,7 +353,8 @@ def build_report(manifest: RunManifest, records: list[TrialRecord], problems: li
         cap_hits=[_note(r, f"{r.calls.forwarded} calls") for r in ordered if r.calls.cap_hit],
         over_spend=[_note(r, r.detail) for r in ordered if r.stop_reason == "over_spend"],
         toolset_invalid=[_note(r, note) for r in ordered if (note := _toolset_invalid(r))],
-        broken_pairs=manifest.broken_pairs, problems=list(problems or []), assumptions=ASSUMPTIONS,
+        broken_pairs=manifest.broken_pairs, browsers_not_deleted=list(browsers_not_deleted or []),
+        problems=problems, assumptions=ASSUMPTIONS,
         caveat=(f"With {manifest.attempts} attempt(s) per task and arm this run screens for large effects only: a null "
                 "result here is weak evidence of no effect (see the minimum detectable effect)."
                 if manifest.attempts < FEW_ATTEMPTS else None),
@@ -358,7 +367,8 @@ def build_report_from_dir(experiment_dir: Path) -> Report:
     with _no_cyclic_gc():
         manifest = read_manifest(experiment_dir)
         records, problems = read_trial_records(experiment_dir, ReportedTrial)
-        return build_report(manifest, records, problems)
+        return build_report(manifest, records, problems + read_job_problems(experiment_dir),
+                            list(read_undeleted_browsers(experiment_dir).values()))
 
 
 @contextmanager

@@ -11,7 +11,7 @@ from pydantic import BaseModel
 
 from ..stats import ASSUMPTIONS, fisher_exact_p, newcombe_difference
 from .build import Rate, Report
-from .render import ci, pct, pval, signed_pct
+from .format import ci, pct, pval, signed_pct
 
 
 class RateComparison(BaseModel):

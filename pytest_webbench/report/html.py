@@ -11,7 +11,7 @@ import math
 from html import escape
 
 from .build import Rate, Report
-from .render import ci, num, pct, pval, signed_pct
+from .format import ci, num, pct, pval, signed_pct
 
 ARM_COLOURS = {"control": "#4c72b0", "treatment": "#dd8452", "playwright": "#55a868"}
 OUTCOME_COLOURS = {"both": "#55a868", "control_only": "#4c72b0", "treatment_only": "#dd8452", "neither": "#c44e52", "excluded": "#bbbbbb"}
@@ -102,6 +102,11 @@ def render_html(report: Report) -> str:
         body.append(f'<p class="warn" id="incomplete"><strong>Incomplete run</strong>: {e("; ".join(report.incomplete_because))}.</p>')
     if report.caveat:
         body.append(f"<p><em>{e(report.caveat)}</em></p>")
+    if report.browsers_not_deleted:
+        body.append('<div class="warn" id="browsers-not-deleted"><strong>Cloud browsers that could not be deleted</strong> '
+                    "(they may still be running and billed):<ul>"
+                    + "".join(f"<li><code>{e(b.name)}</code>: {e(b.error)}</li>" for b in report.browsers_not_deleted)
+                    + "</ul></div>")
     body.append("<h2>Headline: pass rate on page- or pin-checked tasks</h2><table><tr><th>arm</th><th>passes</th><th>rate</th><th>95% Wilson CI</th></tr>")
     body += [f"<tr><td>{e(arm)}</td>{_rate_cells(f'headline.{arm}', r)}</tr>" for arm, r in report.headline.items()]
     body.append("</table>" + _rates_plot(report.headline))

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from ..records import TrialRecord
+from ..records import TrialRecord, trial_dir
 
 PROPERTY = "webbench"
 COLUMNS = ("Task", "Attempt", "Arm", "Calls", "Tokens", "Agent s", "Stop reason")
@@ -36,7 +36,7 @@ def _text(path: Path) -> str | None:
     return text + (f"\n... ({len(data) - MAX_TEXT} more bytes in {path})" if len(data) > MAX_TEXT else "")
 
 
-def call_extras(record: TrialRecord) -> list[dict]:
+def call_extras(record: TrialRecord, experiment_dir: Path) -> list[dict]:
     from pytest_html import extras
 
     out = [
@@ -44,20 +44,19 @@ def call_extras(record: TrialRecord) -> list[dict]:
         extras.json({"outcome": record.outcome, "stop_reason": record.stop_reason, "detail": record.detail,
                      "expected": record.expected, "page_value": record.page_value, "flags": record.flags}, name="grade"),
     ]
-    if record.harbor_trial_dir:
-        trial_dir = Path(record.harbor_trial_dir)
-        if (log := _text(trial_dir / "proxy-log.jsonl")) is not None:
+    if (folder := trial_dir(experiment_dir, record)) is not None:
+        if (log := _text(folder / "proxy-log.jsonl")) is not None:
             out.append(extras.text(log, name="proxy log"))
         for name in ("trajectory.json", "transcript.jsonl"):
-            if (transcript := _text(trial_dir / "agent" / name)) is not None:
+            if (transcript := _text(folder / "agent" / name)) is not None:
                 out.append(extras.text(transcript, name=f"agent transcript ({name})"))
     return out
 
 
-def screenshot_extra(trial_dir: str | None) -> list[dict]:
+def screenshot_extra(folder: Path | None) -> list[dict]:
     from pytest_html import extras
 
-    if not trial_dir or not (shot := Path(trial_dir) / "final-screenshot.png").exists():
+    if folder is None or not (shot := folder / "final-screenshot.png").exists():
         return []
     return [extras.png(base64.b64encode(shot.read_bytes()).decode(), name="final screenshot")]
 
@@ -82,18 +81,20 @@ class HtmlColumns:
 SCREENSHOT_SHOWN = pytest.StashKey[bool]()
 
 
-def attach(item: pytest.Item, report: pytest.TestReport, record: TrialRecord | None, html_active: bool) -> None:
+def attach(item: pytest.Item, report: pytest.TestReport, record: TrialRecord | None, html_active: bool,
+           experiment_dir: Path) -> None:
     """From the makereport wrapper: the columns on every phase's report, extras where they belong."""
     if record is not None and not any(k == PROPERTY for k, _ in report.user_properties):
         report.user_properties.append((PROPERTY, trial_summary(record)))
     if not html_active or record is None:
         return
+    folder = trial_dir(experiment_dir, record) or experiment_dir / "jobs" / record.arm / record.trial_id
     if report.when == "call" or (report.when == "setup" and report.failed):
         # the screenshot is taken when the agent stops; teardown takes it if the agent never ran
-        shot = screenshot_extra(record.harbor_trial_dir)
+        shot = screenshot_extra(folder)
         item.stash[SCREENSHOT_SHOWN] = bool(shot)
-        report.extras = [*getattr(report, "extras", []), *call_extras(record), *shot]
+        report.extras = [*getattr(report, "extras", []), *call_extras(record, experiment_dir), *shot]
     elif report.when == "teardown" and not item.stash.get(SCREENSHOT_SHOWN, False):
-        report.extras = [*getattr(report, "extras", []), *screenshot_extra(record.harbor_trial_dir)]
+        report.extras = [*getattr(report, "extras", []), *screenshot_extra(folder)]
 
 

@@ -1,31 +1,9 @@
-"""Renders a `Report`: Markdown (report.md), the terminal summary's lines, and writes all forms."""
+"""Renders a `Report` as Markdown (report.md) and as the terminal summary's lines."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from ..records import atomic_write
-from .build import Rate, Report, build_report_from_dir
-
-
-def pct(x: float | None) -> str:
-    return "–" if x is None else f"{100 * x:.0f}%"
-
-
-def ci(r: Rate) -> str:
-    return "–" if r.ci_low is None else f"{pct(r.ci_low)}–{pct(r.ci_high)}"
-
-
-def pval(p: float | None) -> str:
-    return "–" if p is None else f"{p:.3g}"
-
-
-def num(x: float | None, digits: int = 1) -> str:
-    return "–" if x is None else f"{x:.{digits}f}"
-
-
-def signed_pct(x: float | None) -> str:
-    return "–" if x is None else f"{100 * x:+.0f} pts"
+from .build import Report
+from .format import ci, num, pct, pval, signed_pct
 
 
 def headline_lines(report: Report) -> list[str]:
@@ -36,6 +14,9 @@ def headline_lines(report: Report) -> list[str]:
         lines.append(f"  {arm:<11} {rate.passes}/{rate.n} passed ({pct(rate.rate)}, 95% CI {ci(rate)}) on page/pinned tasks")
     for arm, rate in report.format_only.items():
         lines.append(f"  {arm:<11} {rate.passes}/{rate.n} format-only passes (shape checked, not correctness)")
+    if report.browsers_not_deleted:
+        lines.append(f"  NOT DELETED, may still be billed: {len(report.browsers_not_deleted)} cloud browser(s): "
+                     + ", ".join(b.name for b in report.browsers_not_deleted))
     if p := report.pooled:
         lines.append(f"  pooled effect (treatment - control, {p.pairs} pairs in {p.tasks} tasks): {signed_pct(p.difference)}, "
                      f"task-clustered 95% CI {signed_pct(p.ci_low)} to {signed_pct(p.ci_high)}; "
@@ -75,6 +56,9 @@ def render_markdown(report: Report) -> str:
                   "of the paired tests (counted in their `excluded` column)."]
     if report.caveat:
         out += ["", f"*{report.caveat}*"]
+    if report.browsers_not_deleted:
+        out += ["", "**Cloud browsers that could not be deleted** (they may still be running and billed; delete them "
+                "in Kernel's dashboard or API):", ""] + [f"- `{b.name}`: {b.error}" for b in report.browsers_not_deleted]
     out += ["", "## Headline: pass rate on tasks graded against the page or a pinned value", ""]
     out += _table(["arm", "passes", "rate", "95% Wilson CI"],
                   [[arm, f"{r.passes}/{r.n}", pct(r.rate), ci(r)] for arm, r in report.headline.items()])
@@ -144,13 +128,3 @@ def render_markdown(report: Report) -> str:
         out += ["", "## Problems reading the results", ""] + [f"- {p}" for p in report.problems]
     out += ["", "## What each test assumes", ""] + [f"- {v}" for v in report.assumptions.values()]
     return "\n".join(out) + "\n"
-
-
-def write_report(experiment_dir: Path) -> Report:
-    from .html import render_html
-
-    report = build_report_from_dir(experiment_dir)
-    atomic_write(experiment_dir / "report.json", report.model_dump_json(indent=2))
-    atomic_write(experiment_dir / "report.md", render_markdown(report))
-    atomic_write(experiment_dir / "report.html", render_html(report))
-    return report

@@ -36,6 +36,7 @@ class KernelApiStandin:
         self.ended: dict[str, Browser] = {}  # ended by Kernel, not by the client: retrievable with include_deleted
         self.requests: list[tuple[str, str, bytes]] = []
         self.fail_next: dict[str, list[int]] = {}  # path suffix -> statuses to answer first
+        self.failing_deletes: dict[str, int] = {}  # browser name -> deletes to fail (HTTP 500) before one succeeds
         b = "/browsers/{id}"
         self.app = Starlette(routes=[
             Route("/browsers", self.list_browsers, methods=["GET"]),
@@ -82,7 +83,8 @@ class KernelApiStandin:
         _, refused = await self._enter(request)
         if refused:
             return refused
-        return JSONResponse([{"session_id": b.session_id, "name": b.name} for b in self.browsers.values()],
+        return JSONResponse([{"session_id": b.session_id, "name": b.name, "cdp_ws_url": "", "created_at": "2026-12-02T00:00:00Z",
+                             "headless": True, "stealth": True, "timeout_seconds": 60} for b in self.browsers.values()],
                             headers={"X-Has-More": "false", "X-Next-Offset": "0"})
 
     async def create(self, request: Request):
@@ -125,6 +127,9 @@ class KernelApiStandin:
         _, browser, refused = await self._enter_browser(request)
         if refused:
             return refused
+        if self.failing_deletes.get(browser.name, 0) > 0:
+            self.failing_deletes[browser.name] -= 1
+            return JSONResponse({"code": "internal", "message": "delete failed"}, status_code=500)
         del self.browsers[browser.session_id]
         return Response(status_code=204)
 

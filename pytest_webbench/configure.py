@@ -1,0 +1,87 @@
+"""Setting up a `--suite` (or `--resume`) run in one pytest process: its options, suite and
+runner checked, its experiment directory claimed (or, resuming, the trials already done found),
+and on the controlling process the controller that plans and reports it."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from .controller import RunController
+from .options import check_arms, is_worker, options_from_config
+from .state import WebbenchState
+
+
+def configure_run(config: pytest.Config) -> tuple[WebbenchState, RunController | None]:
+    from .records import ExperimentExists, claim_experiment_dir
+    from .runners import UnknownRunner, check_runner
+    from .suite import SuiteError, load_suite, resolve_suite_path
+
+    # Harbor imports litellm, which otherwise waits ~7 s on a price-map download it cannot make.
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    options = options_from_config(config)
+    worker, resuming = is_worker(config), bool(config.getoption("resume", None))
+    if config.getoption("publish", None) == "braintrust" and not os.environ.get("BRAINTRUST_API_KEY"):
+        raise pytest.UsageError("--publish braintrust: BRAINTRUST_API_KEY is not set (set it, or drop --publish)")
+    if options.browser == "kernel" and not worker and not config.option.collectonly:
+        _check_kernel_access()
+    try:
+        suite = load_suite(resolve_suite_path(options.suite, [config.rootpath, Path.cwd()]))
+        options = options.model_copy(update={"runner": options.runner or suite.spec.default_runner})
+        # Collecting only checks the plan: the CLI and Kernel access are checked when trials run.
+        check_runner(options.runner, options.model, require_cli=not config.option.collectonly)
+    except (UnknownRunner, SuiteError) as exc:
+        raise pytest.UsageError(str(exc)) from None
+    check_arms(options.arms or tuple(suite.spec.arms), options.paired)
+    dist = config.getoption("dist", "no")
+    if options.paired and dist not in ("no", "load"):
+        raise pytest.UsageError(
+            f"--dist {dist}: webbench schedules each control/treatment pair onto one worker itself; "
+            "use -n N with the default --dist load (or --unpaired)"
+        )
+    experiment_dir = options.results_dir / options.experiment_id
+    skip: set[str] = set()
+    planned: set[str] | None = None
+    if worker:
+        skip = set(config.workerinput.get("webbench_skip", []))
+        planned = set(config.workerinput["webbench_planned"]) if config.workerinput.get("webbench_planned") is not None else None
+    elif resuming:
+        from .resume import ResumeError, resumed_trials
+
+        try:
+            planned, skip = resumed_trials(experiment_dir, suite, config.getoption("resume_errored"))
+        except ResumeError as exc:
+            raise pytest.UsageError(str(exc)) from None
+    else:
+        try:
+            experiment_dir = claim_experiment_dir(options.results_dir, options.experiment_id)
+        except ExperimentExists as exc:
+            raise pytest.UsageError(str(exc)) from None
+    st = WebbenchState(options, suite, experiment_dir)
+    st.skip, st.planned = skip, planned
+    if worker:
+        return st, None
+    distributed = bool(getattr(config.option, "numprocesses", None)) and dist != "no"
+    return st, RunController(st, resuming, distributed)
+
+
+def _check_kernel_access() -> None:
+    """A missing or bad key, or no network, is one clear error before any trial, not one per trial."""
+    import asyncio
+
+    from .browsers.base import BackendError
+    from .browsers.kernel import KernelBackend
+
+    async def check() -> None:
+        backend = KernelBackend()
+        try:
+            await backend.check_access()
+        finally:
+            await backend.close()
+
+    try:
+        asyncio.run(check())
+    except BackendError as exc:
+        raise pytest.UsageError(f"--browser kernel: {exc}") from None

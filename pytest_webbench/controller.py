@@ -1,0 +1,128 @@
+"""The run's controller: the hooks only the process that plans and reports a run needs (the
+manifest, xdist's scheduler and crashed workers, the report, the cloud browsers' sweep, the
+terminal summary). `plugin.py` registers it for a `--suite` run in the controlling process only,
+as pytest-xdist registers its DSession, so none of these hooks has to ask where it runs.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from .pairing import TrialKey, order_trials
+from .state import WebbenchState
+
+
+class RunController:
+    def __init__(self, st: WebbenchState, resuming: bool, distributed: bool):
+        self.st, self.resuming, self.distributed = st, resuming, distributed
+        self.job_problems: list[str] = []
+        self.browsers_left: dict[str, str] = {}
+
+    # -- planning ------------------------------------------------------------------------
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        from .state import item_key
+
+        if not self.resuming and not self.distributed:  # resuming: the manifest holds the original plan
+            self._write_manifest([k for item in session.items if (k := item_key(item))])
+
+    @pytest.hookimpl(optionalhook=True)  # xdist hooks: the plugin also loads without xdist
+    def pytest_configure_node(self, node) -> None:
+        """Every worker uses the controller's experiment id (so all compute one pair order) and
+        skips what it skips on --resume."""
+        node.workerinput["webbench_experiment_id"] = self.st.options.experiment_id
+        node.workerinput["webbench_skip"] = sorted(self.st.skip)
+        node.workerinput["webbench_planned"] = sorted(self.st.planned) if self.st.planned is not None else None
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node, ids: list[str]) -> None:
+        if self.resuming or (self.st.experiment_dir / "manifest.json").exists():
+            return  # written already (or kept as planned, when resuming)
+        keys = [TrialKey.parse(i.rsplit("[", 1)[1].rstrip("]")) for i in ids if "[" in i]
+        opts = self.st.options
+        self._write_manifest(order_trials(keys, opts.experiment_id, opts.paired, opts.attempts))
+
+    def _write_manifest(self, keys: list[TrialKey]) -> None:
+        from .manifest import write_run_manifest
+
+        write_run_manifest(self.st, keys)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_make_scheduler(self, config: pytest.Config, log):
+        if not self.st.options.paired:
+            return None
+        from .scheduling import PairScheduling
+
+        return PairScheduling(config, log)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_handlecrashitem(self, crashitem: str, report, sched) -> None:
+        """A worker died mid-trial: the trial it was running gets an errored record, so it is
+        counted, reported and rerun by --resume-errored."""
+        if "[" not in crashitem:
+            return
+        from .records import read_manifest, trial_record_path, write_trial_record
+        from .verdict import worker_crash_record
+
+        trial_id = crashitem.rsplit("[", 1)[1].rstrip("]")
+        if trial_record_path(self.st.experiment_dir, trial_id).exists():
+            return  # it finished writing before the worker died
+        record = worker_crash_record(read_manifest(self.st.experiment_dir), trial_id, report.longreprtext)
+        if record is not None:
+            write_trial_record(self.st.experiment_dir, record)
+
+    # -- reporting -----------------------------------------------------------------------
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        st, config = self.st, session.config
+        if not (st.experiment_dir / "manifest.json").exists() or config.option.collectonly:
+            return  # nothing was planned, or only planned: the manifest is the result
+        from .harbor_jobs import write_job_results
+        from .report import write_report
+
+        if st.options.browser == "kernel":
+            self.browsers_left = _sweep_browsers(st)
+        self.job_problems = write_job_results(st.experiment_dir, st.options.experiment_id)
+        st.report = write_report(st.experiment_dir)
+        if config.getoption("publish", None) == "braintrust":
+            from .report.publish import PublishError, publish_braintrust
+
+            try:
+                st.published = publish_braintrust(st.experiment_dir, config.getoption("publish_project", None))
+            except PublishError as exc:  # the results are on disk; `python -m pytest_webbench.report --publish` retries
+                st.published = str(exc)
+
+    def pytest_terminal_summary(self, terminalreporter) -> None:
+        report = self.st.report
+        if report is None:
+            return
+        from .report.render import headline_lines, paired_lines
+
+        terminalreporter.write_sep("=", "webbench")
+        for line in headline_lines(report) + paired_lines(report):
+            terminalreporter.write_line(line)
+        for problem in self.job_problems:
+            terminalreporter.write_line(f"harbor jobs: {problem}", yellow=True)
+        for name, why in self.browsers_left.items():
+            terminalreporter.write_line(f"NOT DELETED (may still be billed): Kernel browser {name}: {why}", red=True)
+        terminalreporter.write_line(f"report: {self.st.experiment_dir / 'report.md'} (and report.html, report.json)")
+        published = self.st.published
+        if isinstance(published, str):
+            terminalreporter.write_line(f"publish failed: {published}", red=True)
+        elif published:
+            for experiment in published:
+                terminalreporter.write_line(f"published {experiment.name} ({experiment.rows} rows): {experiment.url}")
+
+
+def _sweep_browsers(st: WebbenchState) -> dict[str, str]:
+    """Every Kernel browser of this run still alive is deleted; what cannot be is kept on disk."""
+    import asyncio
+
+    from .browsers.base import BackendError
+    from .browsers.kernel import sweep_run_browsers
+    from .records import record_undeleted_browser
+
+    try:
+        return asyncio.run(sweep_run_browsers(st.experiment_dir, st.options.experiment_id))
+    except BackendError as exc:
+        name, why = f"{st.options.experiment_id}-*", f"the end-of-run sweep could not run: {exc}"
+        record_undeleted_browser(st.experiment_dir, name, why)
+        return {name: why}

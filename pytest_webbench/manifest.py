@@ -1,0 +1,69 @@
+"""The run's plan, as the manifest records it: what was asked (suite, runner, model, arms,
+attempts, pairing), the trials in run order, each task's limits, and what it ran with (the suite's
+hashes, the git revision, package and CLI versions)."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import subprocess
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .pairing import TrialKey, broken_pairs, pair_position
+from .records import PlannedTrial, RunManifest, TaskLimits, write_manifest
+
+if TYPE_CHECKING:
+    from .state import WebbenchState
+
+VERSIONED = ("pytest-webbench", "harbor", "mcp", "playwright", "pytest", "scipy")
+
+
+def build_manifest(st: WebbenchState, keys: list[TrialKey]) -> RunManifest:
+    from .runners import runner_spec
+    from .runners.install import installed_version
+
+    opts = st.options
+    runner = runner_spec(opts.runner)
+    limits = {t.name: TaskLimits(grading=t.meta.grading, turn_cap=t.meta.turn_cap, spend_limit_usd=t.meta.spend_limit_usd,
+                                 placebo=t.meta.placebo, tool_batch=t.meta.tool_batch, timeout_sec=t.timeout_sec,
+                                 agree_on=t.meta.agree_on)
+              for t in st.suite.tasks}
+    return RunManifest(
+        experiment_id=opts.experiment_id, created_at=datetime.now(UTC).isoformat(), suite=st.suite.name,
+        suite_path=str(st.suite.path), runner=opts.runner, model=runner.check_model(opts.model), browser=opts.browser,
+        runner_preset=runner.model_dump(mode="json"), model_base_url=opts.model_base_url, environment=opts.environment,
+        cli_version=installed_version(runner.cli.package) if runner.cli else None,
+        attempts=opts.attempts, arms=list(opts.arms or st.suite.spec.arms), paired=opts.paired,
+        shard=f"{opts.shard[0]}/{opts.shard[1]}" if opts.shard else None,
+        trials=[PlannedTrial(trial_id=k.trial_id, task=k.task, attempt=k.attempt, arm=k.arm, pair_id=k.pair_id if opts.paired else None,
+                             pair_position=pair_position(k, opts.experiment_id, opts.attempts) if opts.paired else None)
+                for k in keys],
+        broken_pairs=broken_pairs(keys) if opts.paired else [], task_limits=limits,
+        content_hashes=st.suite.content_hashes, git_revision=git_revision(st.suite.path), versions=versions(),
+    )
+
+
+def write_run_manifest(st: WebbenchState, keys: list[TrialKey]) -> None:
+    write_manifest(st.experiment_dir, build_manifest(st, keys))
+
+
+def git_revision(path: Path) -> str | None:
+    try:
+        rev = subprocess.run(["git", "-C", str(path), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
+        dirty = subprocess.run(["git", "-C", str(path), "status", "--porcelain", "--", "."], capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if rev.returncode != 0:
+        return None
+    return rev.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
+
+
+def versions() -> dict[str, str]:
+    out = {}
+    for dist in VERSIONED:
+        try:
+            out[dist] = importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            pass
+    return out

@@ -1,0 +1,18 @@
+"""Writes every form of a run's report (report.json, report.md, report.html) from its directory."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..records import atomic_write
+from .build import Report, build_report_from_dir
+from .html import render_html
+from .render import render_markdown
+
+
+def write_report(experiment_dir: Path) -> Report:
+    report = build_report_from_dir(experiment_dir)
+    atomic_write(experiment_dir / "report.json", report.model_dump_json(indent=2))
+    atomic_write(experiment_dir / "report.md", render_markdown(report))
+    atomic_write(experiment_dir / "report.html", render_html(report))
+    return report

@@ -1,0 +1,85 @@
+"""A trial's outcome and stop reason, decided in one place.
+
+The rules, in order: a fault of the harness or its infrastructure errors the trial (the run did
+not measure the agent); a failed agent run errors it; spend over the task's limit fails it; then
+the grade decides. Errors before grading are classified by the exception's type (a table, as
+Harbor's error policy does), never by searching a message's text.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from .records import INFRASTRUCTURE_REASONS
+
+if TYPE_CHECKING:
+    from .grading import Grade
+    from .records import BrowserCalls, RunManifest, TrialRecord
+    from .trial import AgentOutcome
+
+
+@dataclass(frozen=True)
+class Verdict:
+    outcome: str
+    stop_reason: str | None
+    reward: float
+    detail: str
+
+    def fields(self) -> dict:
+        return dict(outcome=self.outcome, stop_reason=self.stop_reason, reward=self.reward, detail=self.detail)
+
+
+def _error_policy() -> list[tuple[type[BaseException], str]]:
+    """Exception type -> stop reason for a trial that broke before it could be graded; the first
+    match (by isinstance) wins, anything else is `error_before_grading`."""
+    from .browsers.base import BackendError
+
+    return [(BackendError, "backend_error")]
+
+
+def error_before_grading(exc: BaseException | None, detail: str) -> Verdict:
+    reason = next((r for kind, r in _error_policy() if isinstance(exc, kind)), "error_before_grading")
+    return Verdict("errored", reason, 0.0, detail[:4000])
+
+
+def decide(outcome: AgentOutcome, grade: Grade, calls: BrowserCalls, lost: str | None, spend_limit: float) -> Verdict:
+    """The outcome and its stop reason. Infrastructure first: a failure the browser, its
+    server or the site explains is errored (the run did not measure the agent), not failed."""
+    def errored(reason: str, why: str) -> Verdict:
+        return Verdict("errored", reason, 0.0, f"{why}; {grade.detail}")
+
+    if not grade.passed and lost:
+        return errored("browser_crashed", lost)
+    if not grade.passed and calls.upstream_failures:
+        return errored("upstream_error", f"the browser server failed {calls.upstream_failures} call(s)")
+    if outcome.exception:
+        # A failed agent run is errored, whatever a grader would say of its leftovers.
+        return Verdict("errored", "agent_error", 0.0, outcome.exception)
+    if outcome.tokens.cost_usd is not None and outcome.tokens.cost_usd > spend_limit:
+        # Over the task's spend limit is never a pass, whatever the answer.
+        return Verdict("failed", "over_spend", 0.0,
+                       f"spent ${outcome.tokens.cost_usd:.4f} of a ${spend_limit:.2f} limit; {grade.detail}")
+    if grade.passed:
+        return Verdict("passed", None, 1.0, grade.detail)
+    if grade.stop_reason in INFRASTRUCTURE_REASONS:  # a bot block or a failing site it was left on
+        return Verdict("errored", grade.stop_reason, 0.0, grade.detail)
+    reason = grade.stop_reason
+    if reason in ("no_answer", "no_browser_call") and (outcome.scored_note or "").startswith("AgentTimeoutError"):
+        reason = "agent_timeout"  # ran out of time before answering: still scored, it had its time
+    return Verdict("failed", reason, 0.0, grade.detail)
+
+
+def worker_crash_record(manifest: RunManifest, trial_id: str, detail: str) -> TrialRecord | None:
+    """The record of a trial whose xdist worker died while running it (SIGKILL, out of memory)."""
+    from .records import TrialRecord
+
+    planned = next((t for t in manifest.trials if t.trial_id == trial_id), None)
+    if planned is None:
+        return None
+    limits = manifest.task_limits[planned.task]
+    return TrialRecord(
+        **planned.model_dump(), experiment_id=manifest.experiment_id, runner=manifest.runner, model=manifest.model,
+        grading=limits.grading, placebo=limits.placebo, outcome="errored", stop_reason="worker_crashed",
+        detail=f"the pytest-xdist worker running it died: {detail[-1000:]}", worker="controller",
+    )
