@@ -118,19 +118,16 @@ def test_missing_bad_key_and_no_network_are_one_clear_error_each(kernel_api, mon
     assert info.value.code == "unreachable"
 
 
-def test_a_public_web_pair_runs_end_to_end_on_kernel_stand_ins(pytester, monkeypatch, tmp_path):
-    """--browser kernel through everything: the access check, stealth browsers named after the
-    trials, the treatment batch through the custom-tools API, the agent's calls through the proxy to
-    a stand-in of Kernel's hosted MCP server with the key resolved from the environment, the final
-    screenshot, and the browsers deleted."""
+def run_on_kernel_standins(pytester, monkeypatch, api: KernelApiStandin, mcp_record: Path, exp: str,
+                           auth_seen: list[str], solution_body: str):
+    """A --browser kernel run of hn-item-1's control/treatment pair, on stand-ins of the Kernel API
+    and of its hosted MCP server (which records the bearer token it gets), with the reference
+    solution's body given."""
     import shutil
 
     from kernel_standin import build_standin
 
-    api = KernelApiStandin(KEY)
-    mcp_record = tmp_path / "mcp-calls.jsonl"
     mcp_app = build_standin(mcp_record).streamable_http_app(json_response=True, stateless_http=True)
-    auth_seen: list[str] = []
 
     async def hosted_mcp(scope, receive, send):  # Kernel's hosted server takes the API key as a bearer token
         if scope["type"] == "http":
@@ -144,17 +141,27 @@ def test_a_public_web_pair_runs_end_to_end_on_kernel_stand_ins(pytester, monkeyp
         suite = pytester.path / "public-web"
         shutil.copytree(Path(__file__).resolve().parents[1] / "suites" / "public-web", suite)
         (suite / "tasks" / "hn-item-1" / "solution" / "reference.py").write_text(
-            "async def solve(browser, arm):\n"
-            "    assert (await browser.playwright('return document.title')) is not None\n"
-            "    return {'title': 'Y Combinator', 'by': 'pg'}\n")
+            "async def solve(browser, arm):\n" + solution_body + "    return {'title': 'Y Combinator', 'by': 'pg'}\n")
         monkeypatch.setenv("KERNEL_API_KEY", KEY)
         monkeypatch.setenv("KERNEL_BASE_URL", api_url)
         monkeypatch.setenv("KERNEL_MCP_URL", mcp_url)
-        result = pytester.runpytest_subprocess(
+        return pytester.runpytest_subprocess(
             "-p", "no:cacheprovider", f"--results-dir={pytester.path / 'results'}", "--suite", str(suite),
-            "--browser", "kernel", "--runner", "reference", "--experiment-id", "kern", "-k", "hn-item-1 and not playwright")
+            "--browser", "kernel", "--runner", "reference", "--experiment-id", exp, "-k", "hn-item-1 and not playwright")
     finally:
         loop.close()
+
+
+def test_a_public_web_pair_runs_end_to_end_on_kernel_stand_ins(pytester, monkeypatch, tmp_path):
+    """--browser kernel through everything: the access check, stealth browsers named after the
+    trials, the treatment batch through the custom-tools API, the agent's calls through the proxy to
+    a stand-in of Kernel's hosted MCP server with the key resolved from the environment, the final
+    screenshot, and the browsers deleted."""
+    api = KernelApiStandin(KEY)
+    mcp_record = tmp_path / "mcp-calls.jsonl"
+    auth_seen: list[str] = []
+    result = run_on_kernel_standins(pytester, monkeypatch, api, mcp_record, "kern", auth_seen,
+                                    "    assert (await browser.playwright('return document.title')) is not None\n")
     result.assert_outcomes(passed=2)
     created = [json.loads(b) for m, p, b in api.requests if (m, p) == ("POST", "/browsers")]
     assert sorted(c["name"] for c in created) == ["kern-hn-item-1-a1-control", "kern-hn-item-1-a1-treatment"]
@@ -233,33 +240,12 @@ def test_the_page_check_code_kernel_runs_works_in_a_real_browser():
 def test_a_failed_delete_is_retried_then_swept_and_one_that_cannot_be_deleted_is_reported(pytester, monkeypatch, tmp_path):
     """A billed browser is never forgotten: a delete that fails after the SDK's retries is tried
     again, recorded, and swept at the run's end; one that still cannot be deleted is in the report."""
-    import shutil
-
-    from kernel_standin import build_standin
-
     api = KernelApiStandin(KEY)
     # control: fails the trial's delete and its retries (2 attempts x the SDK's 3 tries), then the
     # sweep deletes it; treatment: never deletable
     api.failing_deletes = {"sweep-hn-item-1-a1-control": 6, "sweep-hn-item-1-a1-treatment": 10**6}
-    loop = ServiceLoop()
-    try:
-        api_url = loop.serve(api.app, "kernel api")
-        mcp_url = loop.serve(build_standin(tmp_path / "calls.jsonl").streamable_http_app(json_response=True, stateless_http=True),
-                             "kernel mcp") + "/mcp"
-        suite = pytester.path / "public-web"
-        shutil.copytree(Path(__file__).resolve().parents[1] / "suites" / "public-web", suite)
-        (suite / "tasks" / "hn-item-1" / "solution" / "reference.py").write_text(
-            "async def solve(browser, arm):\n"
-            "    await browser.playwright('return 1')\n"
-            "    return {'title': 'Y Combinator', 'by': 'pg'}\n")
-        monkeypatch.setenv("KERNEL_API_KEY", KEY)
-        monkeypatch.setenv("KERNEL_BASE_URL", api_url)
-        monkeypatch.setenv("KERNEL_MCP_URL", mcp_url)
-        result = pytester.runpytest_subprocess(
-            "-p", "no:cacheprovider", f"--results-dir={pytester.path / 'results'}", "--suite", str(suite),
-            "--browser", "kernel", "--runner", "reference", "--experiment-id", "sweep", "-k", "hn-item-1 and not playwright")
-    finally:
-        loop.close()
+    result = run_on_kernel_standins(pytester, monkeypatch, api, tmp_path / "calls.jsonl", "sweep", [],
+                                    "    await browser.playwright('return 1')\n")
     result.assert_outcomes(passed=2)  # a delete failing after the trial does not change its grade
     assert [b.name for b in api.browsers.values()] == ["sweep-hn-item-1-a1-treatment"]  # control swept
     deletes = [p for m, p, _ in api.requests if m == "DELETE"]
