@@ -48,25 +48,17 @@ Do the task without signing in anywhere. When you are done, write your final ans
 object to the file `answer.json` in your working directory, and also reply with that JSON object
 alone as your last message."""
 
-ARM_POLICIES: dict[str, ArmPolicy] = {
-    "control": ArmPolicy(
-        name="control",
-        tools=_BROWSER_TOOLS,
-        webmcp_actions=frozenset({"list", "invoke"}),
-        instructions=_COMMON + """
+_WITH_WEBMCP = _COMMON + """
 You may use Playwright code, the persistent browser REPL, computer actions, and the WebMCP tools
-the site itself offers (webmcp list, then invoke).""",
-    ),
-    "treatment": ArmPolicy(
-        name="treatment",
-        tools=_BROWSER_TOOLS,
-        webmcp_actions=frozenset({"list", "invoke"}),
-        inject_tool_batch=True,
-        instructions=_COMMON + """
-You may use Playwright code, the persistent browser REPL, computer actions, and WebMCP tools
-(webmcp list, then invoke): besides the site's own tools, site-specific tools have been added for
-this site. List them before you start.""",
-    ),
+the page offers (webmcp list, then invoke)."""
+
+ARM_POLICIES: dict[str, ArmPolicy] = {
+    # Control and treatment are told the same, byte for byte: the injected tools are the only
+    # difference between them (tests/test_arms.py holds them identical).
+    "control": ArmPolicy(name="control", tools=_BROWSER_TOOLS, webmcp_actions=frozenset({"list", "invoke"}),
+                         instructions=_WITH_WEBMCP),
+    "treatment": ArmPolicy(name="treatment", tools=_BROWSER_TOOLS, webmcp_actions=frozenset({"list", "invoke"}),
+                           inject_tool_batch=True, instructions=_WITH_WEBMCP),
     "playwright": ArmPolicy(
         name="playwright",
         tools=frozenset({PLAYWRIGHT_TOOL}),

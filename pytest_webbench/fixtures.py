@@ -133,11 +133,11 @@ class TrialRecorder:
         )
 
     def record(self, outcome: AgentOutcome, grade: Grade, calls, page_value, flags: list[str] | None = None,
-               lost: str | None = None) -> TrialRecord:
+               lost: str | None = None, page=None) -> TrialRecord:
         from .trial import record_reward_in_harbor
         from .verdict import decide
 
-        verdict = decide(outcome, grade, calls, lost, self.spend_limit).fields()
+        verdict = decide(outcome, grade, calls, lost, page, self.spend_limit).fields()
         if outcome.scored_note and not outcome.exception:
             verdict["detail"] = f"{verdict['detail']} (the agent's run ended: {outcome.scored_note[:500]})"
         raw = outcome.answer_raw.decode("utf-8", errors="replace")[:10000] if outcome.answer_raw else None

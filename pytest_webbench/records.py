@@ -26,14 +26,6 @@ StopReason = Literal[
     "over_spend", "agent_error", "agent_timeout", "error_before_grading", "no_browser_call", "browser_crashed",
     "upstream_error", "worker_crashed",
 ]
-# Stop reasons that say the run, not the agent, failed: such trials are errored (out of the paired
-# tests, the run marked incomplete, rerun by --resume-errored).
-INFRASTRUCTURE_REASONS = frozenset({
-    "bot_block", "site_error", "backend_error", "agent_error", "error_before_grading", "browser_crashed",
-    "upstream_error", "worker_crashed",
-})
-
-
 class ExperimentExists(Exception):
     pass
 

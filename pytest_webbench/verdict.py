@@ -1,8 +1,8 @@
 """A trial's outcome and stop reason, decided in one place.
 
-The rules, in order: a fault of the harness or its infrastructure errors the trial (the run did
-not measure the agent); a failed agent run errors it; spend over the task's limit fails it; then
-the grade decides. Errors before grading are classified by the exception's type (a table, as
+The rules, in order: a fault (of the browser, its server, the agent's run, or the site: a bot block
+or an error page) errors the trial whatever its grade, since the run did not measure the agent;
+spend over the task's limit fails it; then the grade decides. Errors before grading are classified by the exception's type (a table, as
 Harbor's error policy does), never by searching a message's text.
 """
 
@@ -11,10 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .records import INFRASTRUCTURE_REASONS
-
 if TYPE_CHECKING:
     from .grading import Grade
+    from .grading.page_state import PageState
     from .records import BrowserCalls, RunManifest, TrialRecord
     from .trial import AgentOutcome
 
@@ -43,27 +42,29 @@ def error_before_grading(exc: BaseException | None, detail: str) -> Verdict:
     return Verdict("errored", reason, 0.0, detail[:4000])
 
 
-def decide(outcome: AgentOutcome, grade: Grade, calls: BrowserCalls, lost: str | None, spend_limit: float) -> Verdict:
-    """The outcome and its stop reason. Infrastructure first: a failure the browser, its
-    server or the site explains is errored (the run did not measure the agent), not failed."""
+def decide(outcome: AgentOutcome, grade: Grade, calls: BrowserCalls, lost: str | None, page: PageState | None,
+           spend_limit: float) -> Verdict:
+    """The outcome and its stop reason. A fault errors the trial whatever its grade: a lost browser,
+    a browser server that failed a call, a failed agent run, or a bot-block or error page the agent
+    was left on. Were a fault to error only failed trials, the arm with more faults would lose
+    failures from the paired tests and never passes: a bias. Then spend, then the grade."""
     def errored(reason: str, why: str) -> Verdict:
-        return Verdict("errored", reason, 0.0, f"{why}; {grade.detail}")
+        return Verdict("errored", reason, 0.0, f"{why}; the grade, not counted: {grade.detail}")
 
-    if not grade.passed and lost:
+    if lost:
         return errored("browser_crashed", lost)
-    if not grade.passed and calls.upstream_failures:
+    if calls.upstream_failures:
         return errored("upstream_error", f"the browser server failed {calls.upstream_failures} call(s)")
     if outcome.exception:
-        # A failed agent run is errored, whatever a grader would say of its leftovers.
-        return Verdict("errored", "agent_error", 0.0, outcome.exception)
+        return errored("agent_error", outcome.exception)
+    if page is not None and page.label != "ok":
+        return errored(page.label, f"the agent was left on a {page.describe()}")
     if outcome.tokens.cost_usd is not None and outcome.tokens.cost_usd > spend_limit:
         # Over the task's spend limit is never a pass, whatever the answer.
         return Verdict("failed", "over_spend", 0.0,
                        f"spent ${outcome.tokens.cost_usd:.4f} of a ${spend_limit:.2f} limit; {grade.detail}")
     if grade.passed:
         return Verdict("passed", None, 1.0, grade.detail)
-    if grade.stop_reason in INFRASTRUCTURE_REASONS:  # a bot block or a failing site it was left on
-        return Verdict("errored", grade.stop_reason, 0.0, grade.detail)
     reason = grade.stop_reason
     if reason in ("no_answer", "no_browser_call") and (outcome.scored_note or "").startswith("AgentTimeoutError"):
         reason = "agent_timeout"  # ran out of time before answering: still scored, it had its time

@@ -76,30 +76,82 @@ def test_inconsistent_task_metadata_is_refused(bad, message):
 
 # -- the page a failed trial was left on ----------------------------------------------------------
 
-from pytest_webbench.grading.page_state import PageState, refine_stop_reason  # noqa: E402
+from pytest_webbench.grading.page_state import PAGE_STATE_SCRIPT, PageState  # noqa: E402
 
-CLOUDFLARE = PageState(url="https://x/", title="Just a moment...", status=403,
-                       text="Checking your browser before accessing x.\nVerify you are human by completing the action below.")
-PERIMETERX = PageState(url="https://x/", title="Access to this page has been denied", status=200,
-                       text="Press & Hold to confirm you are a human (and not a bot).")
+CLOUDFLARE = PageState(url="https://x/", title="Just a moment...", status=403, markers=["cloudflare"],
+                       text="Checking your browser before accessing x. Verify you are human.")
+PERIMETERX = PageState(url="https://x/", title="Access to this page has been denied", status=200, markers=["perimeterx"])
+DATADOME = PageState(url="https://x/", title="shop.example", status=200, markers=["datadome"])
 GATEWAY = PageState(url="https://x/", title="502 Bad Gateway", status=None, text="nginx")
 ERROR_STATUS = PageState(url="https://x/", title="Shop", status=503, text="Please come back later")
 ORDINARY = PageState(url="https://x/p/1", title="Large Green Bottle - Shoply", status=200,
                      text="Large Green Bottle $17.49 Add to cart. Access to our sale prices for members.")
+# Ordinary pages that use the words block pages use: their structure says they are ordinary.
+ARTICLE = PageState(url="https://x/a", title="Access denied: why my bank froze my card", status=200,
+                    text="Access denied, it said. Our systems have detected unusual traffic from your account... "
+                         "Are you a robot? Verify you are human, the captcha asked. Please enable cookies and JavaScript.")
+HELP_PAGE = PageState(url="https://x/help", title="Help - unusual traffic", status=200,
+                      text="If you see 'unusual traffic' or 'access denied', try again later. Bot detection explained.")
 
 
 @pytest.mark.parametrize("state, label", [
-    (CLOUDFLARE, "bot_block"), (PERIMETERX, "bot_block"), (GATEWAY, "site_error"), (ERROR_STATUS, "site_error"),
-    (ORDINARY, "ok"), (PageState(status=429, title="Too Many Requests"), "bot_block"),
+    (CLOUDFLARE, "bot_block"), (PERIMETERX, "bot_block"), (DATADOME, "bot_block"), (GATEWAY, "site_error"),
+    (ERROR_STATUS, "site_error"), (ORDINARY, "ok"), (PageState(status=429, title="Too Many Requests"), "bot_block"),
+    (ARTICLE, "ok"), (HELP_PAGE, "ok"),
 ])
 def test_page_labels(state, label):
     assert state.label == label
 
 
-def test_only_failures_are_relabelled():
-    assert refine_stop_reason("wrong_answer", CLOUDFLARE) == "bot_block"
-    assert refine_stop_reason("no_answer", GATEWAY) == "site_error"
-    assert refine_stop_reason("wrong_answer", ORDINARY) == "wrong_answer"
-    assert refine_stop_reason(None, CLOUDFLARE) is None  # a pass is never changed
-    assert refine_stop_reason("call_cap", CLOUDFLARE) == "call_cap"  # the agent's own limit stays
-    assert refine_stop_reason("wrong_answer", None) == "wrong_answer"
+PAGES = {
+    # a challenge page's structure: Cloudflare's challenge form and platform script
+    "challenge": ("<html><head><title>Just a moment...</title><script src='/cdn-cgi/challenge-platform/h/b/orchestrate/x.js'>"
+                  "</script></head><body><form id='challenge-form'></form></body></html>", 200, "bot_block"),
+    # a captcha wall: the captcha is nearly all the page holds
+    "wall": ("<html><head><title>shop</title></head><body><p>One moment.</p>"
+             "<iframe src='https://www.google.com/recaptcha/api2/anchor?k=x'></iframe></body></html>", 200, "bot_block"),
+    # a long sign-in page with a captcha widget: ordinary
+    "login": ("<html><head><title>Sign in - Shop</title></head><body>" + "<p>Welcome back to the shop. " * 40
+              + "</p><div class='g-recaptcha'></div></body></html>", 200, "ok"),
+    # an article about blocks, in words only
+    "article": ("<html><head><title>Access denied: a history of bot walls</title></head><body><h1>Unusual traffic</h1>"
+                "<p>Access denied. Our systems have detected unusual traffic. Are you a robot? Verify you are human."
+                "</p></body></html>", 200, "ok"),
+    "error": ("<html><head><title>Shop</title></head><body>Sorry</body></html>", 503, "site_error"),
+}
+
+
+@pytest.mark.chromium
+def test_the_page_state_script_reads_structure_in_a_real_browser():
+    """The script the harness runs on the agent's last page, run in Chromium on pages that are
+    and are not block pages: the label follows their structure, not their words."""
+    from starlette.applications import Starlette
+    from starlette.responses import HTMLResponse
+    from starlette.routing import Route
+
+    from pytest_webbench.browsers.local import LocalBackend
+    from pytest_webbench.grading.page_state import read_page_state
+    from pytest_webbench.service import ServiceLoop
+
+    async def page(request):
+        html, status, _ = PAGES[request.path_params["name"]]
+        return HTMLResponse(html, status_code=status)
+
+    loop, local = ServiceLoop(), LocalBackend()
+    labels = {}
+    try:
+        site = loop.serve(Starlette(routes=[Route("/{name}", page)]), "pages")
+
+        async def go():
+            await local.create_session("s")
+            for name in PAGES:
+                await local.execute_playwright("s", f"await page.goto({site + '/' + name!r})")
+                out = await local.execute_playwright("s", f"return await page.evaluate(async () => {{{PAGE_STATE_SCRIPT}}});")
+                labels[name] = read_page_state(out["result"]).label
+            await local.delete_session("s")
+
+        loop.run(go(), timeout=120)
+        loop.run(local.close(), timeout=30)
+    finally:
+        loop.close()
+    assert labels == {name: expected for name, (_, _, expected) in PAGES.items()}

@@ -53,7 +53,10 @@ def test_reference_runner_passes_every_item_and_leaves_a_complete_experiment(pyt
                     "## What each test assumes", "Minimum detectable effect"):
         assert section in md
     # every treatment pair passed both arms: no discordance, so no effect is detectable at this size
-    assert report["pooled"]["pairs"] == 5 and report["pooled"]["difference"] == 0 and report["pooled"]["mde"] is None
+    # the pooled effect covers the page- and pin-checked tasks, the placebo and the format-only task left out
+    assert report["pooled"]["task_names"] == ["codehub-merged-pr", "shop-cart", "shop-price", "wiki-population"]
+    assert report["pooled"]["pairs"] == 4 and report["pooled"]["difference"] == 0 and report["pooled"]["mde"] is None
+    assert report["pooled"]["ci_low"] < 0 < report["pooled"]["ci_high"]  # all pairs agree: still a real interval
     treatment = next(u for u in report["usage"] if u["arm"] == "treatment")
     assert treatment["webmcp"]["injected:tried"] == treatment["webmcp"]["injected:completed"] >= 5
     assert all(u["toolset_invalid"] == 0 for u in report["usage"])
@@ -75,7 +78,7 @@ def test_nop_runner_fails_every_item_with_the_full_denominator(pytester):
     assert {arm: (r["passes"], r["n"]) for arm, r in report["headline"].items()} == {
         "control": (0, 5), "treatment": (0, 5), "playwright": (0, 5)}
     assert report["stop_reasons"] == {arm: {"no_browser_call": 6} for arm in ("control", "treatment", "playwright")}
-    assert report["pooled"]["difference"] == 0 and report["pooled"]["control_rate"] == 0
+    assert report["pooled"]["difference"] == 0 and report["pooled"]["control_rate"] == 0 and report["pooled"]["tasks"] == 4
     assert all(row["pass_at_k"] == {"1": 0.0} for row in report["by_arm_task"])
 
 

@@ -13,7 +13,7 @@ from pytest_webbench.records import (
 from pytest_webbench.report.__main__ import main as report_main
 from pytest_webbench.report.build import build_report_from_dir
 from pytest_webbench.report.write import write_report
-from pytest_webbench.stats import clustered_paired_difference, mcnemar_exact, mcnemar_power, pass_at_k, pass_hat_k
+from pytest_webbench.stats import mcnemar_exact, pass_at_k, pass_hat_k, pooled_paired_interval
 
 TASKS = {"alpha": "pinned", "beta": "page", "gamma": "format", "placebo": "pinned"}
 ATTEMPTS = 4
@@ -122,20 +122,54 @@ def test_paired_rows_exclude_errored_and_missing_pairs_but_count_them(run_dir):
     assert rows["placebo"].placebo and rows["placebo"].treatment_only == 4
 
 
-def test_pooled_effect_is_task_clustered_and_leaves_out_the_placebo(run_dir):
-    pooled = build_report_from_dir(run_dir).pooled
-    # tested pairs: alpha 4 (d = 0, +1, +1, -1), beta 3 (0, 0, 0), gamma 3 (0, 0, +1)
-    expected = clustered_paired_difference([[0, 1, 1, -1], [0, 0, 0], [0, 0, 1]])
-    assert (pooled.tasks, pooled.pairs) == (3, 10)
-    assert pooled.difference == pytest.approx(2 / 10) and pooled.se == pytest.approx(expected.se)
+def test_pooled_effect_covers_the_headline_tasks_only_with_a_sensitivity_line(run_dir):
+    report = build_report_from_dir(run_dir)
+    pooled = report.pooled
+    # headline tasks (page, pinned) without the placebo: alpha and beta; gamma (format-only) is apart.
+    # tested pairs: alpha 4 (d = 0, +1, +1, -1), beta 3 (0, 0, 0): 3 discordant of 7, 2 favour treatment
+    assert pooled.task_names == ["alpha", "beta"] and (pooled.tasks, pooled.pairs) == (2, 7)
+    assert pooled.difference == pytest.approx(1 / 7) and pooled.discordance == pytest.approx(3 / 7)
+    assert pooled.mcnemar_p == mcnemar_exact(1, 2)
+    expected = pooled_paired_interval([[0, 1, 1, -1], [0, 0, 0]])  # checked by hand in test_stats_pooled.py
     assert (pooled.ci_low, pooled.ci_high) == pytest.approx((expected.low, expected.high))
-    assert pooled.discordance == pytest.approx(4 / 10) and pooled.mcnemar_p == mcnemar_exact(1, 3)
-    # ten pairs, 40% discordant: only a huge effect (about 2/3 of pairs flipping to treatment) is detectable
-    spread = lambda e: max(0.4, e)  # noqa: E731
-    assert mcnemar_power(10, (spread(pooled.mde) - pooled.mde) / 2, (spread(pooled.mde) + pooled.mde) / 2) >= 0.8
-    smaller = pooled.mde - 0.005
-    assert mcnemar_power(10, (spread(smaller) - smaller) / 2, (spread(smaller) + smaller) / 2) < 0.8
-    assert 0.6 < pooled.mde < 0.75
+    assert pooled.ci_low < 0 < pooled.ci_high and pooled.ci_high - pooled.ci_low > 0.1
+    # errored counted as failures: beta's attempt 4 (control errored, treatment passed) joins as +1
+    sensitivity = pooled.errored_as_failures
+    assert sensitivity.pairs == 8 and sensitivity.difference == pytest.approx(2 / 8)
+    format_only = report.pooled_format_only
+    assert format_only.task_names == ["gamma"] and format_only.pairs == 3  # gamma's a4: treatment missing
+    from pytest_webbench.report.render import render_markdown
+
+    text = render_markdown(report)
+    assert "Tasks: alpha, beta." in text and "Sensitivity: counting each errored trial as a failure" in text
+
+
+def test_all_pairs_agreeing_gives_a_proper_interval(tmp_path):
+    """The CR1 interval collapsed to "+0 to +0" when every pair agreed; the pooled interval never does."""
+    directory = tmp_path / "agree"
+    manifest = _manifest("agree", arms=("control", "treatment"))
+    write_manifest(directory, manifest)
+    for trial in manifest.trials:
+        write_trial_record(directory, _record("agree", trial, "P", 5.0))
+    pooled = build_report_from_dir(directory).pooled
+    assert pooled.difference == 0 and pooled.ci_low < -0.05 and pooled.ci_high > 0.05
+    assert -1 <= pooled.ci_low and pooled.ci_high <= 1
+
+
+def test_the_playwright_arm_is_compared_with_control_per_task_and_stratified(run_dir):
+    report = build_report_from_dir(run_dir)
+    rows = {r.task: r for r in report.playwright_vs_control}
+    # playwright passes even attempts (2 of 4) in every task; alpha's control passes a1, a4 (2 of 4)
+    alpha = rows["alpha"]
+    assert (alpha.arm_rate.passes, alpha.arm_rate.n, alpha.reference_rate.passes, alpha.reference_rate.n) == (2, 4, 2, 4)
+    assert alpha.difference == 0 and alpha.fisher_p == 1.0
+    # placebo: control fails every attempt, playwright passes 2 of 4: Fisher p by hand = 2 * C(4,2) C(4,0)/C(8,2)
+    placebo = rows["placebo"]
+    assert placebo.fisher_p == pytest.approx(2 * 6 / 28) and placebo.difference == pytest.approx(0.5)
+    # Holm over the 4 tasks: the smallest p times 4, capped at 1
+    assert placebo.fisher_p_holm == pytest.approx(min(1.0, 4 * placebo.fisher_p))
+    pooled = report.playwright_pooled
+    assert pooled.task_names == ["alpha", "beta"]  # headline tasks, placebo left out
 
 
 def test_usage_validity_and_trial_lists(run_dir):
@@ -196,6 +230,15 @@ def test_two_runs_compared_unpaired(tmp_path, capsys):
     assert pw["fisher_p"] == pytest.approx(2 * 18564 / 2704156, rel=1e-9)
     assert (pw["ci_low"], pw["ci_high"]) == (pytest.approx(0.154405, abs=2e-5), pytest.approx(0.746220, abs=2e-5))
     assert "Newcombe" in (tmp_path / "cmp.md").read_text()
+    # stratified by the shared headline tasks (alpha, beta; placebo out): per task B 4/4 against A 2/4.
+    # By hand, each stratum: a - E = 4 - 4*6/8 = 1, var = 4*4*6*2/(64*7) = 3/7; CMH (corrected) =
+    # (|2| - 0.5)^2 / (6/7) = 2.625; the MH risk difference = sum(n1 n2/N (p1 - p2)) / sum(n1 n2/N) = 0.5
+    cmh = comparison["stratified"]["playwright"]
+    assert cmh["task_names"] == ["alpha", "beta"] and cmh["statistic"] == pytest.approx(2.625)
+    assert cmh["risk_difference"] == pytest.approx(0.5)
+    from scipy.stats import chi2
+
+    assert cmh["p_value"] == pytest.approx(chi2.sf(2.625, 1))
     # B then A: the same figures, negated and the bounds swapped
     assert report_main([str(b), str(a), "--out", str(tmp_path / "rev.md")]) == 0
     rev = next(r for r in json.loads((tmp_path / "rev.json").read_text())["rows"] if r["arm"] == "playwright" and r["task"] is None)

@@ -41,14 +41,14 @@ def test_sign_test_symmetric_and_hand_computed():
     assert sign_test(0, 0) is None
 
 
-# -- pass@k, clustered effect, power, comparisons --------------------------------------------------
+# -- pass@k, power, comparisons (the pooled effect: test_stats_pooled.py) --------------------------------------------------
 
 from math import comb, isclose, sqrt  # noqa: E402
 
 from scipy.stats import binom as _binom, binomtest as _binomtest  # noqa: E402
 
 from pytest_webbench.stats import (  # noqa: E402
-    clustered_paired_difference, fisher_exact_p, mcnemar_mde, mcnemar_power, newcombe_difference, pass_at_k, pass_hat_k,
+    fisher_exact_p, mcnemar_mde, mcnemar_power, newcombe_difference, pass_at_k, pass_hat_k,
 )
 
 
@@ -58,17 +58,6 @@ def test_pass_at_k_and_pass_hat_k_by_hand():
     assert pass_at_k(5, 2, 1) == pass_hat_k(5, 2, 1) == 0.4  # k = 1: both are the pass rate
     assert pass_at_k(5, 0, 5) == 0 and pass_at_k(5, 1, 5) == 1 and pass_hat_k(5, 4, 5) == 0
     assert pass_at_k(1, 1, 2) is None and pass_hat_k(3, 1, 0) is None  # k beyond the attempts made
-
-
-def test_clustered_difference_by_hand():
-    # d = [1,0 | 0,0 | 1,1]: mean 0.5; cluster residual sums 0, -1, 1; CR1 var = 3/2 * 2 / 36 = 1/12;
-    # t(0.975, df=2) = 4.302653; half-width 4.302653 * 0.288675 = 1.242069
-    effect = clustered_paired_difference([[1, 0], [0, 0], [1, 1]])
-    assert effect.estimate == 0.5 and isclose(effect.se, sqrt(1 / 12))
-    assert isclose(effect.low, 0.5 - 1.242069, abs_tol=1e-6) and isclose(effect.high, 0.5 + 1.242069, abs_tol=1e-6)
-    assert clustered_paired_difference([[1, 1, 0]]) is None  # one task: no clustered interval
-    no_effect = clustered_paired_difference([[0, 0], [0, 0]])
-    assert no_effect.estimate == 0 and no_effect.se == 0
 
 
 def _brute_force_power(n, p01, p10, alpha=0.05):

@@ -22,11 +22,16 @@ from ..records import (
     BrowserCalls, PlannedTrial, RunManifest, Timings, Tokens, TrialRecord, UndeletedBrowser, read_manifest,
     read_trial_records, read_undeleted_browsers,
 )
-from ..stats import (
-    ASSUMPTIONS, clustered_paired_difference, mcnemar_exact, mcnemar_mde, pass_at_k, pass_hat_k, sign_test, wilson,
-)
+from ..stats import ASSUMPTIONS, pass_at_k, pass_hat_k
+from .paired import PairedRow, PooledEffect, adjust_paired_rows, paired_row, pooled_effect
+from .rates import Rate, passed, rate
+from .unpaired import StratifiedEffect, UnpairedRow, adjust_unpaired_rows, stratified_effect, unpaired_row
 
-REPORT_SCHEMA = 3  # 3: browsers_not_deleted
+# 4: the pooled paired interval is the design-effect Tango score interval (never zero-width), over
+# the headline tasks only (task_names), with a sensitivity line; the playwright arm is compared
+# with control (Fisher, Newcombe, CMH); per-task p-values carry Holm's adjustment. 3: browsers_not_deleted.
+REPORT_SCHEMA = 4
+HEADLINE_GRADING = ("page", "pinned")
 FEW_ATTEMPTS = 5  # below this a run screens for large effects only
 NOT_A_PASS = ("failed", "errored", "missing")
 
@@ -45,14 +50,6 @@ class ReportedTrial(PlannedTrial):
     calls: BrowserCalls = Field(default_factory=BrowserCalls)
 
 
-class Rate(BaseModel):
-    passes: int
-    n: int
-    rate: float | None
-    ci_low: float | None
-    ci_high: float | None
-
-
 class ArmTaskRow(BaseModel):
     arm: str
     task: str
@@ -67,40 +64,6 @@ class ArmTaskRow(BaseModel):
     pass_hat_k: dict[int, float] = Field(default_factory=dict)
     stop_reasons: dict[str, int] = Field(default_factory=dict)
     median_agent_sec: float | None = None
-
-
-class PairedRow(BaseModel):
-    task: str
-    placebo: bool
-    pairs: int  # intended pairs (broken-by-selection pairs left out)
-    excluded: int  # a member errored or is missing: counted here, left out of the tests
-    tested: int
-    both: int
-    control_only: int
-    treatment_only: int
-    neither: int
-    mcnemar_p: float | None
-    median_speedup: float | None  # control agent time / treatment agent time, both-pass pairs
-    speedups: list[float] = Field(default_factory=list)
-    treatment_faster: int
-    control_faster: int
-    sign_p: float | None
-    agree_on: list[str] = Field(default_factory=list)
-    agreement: Rate | None = None  # pairs where both answered and agree on `agree_on`
-
-
-class PooledEffect(BaseModel):
-    tasks: int
-    pairs: int
-    control_rate: float
-    treatment_rate: float
-    difference: float  # treatment minus control, over tested pairs
-    se: float | None
-    ci_low: float | None
-    ci_high: float | None
-    mcnemar_p: float | None  # pairs as if independent: a screening figure beside the clustered interval
-    discordance: float
-    mde: float | None  # smallest difference detectable with 80% power at this many pairs
 
 
 class ArmUsage(BaseModel):
@@ -146,7 +109,10 @@ class Report(BaseModel):
     format_only: dict[str, Rate]
     by_arm_task: list[ArmTaskRow]
     paired: list[PairedRow]
-    pooled: PooledEffect | None
+    pooled: PooledEffect | None  # over the headline tasks (page and pinned grading), placebo left out
+    pooled_format_only: PooledEffect | None = None  # format-only tasks, pooled apart
+    playwright_vs_control: list[UnpairedRow] = Field(default_factory=list)
+    playwright_pooled: StratifiedEffect | None = None
     usage: list[ArmUsage]
     stop_reasons: dict[str, dict[str, int]]  # arm -> reason -> trials that did not pass
     flagged: list[TrialNote]
@@ -161,20 +127,6 @@ class Report(BaseModel):
     caveat: str | None
 
 
-def _rate(passes: int, n: int) -> Rate:
-    ci = wilson(passes, n)
-    return Rate(passes=passes, n=n, rate=passes / n if n else None,
-                ci_low=ci.low if ci else None, ci_high=ci.high if ci else None)
-
-
-def _passed(r: TrialRecord | None) -> bool:
-    return r is not None and r.outcome == "passed"
-
-
-def _ended(r: TrialRecord | None) -> bool:
-    return r is not None and r.outcome in ("passed", "failed")
-
-
 def _toolset_invalid(r: TrialRecord) -> str | None:
     invokes = r.calls.webmcp_invokes
     if r.arm == "playwright" and invokes:
@@ -182,62 +134,6 @@ def _toolset_invalid(r: TrialRecord) -> str | None:
     if r.arm != "treatment" and any(k.startswith("injected:") for k in invokes):
         return "invoked an injected tool outside the treatment arm"
     return None
-
-
-def _agreement(task_fields: list[str], pairs: list[tuple[TrialRecord, TrialRecord]]) -> Rate | None:
-    if not task_fields:
-        return None
-    answered = [(c, t) for c, t in pairs if isinstance(c.answer, dict) and isinstance(t.answer, dict)]
-    agree = sum(all(c.answer.get(f) == t.answer.get(f) for f in task_fields) for c, t in answered)
-    return _rate(agree, len(answered))
-
-
-def _tested(pairs: list[tuple[TrialRecord | None, TrialRecord | None]]) -> list[tuple[TrialRecord, TrialRecord]]:
-    """The pairs whose two trials both ended (passed or failed): the ones the paired tests use."""
-    return [(c, t) for c, t in pairs if _ended(c) and _ended(t)]
-
-
-def _split(pairs: list[tuple[TrialRecord, TrialRecord]]) -> tuple[int, int, int]:
-    """Pairs passing in both arms, in control only, in treatment only."""
-    both = sum(_passed(c) and _passed(t) for c, t in pairs)
-    c_only = sum(_passed(c) and not _passed(t) for c, t in pairs)
-    t_only = sum(_passed(t) and not _passed(c) for c, t in pairs)
-    return both, c_only, t_only
-
-
-def _paired_row(task: str, placebo: bool, agree_on: list[str], pairs: list[tuple[TrialRecord | None, TrialRecord | None]]) -> PairedRow:
-    tested = _tested(pairs)
-    both, c_only, t_only = _split(tested)
-    speedups, t_fast, c_fast = [], 0, 0
-    for c, t in tested:
-        if _passed(c) and _passed(t) and c.timings.agent_sec and t.timings.agent_sec:
-            speedups.append(round(c.timings.agent_sec / t.timings.agent_sec, 6))
-            t_fast += t.timings.agent_sec < c.timings.agent_sec
-            c_fast += c.timings.agent_sec < t.timings.agent_sec
-    return PairedRow(
-        task=task, placebo=placebo, pairs=len(pairs), excluded=len(pairs) - len(tested), tested=len(tested),
-        both=both, control_only=c_only, treatment_only=t_only, neither=len(tested) - both - c_only - t_only,
-        mcnemar_p=mcnemar_exact(c_only, t_only), median_speedup=median(speedups) if speedups else None,
-        speedups=sorted(speedups), treatment_faster=t_fast, control_faster=c_fast, sign_p=sign_test(t_fast, c_fast),
-        agree_on=agree_on, agreement=_agreement(agree_on, tested),
-    )
-
-
-def _pooled(by_task: dict[str, list[tuple[TrialRecord, TrialRecord]]]) -> PooledEffect | None:
-    groups = {task: [int(_passed(t)) - int(_passed(c)) for c, t in pairs] for task, pairs in by_task.items() if pairs}
-    pairs = [p for ps in by_task.values() for p in ps]
-    if not pairs:
-        return None
-    n = len(pairs)
-    _, c_only, t_only = _split(pairs)
-    clustered = clustered_paired_difference(list(groups.values()))
-    return PooledEffect(
-        tasks=len(groups), pairs=n, control_rate=sum(_passed(c) for c, _ in pairs) / n,
-        treatment_rate=sum(_passed(t) for _, t in pairs) / n, difference=(t_only - c_only) / n,
-        se=clustered.se if clustered else None, ci_low=clustered.low if clustered else None,
-        ci_high=clustered.high if clustered else None, mcnemar_p=mcnemar_exact(c_only, t_only),
-        discordance=(c_only + t_only) / n, mde=mcnemar_mde(n, (c_only + t_only) / n),
-    )
 
 
 def _median(values: Iterable[float | None]) -> float | None:
@@ -297,7 +193,7 @@ def build_report(manifest: RunManifest, records: list[TrialRecord], problems: li
         counts = {o: sum(1 for r in recs if r is not None and r.outcome == o) for o in ("passed", "failed", "errored")}
         reasons: dict[str, int] = {}
         for r in recs:
-            if not _passed(r):
+            if not passed(r):
                 reason = "missing" if r is None else r.stop_reason or r.outcome
                 reasons[reason] = reasons.get(reason, 0) + 1
                 arm_reasons = stop_reasons.setdefault(arm, {})
@@ -306,7 +202,7 @@ def build_report(manifest: RunManifest, records: list[TrialRecord], problems: li
         ks = [k for k in (1, 2, 3, 5, 10) if k <= ended]
         rows.append(ArmTaskRow(
             arm=arm, task=task, grading=limits.grading, placebo=limits.placebo, missing=sum(r is None for r in recs),
-            rate=_rate(counts["passed"], len(recs)), stop_reasons=dict(sorted(reasons.items())),
+            rate=rate(counts["passed"], len(recs)), stop_reasons=dict(sorted(reasons.items())),
             pass_at_k={k: round(pass_at_k(ended, counts["passed"], k), 6) for k in ks},
             pass_hat_k={k: round(pass_hat_k(ended, counts["passed"], k), 6) for k in ks},
             median_agent_sec=_median(r.timings.agent_sec for r in recs if r is not None), **counts,
@@ -316,7 +212,7 @@ def build_report(manifest: RunManifest, records: list[TrialRecord], problems: li
         acc[1] += len(recs)
 
     paired_rows: list[PairedRow] = []
-    pooled_input: dict[str, list[tuple[TrialRecord, TrialRecord]]] = {}
+    pooled_input: dict[str, dict] = {"headline": {}, "format": {}}
     if manifest.paired:
         broken = set(manifest.broken_pairs)
         for task in sorted(pair_ids_by_task):
@@ -325,9 +221,19 @@ def build_report(manifest: RunManifest, records: list[TrialRecord], problems: li
             if not pairs:
                 continue
             limits = manifest.task_limits[task]
-            paired_rows.append(_paired_row(task, limits.placebo, limits.agree_on, pairs))
+            paired_rows.append(paired_row(task, limits.placebo, limits.grading, limits.agree_on, pairs))
             if not limits.placebo:
-                pooled_input[task] = _tested(pairs)
+                pooled_input["headline" if limits.grading in HEADLINE_GRADING else "format"][task] = pairs
+        adjust_paired_rows(paired_rows)
+    playwright_rows = []
+    if {"playwright", "control"} <= set(manifest.arms):
+        for task in sorted(manifest.task_limits):
+            if ("playwright", task) in by_arm_task and ("control", task) in by_arm_task:
+                playwright_rows.append(unpaired_row(task, "playwright", "control", by_arm_task[("playwright", task)],
+                                                    by_arm_task[("control", task)]))
+        adjust_unpaired_rows(playwright_rows)
+    headline_playwright = [r for r in playwright_rows if manifest.task_limits[r.task].grading in HEADLINE_GRADING
+                           and not manifest.task_limits[r.task].placebo]
 
     ordered = sorted(records, key=lambda r: r.trial_id)
     by_arm: dict[str, list[TrialRecord]] = {}
@@ -342,9 +248,11 @@ def build_report(manifest: RunManifest, records: list[TrialRecord], problems: li
         experiment_id=manifest.experiment_id, suite=manifest.suite, runner=manifest.runner, model=manifest.model,
         browser=manifest.browser, attempts=manifest.attempts, arms=manifest.arms, complete=not incomplete,
         incomplete_because=incomplete, planned_trials=len(planned), recorded_trials=len(planned) - missing,
-        headline={arm: _rate(*c) for arm, c in headline_counts.items()},
-        format_only={arm: _rate(*c) for arm, c in format_counts.items()},
-        by_arm_task=rows, paired=paired_rows, pooled=_pooled(pooled_input),
+        headline={arm: rate(*c) for arm, c in headline_counts.items()},
+        format_only={arm: rate(*c) for arm, c in format_counts.items()},
+        by_arm_task=rows, paired=paired_rows, pooled=pooled_effect(pooled_input["headline"]),
+        pooled_format_only=pooled_effect(pooled_input["format"]), playwright_vs_control=playwright_rows,
+        playwright_pooled=stratified_effect(headline_playwright),
         usage=[_usage(arm, by_arm.get(arm, [])) for arm in manifest.arms],
         stop_reasons={arm: dict(sorted(v.items())) for arm, v in sorted(stop_reasons.items(), key=lambda kv: arm_order.get(kv[0], 99))},
         flagged=[_note(r, "; ".join(r.flags)) for r in ordered if r.flags],

@@ -2,16 +2,18 @@
 
 Trials of different runs share no pairs, so each arm's pass rate is compared as two independent
 binomial rates: the difference with Newcombe's interval and Fisher's exact p, overall (page and
-pinned tasks) and per task.
+pinned tasks) and per task (Holm-adjusted over the tasks), and, since the runs share tasks, a
+Cochran-Mantel-Haenszel test stratified by task per arm, over the page and pinned tasks both ran.
 """
 
 from __future__ import annotations
 
 from pydantic import BaseModel
 
-from ..stats import ASSUMPTIONS, fisher_exact_p, newcombe_difference
-from .build import Rate, Report
+from ..stats import ASSUMPTIONS, fisher_exact_p, holm, newcombe_difference
+from .build import HEADLINE_GRADING, Rate, Report
 from .format import ci, pct, pval, signed_pct
+from .unpaired import StratifiedEffect, UnpairedRow, stratified_effect
 
 
 class RateComparison(BaseModel):
@@ -23,15 +25,17 @@ class RateComparison(BaseModel):
     ci_low: float | None
     ci_high: float | None
     fisher_p: float | None
+    fisher_p_holm: float | None = None  # per-task rows: Holm-adjusted over the arm's tasks
 
 
 class Comparison(BaseModel):
-    schema_version: int = 1
+    schema_version: int = 2  # 2: stratified (CMH per arm), fisher_p_holm
     a: str
     b: str
     a_label: str
     b_label: str
     rows: list[RateComparison]
+    stratified: dict[str, StratifiedEffect] = {}  # arm -> CMH over the shared page/pinned tasks, B against A
     assumption: str = ASSUMPTIONS["compare"]
 
 
@@ -51,18 +55,35 @@ def _label(report: Report) -> str:
 def compare_reports(a: Report, b: Report) -> Comparison:
     rows = [_compare(arm, None, a.headline[arm], b.headline[arm]) for arm in a.headline if arm in b.headline]
     b_rows = {(r.arm, r.task): r for r in b.by_arm_task}
+    strata: dict[str, list[UnpairedRow]] = {}
     for row in a.by_arm_task:
         if (other := b_rows.get((row.arm, row.task))) is not None:
             rows.append(_compare(row.arm, row.task, row.rate, other.rate))
-    return Comparison(a=a.experiment_id, b=b.experiment_id, a_label=_label(a), b_label=_label(b), rows=rows)
+            if row.grading in HEADLINE_GRADING and not row.placebo:
+                strata.setdefault(row.arm, []).append(UnpairedRow(
+                    task=row.task, arm="B", reference="A", arm_rate=other.rate, reference_rate=row.rate,
+                    difference=None, ci_low=None, ci_high=None, fisher_p=None))
+    for arm in {r.arm for r in rows}:
+        per_task = [r for r in rows if r.arm == arm and r.task is not None]
+        for r, adjusted in zip(per_task, holm([r.fisher_p for r in per_task])):
+            r.fisher_p_holm = adjusted
+    stratified = {arm: effect for arm, tasks in sorted(strata.items()) if (effect := stratified_effect(tasks))}
+    return Comparison(a=a.experiment_id, b=b.experiment_id, a_label=_label(a), b_label=_label(b), rows=rows,
+                      stratified=stratified)
 
 
 def render_comparison(c: Comparison) -> str:
     out = [f"# webbench comparison: {c.a} vs {c.b}", "", f"A = {c.a_label}; B = {c.b_label}.", "",
-           "| arm | task | A passes | A rate (95% CI) | B passes | B rate (95% CI) | B - A (95% Newcombe CI) | Fisher p |",
+           "| arm | task | A passes | A rate (95% CI) | B passes | B rate (95% CI) | B - A (95% Newcombe CI) | Fisher p (Holm) |",
            "|---|---|---|---|---|---|---|---|"]
     for r in c.rows:
+        holm_p = "" if r.task is None else f" ({pval(r.fisher_p_holm)})"
         out.append(f"| {r.arm} | {r.task or '**headline** (page + pinned)'} | {r.a.passes}/{r.a.n} | {pct(r.a.rate)} ({ci(r.a)}) "
                    f"| {r.b.passes}/{r.b.n} | {pct(r.b.rate)} ({ci(r.b)}) | {signed_pct(r.difference)} "
-                   f"({signed_pct(r.ci_low)} to {signed_pct(r.ci_high)}) | {pval(r.fisher_p)} |")
+                   f"({signed_pct(r.ci_low)} to {signed_pct(r.ci_high)}) | {pval(r.fisher_p)}{holm_p} |")
+    if c.stratified:
+        out += ["", "Stratified by task (the runs share their tasks), over page and pinned tasks, placebo left out:", ""]
+        for arm, s in c.stratified.items():
+            out.append(f"- {arm}: Mantel-Haenszel B - A {signed_pct(s.risk_difference)} (95% CI {signed_pct(s.ci_low)} to "
+                       f"{signed_pct(s.ci_high)}), Cochran-Mantel-Haenszel p = {pval(s.p_value)} over {s.tasks} tasks")
     return "\n".join(out + ["", c.assumption]) + "\n"

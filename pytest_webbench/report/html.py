@@ -115,8 +115,9 @@ def render_html(report: Report) -> str:
         body += [f"<tr><td>{e(arm)}</td>{_rate_cells(f'format_only.{arm}', r)}</tr>" for arm, r in report.format_only.items()]
         body.append("</table>")
     if p := report.pooled:
-        body.append("<h2>Pooled paired effect (placebo left out)</h2>"
-                    f"<p>{_v('pooled.pairs', str(p.pairs), 'int')} pairs in {_v('pooled.tasks', str(p.tasks), 'int')} tasks; "
+        body.append("<h2>Pooled paired effect (page- and pin-checked tasks, placebo left out)</h2>"
+                    f"<p>Tasks: {e(', '.join(p.task_names))}. "
+                    f"{_v('pooled.pairs', str(p.pairs), 'int')} pairs in {_v('pooled.tasks', str(p.tasks), 'int')} tasks; "
                     f"difference {_v('pooled.difference', signed_pct(p.difference), 'signed_pct')}, task-clustered 95% CI "
                     f"{e(signed_pct(p.ci_low))} to {e(signed_pct(p.ci_high))}; pooled McNemar p (screening) "
                     f"{_v('pooled.mcnemar_p', pval(p.mcnemar_p), 'p')}. Minimum detectable effect at 80% power: "

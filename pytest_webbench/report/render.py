@@ -18,9 +18,12 @@ def headline_lines(report: Report) -> list[str]:
         lines.append(f"  NOT DELETED, may still be billed: {len(report.browsers_not_deleted)} cloud browser(s): "
                      + ", ".join(b.name for b in report.browsers_not_deleted))
     if p := report.pooled:
-        lines.append(f"  pooled effect (treatment - control, {p.pairs} pairs in {p.tasks} tasks): {signed_pct(p.difference)}, "
-                     f"task-clustered 95% CI {signed_pct(p.ci_low)} to {signed_pct(p.ci_high)}; "
+        lines.append(f"  pooled effect (treatment - control, {p.pairs} pairs in {p.tasks} page/pinned tasks, placebo out): "
+                     f"{signed_pct(p.difference)}, task-clustered 95% CI {signed_pct(p.ci_low)} to {signed_pct(p.ci_high)}; "
                      f"detectable with 80% power: {signed_pct(p.mde) if p.mde else 'none at this size'}")
+        if s := p.errored_as_failures:
+            lines.append(f"  with errored trials counted as failures ({s.pairs} pairs): {signed_pct(s.difference)}, "
+                         f"95% CI {signed_pct(s.ci_low)} to {signed_pct(s.ci_high)}")
     return lines
 
 
@@ -68,14 +71,21 @@ def render_markdown(report: Report) -> str:
 
     if report.pooled:
         p = report.pooled
-        out += ["", "## Pooled paired effect (placebo left out)", "",
-                f"Over {p.pairs} tested pairs in {p.tasks} tasks: control {pct(p.control_rate)}, treatment "
-                f"{pct(p.treatment_rate)}, difference **{signed_pct(p.difference)}**, task-clustered 95% CI "
-                f"{signed_pct(p.ci_low)} to {signed_pct(p.ci_high)} (SE {num(p.se, 3)}). Exact McNemar on the pooled "
+        out += ["", "## Pooled paired effect (tasks graded against the page or a pinned value, placebo left out)", "",
+                f"Tasks: {', '.join(p.task_names)}. Over {p.pairs} tested pairs in {p.tasks} tasks: control "
+                f"{pct(p.control_rate)}, treatment {pct(p.treatment_rate)}, difference **{signed_pct(p.difference)}**, "
+                f"task-clustered 95% CI {signed_pct(p.ci_low)} to {signed_pct(p.ci_high)} (design effect "
+                f"{num(p.design_effect, 2)}; the clustered test's p = {pval(p.p_value)}). Exact McNemar on the pooled "
                 f"pairs, as if independent (screening only): p = {pval(p.mcnemar_p)}.", "",
-                f"Minimum detectable effect: with {p.pairs} pairs and {pct(p.discordance)} of them discordant, exact "
-                f"McNemar at alpha 0.05 has 80% power only for a difference of "
+                f"Minimum detectable effect: with {p.pairs} pairs in {p.tasks} tasks and {pct(p.discordance)} of them "
+                f"discordant, the pooled test at alpha 0.05 has 80% power only for a difference of "
                 + (f"**{signed_pct(p.mde)}** or more." if p.mde else "**none**: this run is too small to detect any effect.")]
+        if s := p.errored_as_failures:
+            out += ["", f"Sensitivity: counting each errored trial as a failure (its pair kept, {s.pairs} pairs), the "
+                        f"difference is {signed_pct(s.difference)}, 95% CI {signed_pct(s.ci_low)} to {signed_pct(s.ci_high)}."]
+    if f := report.pooled_format_only:
+        out += ["", f"Format-only tasks ({', '.join(f.task_names)}), pooled apart (shape checked, not truth): "
+                    f"{signed_pct(f.difference)} over {f.pairs} pairs, 95% CI {signed_pct(f.ci_low)} to {signed_pct(f.ci_high)}."]
 
     out += ["", "## Per arm and task", ""]
     out += _table(
@@ -89,10 +99,10 @@ def render_markdown(report: Report) -> str:
     if report.paired:
         out += ["", "## Paired control vs treatment, per task", ""]
         out += _table(
-            ["task", "pairs", "excluded", "both", "control only", "treatment only", "neither", "exact McNemar p",
+            ["task", "pairs", "excluded", "both", "control only", "treatment only", "neither", "exact McNemar p (Holm)",
              "median speedup (both passed)", "sign-test p", "answer agreement"],
             [[r.task + (" (placebo)" if r.placebo else ""), str(r.pairs), str(r.excluded), str(r.both), str(r.control_only),
-              str(r.treatment_only), str(r.neither), pval(r.mcnemar_p),
+              str(r.treatment_only), str(r.neither), f"{pval(r.mcnemar_p)} ({pval(r.mcnemar_p_holm)})",
               "–" if r.median_speedup is None else f"{r.median_speedup:.2f}x ({r.treatment_faster} faster, {r.control_faster} slower)",
               pval(r.sign_p),
               "not defined" if r.agreement is None else f"{r.agreement.passes}/{r.agreement.n} on {', '.join(r.agree_on)}"]
@@ -100,6 +110,17 @@ def render_markdown(report: Report) -> str:
         out += ["", "Speedup is control agent time over treatment agent time (agent-only, harness excluded); "
                 "> 1 means treatment was faster. The placebo task is one no injected tool covers: a difference "
                 "there is noise or an artefact of the batch's presence, and it is left out of the pooled row."]
+    if report.playwright_vs_control:
+        out += ["", "## Playwright arm against control (unpaired), per task", ""]
+        out += _table(
+            ["task", "playwright", "control", "difference (95% Newcombe CI)", "Fisher p (Holm)"],
+            [[r.task, f"{r.arm_rate.passes}/{r.arm_rate.n}", f"{r.reference_rate.passes}/{r.reference_rate.n}",
+              f"{signed_pct(r.difference)} ({signed_pct(r.ci_low)} to {signed_pct(r.ci_high)})",
+              f"{pval(r.fisher_p)} ({pval(r.fisher_p_holm)})"] for r in report.playwright_vs_control])
+        if w := report.playwright_pooled:
+            out += ["", f"Pooled over {w.tasks} page/pinned tasks ({', '.join(w.task_names)}), stratified by task: "
+                        f"Mantel-Haenszel difference {signed_pct(w.risk_difference)}, 95% CI {signed_pct(w.ci_low)} to "
+                        f"{signed_pct(w.ci_high)}; Cochran-Mantel-Haenszel p = {pval(w.p_value)}."]
     if report.broken_pairs:
         out += ["", f"Pairs broken by selection (one arm deselected, left out of the paired table): {', '.join(report.broken_pairs)}"]
 

@@ -68,12 +68,8 @@ class Conversation:
         return m.group(1) if m else ""
 
     @property
-    def arm(self) -> str:
-        if "site-specific tools have been added" in self.instruction:
-            return "treatment"
-        if "Use only the execute_playwright_code tool" in self.instruction:
-            return "playwright"
-        return "control"
+    def playwright_only(self) -> bool:
+        return "Use only the execute_playwright_code tool" in self.instruction
 
 
 def _json_in(text: str) -> Any:
@@ -106,19 +102,25 @@ class ScriptedModel:
             if not results:
                 return Step("execute_playwright_code", {**session, "code": "return await page.title()"})
             return Step(text="{}")
-        if conv.arm == "treatment":
+        # Control and treatment are told the same: like a real model, this one lists the page's
+        # WebMCP tools first and uses a search tool if one is there (only treatment has it).
+        if conv.playwright_only:
             if not results:
-                return Step("webmcp", {**session, "action": "list"})
-            if len(results) == 1:
-                listed = _json_in(results[0]) or {}
-                ref = next((t["tool_ref"] for t in listed.get("tools", []) if t.get("tool", {}).get("name") == "find_products"), None)
-                return Step("webmcp", {**session, "action": "invoke", "tool_ref": ref, "input": {"words": "large green bottle"}})
-            invoked = _json_in(results[1]) or {}
-            products = (invoked.get("output") or {}).get("products") or [{}]
-            return Step(text=json.dumps({"price": products[0].get("price_cents", 0) / 100}))
+                return Step("execute_playwright_code", {**session, "code": SHOP_PRICE_CODE})
+            return Step(text=json.dumps({"price": (_json_in(results[0]) or {}).get("result")}))
         if not results:
-            return Step("execute_playwright_code", {**session, "code": SHOP_PRICE_CODE})
-        return Step(text=json.dumps({"price": (_json_in(results[0]) or {}).get("result")}))
+            return Step("webmcp", {**session, "action": "list"})
+        listed = _json_in(results[0]) or {}
+        ref = next((t["tool_ref"] for t in listed.get("tools", []) if t.get("tool", {}).get("name") == "find_products"), None)
+        if ref is None:  # no search tool: page through the catalogue
+            if len(results) == 1:
+                return Step("execute_playwright_code", {**session, "code": SHOP_PRICE_CODE})
+            return Step(text=json.dumps({"price": (_json_in(results[1]) or {}).get("result")}))
+        if len(results) == 1:
+            return Step("webmcp", {**session, "action": "invoke", "tool_ref": ref, "input": {"words": "large green bottle"}})
+        invoked = _json_in(results[1]) or {}
+        products = (invoked.get("output") or {}).get("products") or [{}]
+        return Step(text=json.dumps({"price": products[0].get("price_cents", 0) / 100}))
 
     def account(self, conv: Conversation) -> None:
         totals = self.sent.setdefault(conv.session_id or "(none)", {"input": 0, "cached": 0, "output": 0, "turns": 0})

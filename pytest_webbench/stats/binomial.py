@@ -1,4 +1,5 @@
-"""The run's statistics: pure functions over counts and paired samples, scipy underneath.
+"""Binomial building blocks: Wilson, exact McNemar and its power, the sign test, pass@k, and the
+unpaired Newcombe interval and Fisher test; pure functions over counts, scipy underneath.
 
 The count-based functions are cached: a large report asks for the same few (passes, n) pairs
 thousands of times, and one scipy binomial test costs about a millisecond here.
@@ -15,20 +16,6 @@ from math import comb
 
 import numpy as np
 from scipy.stats import binom, binomtest, fisher_exact
-from scipy.stats import t as student_t
-
-ASSUMPTIONS = {
-    "wilson": "Wilson 95% interval: attempts are independent Bernoulli trials with one pass rate per arm and task.",
-    "mcnemar": "Exact McNemar: pairs are independent; under no effect a discordant pair is equally likely to favour either arm.",
-    "sign": "Sign test on speedups: pairs where both arms passed, ties dropped; under no effect either arm is faster with probability 1/2.",
-    "clustered": "Pooled effect: pairs are independent across tasks but may be correlated within a task (task-clustered CR1 "
-                 "standard error, t interval with tasks - 1 degrees of freedom); few tasks make it wide, as it should be.",
-    "mde": "Minimum detectable effect: exact McNemar at alpha 0.05 with 80% power, pairs independent, discordance as observed.",
-    "compare": "Two runs compared: unpaired (different runs share no pairs); Fisher's exact test and Newcombe's "
-               "interval for the difference of two independent binomial rates.",
-    "pass_k": "pass@k / pass^k: unbiased estimates from the attempts made (Chen et al. 2021), attempts exchangeable within a task.",
-}
-
 
 @dataclass(frozen=True)
 class Interval:
@@ -75,33 +62,6 @@ def pass_hat_k(n: int, passes: int, k: int) -> float | None:
     if k > n or k < 1:
         return None
     return comb(passes, k) / comb(n, k)
-
-
-# -- the pooled paired effect, clustered by task ------------------------------------------------------
-
-@dataclass(frozen=True)
-class ClusteredEffect:
-    estimate: float  # mean of (treatment passed - control passed) over pairs
-    se: float
-    low: float
-    high: float
-    pairs: int
-    clusters: int
-
-
-def clustered_paired_difference(differences_by_task: list[list[int]], confidence: float = 0.95) -> ClusteredEffect | None:
-    """Pass-rate difference over pairs with a task-clustered standard error (Miller 2024, "Adding
-    Error Bars to Evals", arXiv 2411.00640): CR1 sandwich, var = G/(G-1) * sum_g (sum_i in g (d_i - mean))^2 / n^2,
-    and a t interval with G-1 degrees of freedom, since attempts within a task are not independent."""
-    groups = [g for g in differences_by_task if g]
-    n, clusters = sum(len(g) for g in groups), len(groups)
-    if clusters < 2:
-        return None
-    mean = sum(sum(g) for g in groups) / n
-    variance = clusters / (clusters - 1) * sum(sum(d - mean for d in g) ** 2 for g in groups) / n**2
-    se = math.sqrt(variance)
-    half = float(student_t.ppf(0.5 + confidence / 2, clusters - 1)) * se
-    return ClusteredEffect(mean, se, mean - half, mean + half, n, clusters)
 
 
 # -- power of the exact McNemar test, and the smallest effect a run could see ------------------------

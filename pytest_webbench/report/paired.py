@@ -1,0 +1,146 @@
+"""The paired analysis of control against treatment: per task (McNemar, speed, agreement) and
+pooled over the headline tasks (the pooled paired interval, its MDE, and a sensitivity line with
+errored trials counted as failures)."""
+
+from __future__ import annotations
+
+from statistics import median
+
+from pydantic import BaseModel, Field
+
+from ..records import TrialRecord
+from ..stats import holm, mcnemar_exact, mde_clustered_from_data, pooled_paired_interval, sign_test
+from .rates import Rate, passed, rate
+
+Pair = tuple[TrialRecord | None, TrialRecord | None]
+
+
+class PairedRow(BaseModel):
+    task: str
+    placebo: bool
+    grading: str = "pinned"
+    pairs: int  # intended pairs (broken-by-selection pairs left out)
+    excluded: int  # a member errored or is missing: counted here, left out of the tests
+    tested: int
+    both: int
+    control_only: int
+    treatment_only: int
+    neither: int
+    mcnemar_p: float | None
+    mcnemar_p_holm: float | None = None  # Holm-adjusted over the rows of the table
+    median_speedup: float | None  # control agent time / treatment agent time, both-pass pairs
+    speedups: list[float] = Field(default_factory=list)
+    treatment_faster: int
+    control_faster: int
+    sign_p: float | None
+    agree_on: list[str] = Field(default_factory=list)
+    agreement: Rate | None = None  # pairs where both answered and agree on `agree_on`
+
+
+class PooledSensitivity(BaseModel):
+    """The pooled effect again, with an errored trial counted as a failure instead of its pair left out."""
+
+    pairs: int
+    difference: float
+    ci_low: float | None
+    ci_high: float | None
+
+
+class PooledEffect(BaseModel):
+    tasks: int
+    task_names: list[str]  # exactly the tasks it covers: the headline's (page and pinned), placebo left out
+    pairs: int
+    control_rate: float
+    treatment_rate: float
+    difference: float  # treatment minus control, over tested pairs
+    ci_low: float | None
+    ci_high: float | None
+    p_value: float | None  # the pooled test the interval inverts (clustered)
+    design_effect: float | None
+    mcnemar_p: float | None  # pairs as if independent: a screening figure beside the clustered interval
+    discordance: float
+    mde: float | None  # smallest difference the pooled test detects with 80% power at this size
+    errored_as_failures: PooledSensitivity | None = None
+
+
+def ended(r: TrialRecord | None) -> bool:
+    return r is not None and r.outcome in ("passed", "failed")
+
+
+def tested_pairs(pairs: list[Pair]) -> list[tuple[TrialRecord, TrialRecord]]:
+    """The pairs whose two trials both ended (passed or failed): the ones the paired tests use."""
+    return [(c, t) for c, t in pairs if ended(c) and ended(t)]
+
+
+def split(pairs: list[tuple[TrialRecord, TrialRecord]]) -> tuple[int, int, int]:
+    """Pairs passing in both arms, in control only, in treatment only."""
+    both = sum(passed(c) and passed(t) for c, t in pairs)
+    c_only = sum(passed(c) and not passed(t) for c, t in pairs)
+    t_only = sum(passed(t) and not passed(c) for c, t in pairs)
+    return both, c_only, t_only
+
+
+def _agreement(task_fields: list[str], pairs: list[tuple[TrialRecord, TrialRecord]]) -> Rate | None:
+    if not task_fields:
+        return None
+    answered = [(c, t) for c, t in pairs if isinstance(c.answer, dict) and isinstance(t.answer, dict)]
+    agree = sum(all(c.answer.get(f) == t.answer.get(f) for f in task_fields) for c, t in answered)
+    return rate(agree, len(answered))
+
+
+def paired_row(task: str, placebo: bool, grading: str, agree_on: list[str], pairs: list[Pair]) -> PairedRow:
+    tested = tested_pairs(pairs)
+    both, c_only, t_only = split(tested)
+    speedups, t_fast, c_fast = [], 0, 0
+    for c, t in tested:
+        if passed(c) and passed(t) and c.timings.agent_sec and t.timings.agent_sec:
+            speedups.append(round(c.timings.agent_sec / t.timings.agent_sec, 6))
+            t_fast += t.timings.agent_sec < c.timings.agent_sec
+            c_fast += c.timings.agent_sec < t.timings.agent_sec
+    return PairedRow(
+        task=task, placebo=placebo, grading=grading, pairs=len(pairs), excluded=len(pairs) - len(tested),
+        tested=len(tested), both=both, control_only=c_only, treatment_only=t_only, neither=len(tested) - both - c_only - t_only,
+        mcnemar_p=mcnemar_exact(c_only, t_only), median_speedup=median(speedups) if speedups else None,
+        speedups=sorted(speedups), treatment_faster=t_fast, control_faster=c_fast, sign_p=sign_test(t_fast, c_fast),
+        agree_on=agree_on, agreement=_agreement(agree_on, tested),
+    )
+
+
+def adjust_paired_rows(rows: list[PairedRow]) -> None:
+    for row, adjusted in zip(rows, holm([r.mcnemar_p for r in rows])):
+        row.mcnemar_p_holm = adjusted
+
+
+def _differences(pairs: list[tuple[TrialRecord, TrialRecord]]) -> list[int]:
+    return [int(passed(t)) - int(passed(c)) for c, t in pairs]
+
+
+def pooled_effect(by_task: dict[str, list[Pair]]) -> PooledEffect | None:
+    """Over the given tasks (the caller passes the headline's, placebo left out)."""
+    tested = {task: tested_pairs(pairs) for task, pairs in by_task.items()}
+    tested = {task: pairs for task, pairs in tested.items() if pairs}
+    every = [p for ps in tested.values() for p in ps]
+    if not every:
+        return None
+    n = len(every)
+    _, c_only, t_only = split(every)
+    groups = [_differences(pairs) for pairs in tested.values()]
+    interval = pooled_paired_interval(groups)
+    recorded = {task: [(c, t) for c, t in pairs if c is not None and t is not None] for task, pairs in by_task.items()}
+    sensitivity = pooled_paired_interval([_differences(p) for p in recorded.values() if p])
+    n_recorded = sum(len(p) for p in recorded.values())
+    return PooledEffect(
+        tasks=len(tested), task_names=sorted(tested), pairs=n, control_rate=sum(passed(c) for c, _ in every) / n,
+        treatment_rate=sum(passed(t) for _, t in every) / n, difference=(t_only - c_only) / n,
+        ci_low=interval.low if interval else None, ci_high=interval.high if interval else None,
+        p_value=interval.p_value if interval else None, design_effect=interval.design_effect if interval else None,
+        mcnemar_p=mcnemar_exact(c_only, t_only), discordance=(c_only + t_only) / n, mde=mde_clustered_from_data(groups),
+        errored_as_failures=None if n_recorded == n or not n_recorded else PooledSensitivity(
+            pairs=n_recorded, difference=sensitivity.estimate if sensitivity else
+            sum(sum(_differences(p)) for p in recorded.values()) / n_recorded,
+            ci_low=sensitivity.low if sensitivity else None, ci_high=sensitivity.high if sensitivity else None),
+    )
+
+
+__all__ = ["PairedRow", "PooledEffect", "PooledSensitivity", "adjust_paired_rows", "paired_row", "pooled_effect",
+           "split", "tested_pairs"]

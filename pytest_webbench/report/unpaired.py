@@ -1,0 +1,68 @@
+"""The playwright arm against control: unpaired (different trials, not pairs), per task with
+Fisher's exact test and Newcombe's interval (Holm-adjusted over the tasks), and pooled over the
+headline tasks with the Cochran-Mantel-Haenszel test stratified by task."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel
+
+from ..records import TrialRecord
+from ..stats import cmh_test, fisher_exact_p, holm, newcombe_difference
+from .rates import Rate, passed, rate
+
+
+class UnpairedRow(BaseModel):
+    task: str
+    arm: str  # the arm compared with the reference
+    reference: str
+    arm_rate: Rate
+    reference_rate: Rate
+    difference: float | None  # arm minus reference
+    ci_low: float | None
+    ci_high: float | None
+    fisher_p: float | None
+    fisher_p_holm: float | None = None
+
+
+class StratifiedEffect(BaseModel):
+    """Cochran-Mantel-Haenszel over tasks: one arm (or run) against a reference, unpaired."""
+
+    tasks: int
+    task_names: list[str]
+    statistic: float
+    p_value: float
+    risk_difference: float | None  # Mantel-Haenszel, arm minus reference
+    ci_low: float | None
+    ci_high: float | None
+
+
+def unpaired_row(task: str, arm: str, reference: str, arm_trials: list[TrialRecord | None],
+                 reference_trials: list[TrialRecord | None]) -> UnpairedRow:
+    """Missing and errored trials count as not passed, as in the headline's denominators."""
+    a, r = sum(map(passed, arm_trials)), sum(map(passed, reference_trials))
+    na, nr = len(arm_trials), len(reference_trials)
+    interval = newcombe_difference(a, na, r, nr)
+    return UnpairedRow(
+        task=task, arm=arm, reference=reference, arm_rate=rate(a, na), reference_rate=rate(r, nr),
+        difference=(a / na - r / nr) if na and nr else None, ci_low=interval.low if interval else None,
+        ci_high=interval.high if interval else None, fisher_p=fisher_exact_p(a, na, r, nr),
+    )
+
+
+def adjust_unpaired_rows(rows: list[UnpairedRow]) -> None:
+    for row, adjusted in zip(rows, holm([r.fisher_p for r in rows])):
+        row.fisher_p_holm = adjusted
+
+
+def stratified_effect(rows: list[UnpairedRow]) -> StratifiedEffect | None:
+    """CMH over the rows' tasks: row 0 the arm (passed, not), row 1 the reference."""
+    tables = [[[r.arm_rate.passes, r.arm_rate.n - r.arm_rate.passes],
+               [r.reference_rate.passes, r.reference_rate.n - r.reference_rate.passes]] for r in rows]
+    result = cmh_test(tables) if rows else None
+    if result is None:
+        return None
+    return StratifiedEffect(
+        tasks=result.strata, task_names=sorted(r.task for r in rows), statistic=result.statistic,
+        p_value=result.p_value, risk_difference=result.risk_difference, ci_low=result.risk_difference_low,
+        ci_high=result.risk_difference_high,
+    )

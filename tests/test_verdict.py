@@ -1,0 +1,55 @@
+"""verdict.py: a fault errors a trial whatever its grade; then spend; then the grade."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pytest_webbench.grading import Grade
+from pytest_webbench.grading.page_state import PageState
+from pytest_webbench.records import BrowserCalls, Tokens
+from pytest_webbench.trial import AgentOutcome
+from pytest_webbench.verdict import decide
+
+PASSED = Grade(True, None, "answer matches")
+FAILED = Grade(False, "wrong_answer", "price: expected 17.49, got 12")
+BLOCK = PageState(url="https://x/", title="Just a moment...", status=403, markers=["cloudflare"])
+ERROR_PAGE = PageState(url="https://x/", title="Shop", status=503)
+FINE = PageState(url="https://x/", title="Shop", status=200)
+
+
+def outcome(**changes) -> AgentOutcome:
+    base = dict(harbor_trial_dir=Path("/x"), instruction="", answer_raw=b"{}", agent_sec=1.0, trial_sec=2.0,
+                tokens=Tokens(cost_usd=0.1), exception=None)
+    return AgentOutcome(**{**base, **changes})
+
+
+FAULTS = [
+    # (what went wrong, decide's arguments for it, the stop reason)
+    ("browser lost", dict(lost="the session's Chromium exited"), "browser_crashed"),
+    ("upstream failed a call", dict(calls=BrowserCalls(forwarded=3, upstream_failures=1)), "upstream_error"),
+    ("agent run failed", dict(outcome=outcome(exception="NonZeroAgentExitCodeError: exit 137")), "agent_error"),
+    ("left on a bot block", dict(page=BLOCK), "bot_block"),
+    ("left on an error page", dict(page=ERROR_PAGE), "site_error"),
+]
+
+
+@pytest.mark.parametrize("grade", [PASSED, FAILED], ids=["passed", "failed"])
+@pytest.mark.parametrize("fault, arguments, reason", FAULTS, ids=[f[0] for f in FAULTS])
+def test_a_fault_errors_the_trial_whatever_its_grade(fault, arguments, reason, grade):
+    given = dict(outcome=outcome(), grade=grade, calls=BrowserCalls(forwarded=3), lost=None, page=FINE, spend_limit=1.0)
+    verdict = decide(**{**given, **arguments})
+    assert (verdict.outcome, verdict.stop_reason, verdict.reward) == ("errored", reason, 0.0)
+    assert grade.detail in verdict.detail  # the grade is kept for the reader, not counted
+
+
+def test_without_a_fault_spend_then_the_grade_decide():
+    ok = dict(calls=BrowserCalls(forwarded=3), lost=None, page=FINE, spend_limit=1.0)
+    assert decide(outcome(), PASSED, **ok).outcome == "passed"
+    assert (decide(outcome(), FAILED, **ok).outcome, decide(outcome(), FAILED, **ok).stop_reason) == ("failed", "wrong_answer")
+    over = decide(outcome(tokens=Tokens(cost_usd=1.5)), PASSED, **ok)
+    assert (over.outcome, over.stop_reason) == ("failed", "over_spend")  # never a pass
+    timed_out = decide(outcome(scored_note="AgentTimeoutError: 600 s"), Grade(False, "no_answer", "no answer"), **ok)
+    assert (timed_out.outcome, timed_out.stop_reason) == ("failed", "agent_timeout")
+    assert decide(outcome(), PASSED, **{**ok, "page": None}).outcome == "passed"  # an unreadable page is no fault
