@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from .controller import RunController
-from .options import check_arms, is_worker, options_from_config
+from .options import check_arms, check_sequential, is_worker, options_from_config
 from .state import WebbenchState
 
 
@@ -35,6 +35,7 @@ def configure_run(config: pytest.Config) -> tuple[WebbenchState, RunController |
     except (UnknownRunner, SuiteError) as exc:
         raise pytest.UsageError(str(exc)) from None
     check_arms(options.arms or tuple(suite.spec.arms), options.paired)
+    check_sequential(options)
     dist = config.getoption("dist", "no")
     if options.paired and dist not in ("no", "load"):
         raise pytest.UsageError(

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from .pairing import TrialKey, broken_pairs, pair_position
 from .records import PlannedTrial, RunManifest, TaskLimits, write_manifest
+from .stopping import plan_for
 
 if TYPE_CHECKING:
     from .state import WebbenchState
@@ -36,6 +37,7 @@ def build_manifest(st: WebbenchState, keys: list[TrialKey]) -> RunManifest:
         cli_version=installed_version(runner.cli.package) if runner.cli else None,
         attempts=opts.attempts, arms=list(opts.arms or st.suite.spec.arms), paired=opts.paired,
         shard=f"{opts.shard[0]}/{opts.shard[1]}" if opts.shard else None,
+        sequential=plan_for(opts.attempts) if opts.sequential else None,
         trials=[PlannedTrial(trial_id=k.trial_id, task=k.task, attempt=k.attempt, arm=k.arm, pair_id=k.pair_id if opts.paired else None,
                              pair_position=pair_position(k, opts.experiment_id, opts.attempts) if opts.paired else None)
                 for k in keys],

@@ -30,6 +30,7 @@ class RunOptions(BaseModel):
     attempts: int = Field(1, ge=1)
     arms: tuple[str, ...] | None = None
     paired: bool = True
+    sequential: bool = False  # pairs in rounds, each task stopped once decided (stopping.py)
     experiment_id: str
     results_dir: Path
     browser: Literal["local", "kernel"] = "local"
@@ -67,7 +68,8 @@ def options_from_config(config: pytest.Config) -> RunOptions:
     arms = _arms(get("arms"))
     given = dict(
         suite=get("suite"), runner=get("runner"), model=get("model"), attempts=attempts, arms=arms,
-        paired=False if get("unpaired") else None, model_base_url=get("model_base_url"), browser=get("browser"),
+        paired=False if get("unpaired") else None, sequential=True if get("sequential") else None,
+        model_base_url=get("model_base_url"), browser=get("browser"),
         environment=get("environment"), shard=_shard(get("shard")),
     )
     experiment_id = (config.workerinput.get("webbench_experiment_id") if is_worker(config) else None) \
@@ -84,13 +86,21 @@ def options_from_config(config: pytest.Config) -> RunOptions:
             suite=given["suite"],
             runner=_runner_name(given["runner"] or config.getini("webbench_runner")),
             model=given["model"], attempts=given["attempts"] or int(config.getini("webbench_attempts")),
-            arms=given["arms"], paired=given["paired"] is not False, experiment_id=experiment_id,
+            arms=given["arms"], paired=given["paired"] is not False, sequential=bool(given["sequential"]),
+            experiment_id=experiment_id,
             results_dir=results_dir(config), model_base_url=given["model_base_url"], shard=given["shard"],
             environment=environment, proxy_listen=_proxy_listen(get("proxy_listen")), proxy_url=get("proxy_url"),
             browser=given["browser"] or config.getini("webbench_browser"),
         )
     except ValueError as exc:
         raise pytest.UsageError(f"webbench options: {exc}") from None
+
+
+def check_sequential(options: RunOptions) -> None:
+    if options.sequential and not options.paired:
+        raise pytest.UsageError("--sequential decides each task on its control/treatment pairs: drop --unpaired")
+    if options.sequential and options.attempts < 2:
+        raise pytest.UsageError(f"--sequential --attempts {options.attempts}: give the most pairs a task may get (at least 2)")
 
 
 def check_arms(arms: tuple[str, ...], paired: bool) -> None:
@@ -136,7 +146,8 @@ def _from_manifest(experiment_id: str, results: Path, given: dict) -> dict:
         raise pytest.UsageError(str(exc)) from None
     recorded = dict(
         suite=manifest.suite_path, runner=manifest.runner, model=manifest.model, attempts=manifest.attempts,
-        arms=tuple(manifest.arms), paired=manifest.paired, model_base_url=manifest.model_base_url,
+        arms=tuple(manifest.arms), paired=manifest.paired, sequential=manifest.sequential is not None,
+        model_base_url=manifest.model_base_url,
         browser=manifest.browser, environment=manifest.environment,
         shard=tuple(int(x) for x in manifest.shard.split("/")) if manifest.shard else None,
     )

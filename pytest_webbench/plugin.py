@@ -27,6 +27,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--attempts", type=int, help="attempts per task and arm (default 1)")
     group.addoption("--arms", help="comma-separated arms to run (default: the suite's arms)")
     group.addoption("--unpaired", action="store_true", help="run every arm independently (no control/treatment pairs)")
+    group.addoption("--sequential", action="store_true", help="run pairs in rounds and stop each task once it is decided "
+                    "(an anytime-valid rule with a futility bound); --attempts is the most pairs a task may get")
     group.addoption("--experiment-id", help="results go to RESULTS_DIR/ID (default: a new id); an existing id is refused")
     group.addoption("--resume", metavar="EXPERIMENT_ID", help="run only the planned trials of that experiment that have no "
                     "result, with the run's own suite and options (from its manifest)")
@@ -107,6 +109,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     keyed = [(k, item) for item in items if (k := item_key(item))]
     by_id = {k.trial_id: item for k, item in keyed}
     keys = [k for k, _ in keyed]
+    if st.options.sequential:  # rounds: every task's attempt 1, then attempt 2, ... (a stable sort keeps task order)
+        keys.sort(key=lambda k: k.attempt)
     ordered = order_trials(keys, st.options.experiment_id, st.options.paired, st.options.attempts)
     if st.options.shard:
         from .pairing import shard_trials
@@ -118,6 +122,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     trials = set(map(id, by_id.values()))
     others = [item for item in items if id(item) not in trials]
     items[:] = [by_id[k.trial_id] for k in ordered] + others
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """--sequential: a trial of a task already decided is not run (nothing of it is opened)."""
+    if STATE_KEY in item.config.stash and state(item.config).options.sequential and (key := item_key(item)):
+        from .stopping import skip_if_decided
+
+        skip_if_decided(state(item.config), key, item.config)
 
 
 @pytest.hookimpl(wrapper=True)

@@ -16,6 +16,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
+from .stopping import SequentialPlan
+
 # 2: a record's harbor_trial_dir is relative to the experiment directory (1: absolute), so a
 # results folder can be moved, copied off a CI machine or merged.
 RECORD_SCHEMA = 2
@@ -68,6 +70,7 @@ class RunManifest(BaseModel):
     arms: list[str]
     paired: bool
     shard: str | None = None  # "I/N": this directory holds one shard's trials (merge them into one run)
+    sequential: SequentialPlan | None = None  # --sequential: the stopping rule (stopping.py)
     trials: list[PlannedTrial]
     broken_pairs: list[str] = Field(default_factory=list)
     task_limits: dict[str, TaskLimits]

@@ -27,6 +27,23 @@ class PairScheduling(LoadScopeScheduling):
         super().__init__(config, log)
         self._index: dict = {}  # node -> {test id: its index in the node's collection}
 
+    def _drop_decided(self) -> None:
+        from .state import STATE_KEY
+
+        st = self.config.stash.get(STATE_KEY, None)
+        if st is None or not st.options.sequential:
+            return
+        from .stopping import not_run, read_decision
+
+        while self.workqueue:
+            scope = next(iter(self.workqueue))
+            # a unit's scope is its pair id (task-aN) or, for a lone trial, the trial id
+            key = next((TrialKey.parse(nodeid.rsplit("[", 1)[1][:-1]) for nodeid in self.workqueue[scope]
+                        if nodeid.endswith("]")), None)
+            if key is None or not not_run(key, read_decision(st.experiment_dir, key.task)):
+                return
+            self.workqueue.popitem(last=False)
+
     def _split_scope(self, nodeid: str) -> str:
         if nodeid.endswith("]") and "[" in nodeid:
             try:
@@ -52,7 +69,12 @@ class PairScheduling(LoadScopeScheduling):
 
     def _assign_work_unit(self, node) -> None:
         """xdist's, with the worker's collection indexed once (xdist looks up every test id with
-        list.index: quadratic at 10,000 trials)."""
+        list.index: quadratic at 10,000 trials); in a sequential run, pairs of a task already
+        decided are not handed out at all."""
+        self._drop_decided()
+        if not self.workqueue:  # what is left was all decided: no more work for this worker
+            node.shutdown()
+            return
         scope, work_unit = self.workqueue.popitem(last=False)
         self.assigned_work.setdefault(node, {})[scope] = work_unit
         if node not in self._index:

@@ -28,6 +28,7 @@ class WebbenchState:
         self.published = None  # the Braintrust experiments, or why publishing failed
         self.skip: set[str] = set()  # --resume: trials that already have a result
         self.planned: set[str] | None = None  # --resume: the trials of the run's plan (None: a new plan)
+        self.skipped_pairs: set[str] = set()  # --sequential: pairs this process did not start (their task was decided)
 
 
 def state(config: pytest.Config) -> WebbenchState:

@@ -18,6 +18,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from ..harbor_jobs import read_job_problems
+from ..stopping import read_decisions
 from ..records import (
     BrowserCalls, PlannedTrial, RunManifest, Timings, Tokens, TrialRecord, UndeletedBrowser, read_manifest,
     read_trial_records, read_undeleted_browsers,
@@ -25,6 +26,7 @@ from ..records import (
 from ..stats import ASSUMPTIONS, pass_at_k, pass_hat_k
 from .paired import PairedRow, PooledEffect, adjust_paired_rows, paired_row, pooled_effect
 from .rates import Rate, passed, rate
+from .sequential import SequentialSummary, not_run_trials, summarize
 from .unpaired import StratifiedEffect, UnpairedRow, adjust_unpaired_rows, stratified_effect, unpaired_row
 
 # 4: the pooled paired interval is the design-effect Tango score interval (never zero-width), over
@@ -113,6 +115,7 @@ class Report(BaseModel):
     pooled_format_only: PooledEffect | None = None  # format-only tasks, pooled apart
     playwright_vs_control: list[UnpairedRow] = Field(default_factory=list)
     playwright_pooled: StratifiedEffect | None = None
+    sequential: SequentialSummary | None = None  # --sequential: the rule, each task's decision, what it saved
     usage: list[ArmUsage]
     stop_reasons: dict[str, dict[str, int]]  # arm -> reason -> trials that did not pass
     flagged: list[TrialNote]
@@ -169,9 +172,11 @@ def _note(r: TrialRecord, note: str) -> TrialNote:
 
 
 def build_report(manifest: RunManifest, records: list[TrialRecord], problems: list[str] | None = None,
-                 browsers_not_deleted: list[UndeletedBrowser] | None = None) -> Report:
+                 browsers_not_deleted: list[UndeletedBrowser] | None = None, decisions: dict | None = None) -> Report:
     by_id = {r.trial_id: r for r in records}
-    planned = manifest.trials
+    # A sequential run's trials after their task was decided are not run: out of every denominator, not missing.
+    skipped = not_run_trials(manifest, decisions or {}, set(by_id))
+    planned = [t for t in manifest.trials if t.trial_id not in skipped]
     problems = list(problems or [])
     if unplanned := sorted(set(by_id) - {t.trial_id for t in planned}):
         problems.append(f"{len(unplanned)} record(s) of trials the plan does not hold, left out: {', '.join(unplanned[:10])}"
@@ -253,6 +258,7 @@ def build_report(manifest: RunManifest, records: list[TrialRecord], problems: li
         by_arm_task=rows, paired=paired_rows, pooled=pooled_effect(pooled_input["headline"]),
         pooled_format_only=pooled_effect(pooled_input["format"]), playwright_vs_control=playwright_rows,
         playwright_pooled=stratified_effect(headline_playwright),
+        sequential=summarize(manifest, decisions or {}, planned, set(by_id), skipped),
         usage=[_usage(arm, by_arm.get(arm, [])) for arm in manifest.arms],
         stop_reasons={arm: dict(sorted(v.items())) for arm, v in sorted(stop_reasons.items(), key=lambda kv: arm_order.get(kv[0], 99))},
         flagged=[_note(r, "; ".join(r.flags)) for r in ordered if r.flags],
@@ -276,7 +282,7 @@ def build_report_from_dir(experiment_dir: Path) -> Report:
         manifest = read_manifest(experiment_dir)
         records, problems = read_trial_records(experiment_dir, ReportedTrial)
         return build_report(manifest, records, problems + read_job_problems(experiment_dir),
-                            list(read_undeleted_browsers(experiment_dir).values()))
+                            list(read_undeleted_browsers(experiment_dir).values()), read_decisions(experiment_dir))
 
 
 @contextmanager

@@ -14,6 +14,10 @@ def headline_lines(report: Report) -> list[str]:
         lines.append(f"  {arm:<11} {rate.passes}/{rate.n} passed ({pct(rate.rate)}, 95% CI {ci(rate)}) on page/pinned tasks")
     for arm, rate in report.format_only.items():
         lines.append(f"  {arm:<11} {rate.passes}/{rate.n} format-only passes (shape checked, not correctness)")
+    if q := report.sequential:
+        lines.append(f"  sequential: ran {q.trials_run} of {q.trials_planned} planned trials, {q.trials_not_run} not run "
+                     f"(tasks decided first: {100 * q.saved_share:.0f}% saved); decided: "
+                     + (", ".join(f"{t.task} {t.decision.outcome}" for t in q.tasks if t.decision) or "none"))
     if report.browsers_not_deleted:
         lines.append(f"  NOT DELETED, may still be billed: {len(report.browsers_not_deleted)} cloud browser(s): "
                      + ", ".join(b.name for b in report.browsers_not_deleted))
@@ -59,6 +63,19 @@ def render_markdown(report: Report) -> str:
                   "of the paired tests (counted in their `excluded` column)."]
     if report.caveat:
         out += ["", f"*{report.caveat}*"]
+    if q := report.sequential:
+        out += ["", "## Sequential run: each task stopped when decided", "", q.rule, "",
+                f"Ran {q.trials_run} of the {q.trials_planned} trials planned at the cap ({q.max_pairs} pairs per task): "
+                f"{q.trials_not_run} not run because their task was decided first (**{100 * q.saved_share:.0f}% saved**; "
+                f"the fixed design of {q.fixed_design_pairs} pairs per task it replaces runs {q.fixed_design_trials}).", ""]
+        out += _table(["task", "pairs run", "decision", "pass/fail split (c-only / t-only)", "speed (t faster / c faster)"],
+                      [[t.task, str(t.pairs_run),
+                        "not decided (ran to its cap)" if t.decision is None else
+                        f"{t.decision.outcome}{' for ' + t.decision.favours if t.decision.favours else ''} after {t.decision.pairs} "
+                        f"pairs; speed {t.decision.speed}{' for ' + t.decision.speed_favours if t.decision.speed_favours else ''}",
+                        "–" if t.decision is None else f"{t.decision.control_only} / {t.decision.treatment_only}",
+                        "–" if t.decision is None else f"{t.decision.treatment_faster} / {t.decision.control_faster}"]
+                       for t in q.tasks])
     if report.browsers_not_deleted:
         out += ["", "**Cloud browsers that could not be deleted** (they may still be running and billed; delete them "
                 "in Kernel's dashboard or API):", ""] + [f"- `{b.name}`: {b.error}" for b in report.browsers_not_deleted]

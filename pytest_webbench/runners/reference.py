@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import random
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -76,9 +77,14 @@ def load_solution(task_dir: Path):
 class ReferenceAgent(BaseAgent):
     capabilities = AgentCapabilities(mcp_servers=True)
 
-    def __init__(self, *args, task_dir: str, arm: str, browser_session_id: str, start_url: str, **kwargs):
+    def __init__(self, *args, task_dir: str, arm: str, browser_session_id: str, start_url: str,
+                 wrong_answers: dict[str, dict[str, float]] | None = None, seed: str = "webbench", **kwargs):
+        """`wrong_answers` (task -> arm -> chance) makes the replay answer wrongly that often, drawn
+        from `seed` and the trial, so a run's outcomes vary as an agent's do yet repeat exactly
+        (sequential runs are tested with it: a task where one arm errs has a real effect)."""
         super().__init__(*args, **kwargs)  # Harbor keeps its own session_id: ours is the browser's
         self.task_dir, self.arm, self.browser_session_id, self.start_url = Path(task_dir), arm, browser_session_id, start_url
+        self.wrong_answers, self.seed = wrong_answers or {}, seed
 
     @staticmethod
     def name() -> str:
@@ -103,6 +109,9 @@ class ReferenceAgent(BaseAgent):
                 self.logs_dir.mkdir(parents=True, exist_ok=True)
                 (self.logs_dir / "transcript.jsonl").write_text(
                     "".join(json.dumps(step, default=str) + "\n" for step in browser.transcript), encoding="utf-8")
+        chance = self.wrong_answers.get(self.task_dir.name, {}).get(self.arm, 0.0)
+        if chance and random.Random(f"{self.seed}/{self.browser_session_id}").random() < chance:
+            answer = {}  # a wrong answer: none of the task's fields
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
             json.dump(answer, f)
         await environment.upload_file(f.name, ANSWER_PATH)
