@@ -36,6 +36,7 @@ def configure_run(config: pytest.Config) -> tuple[WebbenchState, RunController |
         raise pytest.UsageError(str(exc)) from None
     check_arms(options.arms or tuple(suite.spec.arms), options.paired)
     check_sequential(options)
+    _check_seal(options, config)
     dist = config.getoption("dist", "no")
     if options.paired and dist not in ("no", "load"):
         raise pytest.UsageError(
@@ -66,6 +67,21 @@ def configure_run(config: pytest.Config) -> tuple[WebbenchState, RunController |
         return st, None
     distributed = bool(getattr(config.option, "numprocesses", None)) and dist != "no"
     return st, RunController(st, resuming, distributed)
+
+
+def _check_seal(options, config: pytest.Config) -> None:
+    """A real agent on this host runs sealed in a mount namespace, or not at all unless allowed."""
+    from .runners import runner_spec
+
+    if options.environment != "host" or runner_spec(options.runner).cli is None or config.option.collectonly:
+        return
+    from .environments.host import can_isolate, unshare_command
+
+    if not can_isolate() and not options.allow_unsealed:
+        raise pytest.UsageError(
+            f"--runner {options.runner}: this machine cannot give agents a private mount namespace ({unshare_command()} "
+            "--mount failed: root or CAP_SYS_ADMIN is needed), so the agent could read the suite's answers and the "
+            "results; run as root, or pass --allow-unsealed to run unsealed (the report will say so)")
 
 
 def _check_kernel_access() -> None:

@@ -38,12 +38,23 @@ def build_manifest(st: WebbenchState, keys: list[TrialKey]) -> RunManifest:
         attempts=opts.attempts, arms=list(opts.arms or st.suite.spec.arms), paired=opts.paired,
         shard=f"{opts.shard[0]}/{opts.shard[1]}" if opts.shard else None,
         sequential=plan_for(opts.attempts) if opts.sequential else None,
+        isolation=_isolation(opts),
         trials=[PlannedTrial(trial_id=k.trial_id, task=k.task, attempt=k.attempt, arm=k.arm, pair_id=k.pair_id if opts.paired else None,
                              pair_position=pair_position(k, opts.experiment_id, opts.attempts) if opts.paired else None)
                 for k in keys],
         broken_pairs=broken_pairs(keys) if opts.paired else [], task_limits=limits,
         content_hashes=st.suite.content_hashes, git_revision=git_revision(st.suite.path), versions=versions(),
     )
+
+
+def _isolation(opts) -> str:
+    """What walls the run's agents have: `mount` (a private mount namespace per command), or `none`
+    (unsealed, allowed with --allow-unsealed); `sandbox:<type>` for a Harbor sandbox."""
+    if opts.environment != "host":
+        return f"sandbox:{opts.environment}"
+    from .environments.host import can_isolate
+
+    return "mount" if can_isolate() else "none"
 
 
 def write_run_manifest(st: WebbenchState, keys: list[TrialKey]) -> None:

@@ -40,6 +40,7 @@ class RunOptions(BaseModel):
     environment: str = "host"
     proxy_listen: tuple[str, int] = ("127.0.0.1", 0)
     proxy_url: str | None = None  # what agents are given, "{port}" filled in; None: the listening address
+    allow_unsealed: bool = False  # run agents on this host without a mount namespace where none can be made
 
 
 def is_worker(config: pytest.Config) -> bool:
@@ -90,6 +91,7 @@ def options_from_config(config: pytest.Config) -> RunOptions:
             experiment_id=experiment_id,
             results_dir=results_dir(config), model_base_url=given["model_base_url"], shard=given["shard"],
             environment=environment, proxy_listen=_proxy_listen(get("proxy_listen")), proxy_url=get("proxy_url"),
+            allow_unsealed=bool(get("allow_unsealed")),
             browser=given["browser"] or config.getini("webbench_browser"),
         )
     except ValueError as exc:

@@ -43,6 +43,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     "0.0.0.0:8765 for sandboxes; xdist workers take consecutive ports)")
     group.addoption("--proxy-url", metavar="URL", help="the proxy's base URL as agents reach it, '{port}' filled in "
                     "(e.g. http://host.docker.internal:{port}, or a tunnel's https URL)")
+    group.addoption("--allow-unsealed", action="store_true", help="where this machine cannot give agents a private mount "
+                    "namespace, run them unsealed anyway (the report says so); without it such a run is refused")
     group.addoption("--publish", choices=("braintrust",), help="after the report, publish the run (one experiment per arm; "
                     "needs BRAINTRUST_API_KEY)")
     group.addoption("--publish-project", help="Braintrust project (default: webbench-<suite>)")

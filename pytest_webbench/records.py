@@ -66,6 +66,7 @@ class RunManifest(BaseModel):
     model_base_url: str | None = None
     browser: str
     environment: str = "host"  # where agents ran: host, or a Harbor environment type
+    isolation: str | None = None  # the agents' walls: mount, none (unsealed), sandbox:<type> (manifest.py)
     attempts: int
     arms: list[str]
     paired: bool

@@ -168,7 +168,9 @@ def harbor_trial_config(options: RunOptions, runner: RunnerSpec, spec: TrialSpec
             import_path="pytest_webbench.environments.host:HostEnvironment",
             # What an agent's shell must not read: task files with answers and solutions, other results.
             kwargs={"hidden_paths": [str(spec.task.path.parent.parent), str(options.results_dir)],
-                    "visible_paths": _visible_paths(runner)},
+                    "visible_paths": _visible_paths(runner),
+                    # the reference and nop runners run no command of an agent's: nothing to seal
+                    "allow_unsealed": options.allow_unsealed or runner.cli is None},
         )
     else:  # a sandbox holds nothing of the suite or the results: only the task's instruction goes in
         environment = EnvironmentConfig(type=EnvironmentType(options.environment))

@@ -144,3 +144,19 @@ def test_no_key_is_written_anywhere(pytester, monkeypatch, endpoint):
         for name, value in sentinels.items():
             assert value.encode() not in data, f"{name} leaked into {path}"
     assert any(r["api"] == "messages" for r in model.model.requests)  # the CLI did use the key, on the wire only
+
+
+def test_an_agent_s_environment_holds_none_of_the_harness_s_keys(pytester, monkeypatch, endpoint):
+    """A scripted hostile agent prints its environment with the real Codex CLI: the harness's Kernel
+    and Braintrust keys and another provider's key are not there; what the CLI needs is."""
+    sentinels = {"KERNEL_API_KEY": "sentinel-kernel-71c2", "BRAINTRUST_API_KEY": "sentinel-braintrust-71c2",
+                 "WEBBENCH_PRIVATE_SETTING": "sentinel-private-71c2"}
+    for name, value in sentinels.items():
+        monkeypatch.setenv(name, value)
+    result, exp = run_cli(pytester, monkeypatch, endpoint, "codex", "webbench-script-env", "shop-price and control", "env")
+    result.assert_outcomes(passed=1)
+    [record] = read_trial_records(exp)[0]
+    trajectory = (exp / record.harbor_trial_dir / "agent" / "trajectory.json").read_text()
+    assert "PATH=" in trajectory and "HOME=/home/agent" in trajectory  # the agent did print its environment
+    for name, value in {**sentinels, "ANTHROPIC_API_KEY": "sk-ant-scripted"}.items():  # run_cli sets the last
+        assert value not in trajectory, f"{name} reached the agent"

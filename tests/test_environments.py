@@ -116,3 +116,21 @@ def test_agents_reach_the_proxy_at_the_url_they_are_given(pytester):
     assert server["url"].startswith("http://localhost:") and server["url"].endswith("/trials/shop-price-a1-control/mcp")
     manifest = json.loads((pytester.path / "results" / "named" / "manifest.json").read_text())
     assert manifest["environment"] == "host"
+
+
+@pytest.mark.chromium
+def test_without_namespace_rights_a_real_agent_is_refused_unless_unsealed_runs_are_allowed(pytester, monkeypatch):
+    """Isolation never switches off silently: on a machine where `unshare --mount` fails, a run with a
+    real CLI stops before any trial; with --allow-unsealed it runs, and the manifest and report say so."""
+    monkeypatch.setenv("WEBBENCH_UNSHARE", "/bin/false")  # stands for a machine without namespace rights
+    common = ("-p", "no:cacheprovider", f"--results-dir={pytester.path / 'results'}", "--suite", str(LOCAL_WEB),
+              "-k", "shop-price and control")
+    refused = pytester.runpytest_subprocess(*common, "--runner", "codex", "--experiment-id", "refused")
+    assert refused.ret == pytest.ExitCode.USAGE_ERROR
+    assert "cannot give agents a private mount namespace" in refused.stderr.str() and "--allow-unsealed" in refused.stderr.str()
+    assert not list((pytester.path / "results").glob("*/trials/*.json"))
+    allowed = pytester.runpytest_subprocess(*common, "--runner", "reference", "--allow-unsealed", "--experiment-id", "open")
+    allowed.assert_outcomes(passed=1)
+    exp = pytester.path / "results" / "open"
+    assert json.loads((exp / "manifest.json").read_text())["isolation"] == "none"
+    assert "UNSEALED" in (exp / "report.md").read_text()

@@ -9,8 +9,15 @@ command runs in one: the trial's own folders are bind-mounted over the absolute 
 agents write to (`/app`, `/logs`, `/installed-agent`, `/tmp`, and `$HOME` as `/home/agent`), so two
 trials on one machine never share them, and the suite (task files, answer rules, reference
 solutions) and the results directory (other trials' answers and grades) are covered by empty
-tmpfs mounts, so an agent's shell cannot read them. Without that privilege commands run with the
-trial folder as their directory and nothing hidden, and `isolated` says so.
+tmpfs mounts, so an agent's shell cannot read them. Without that privilege a run that needs it
+(a real agent CLI) stops with a clear error unless unsealed runs were allowed explicitly
+(`--allow-unsealed`); then commands run with the trial folder as their directory and nothing
+hidden, and the manifest and report say so (`isolation`).
+
+The agent's environment is built from an allowlist (`AGENT_ENV_ALLOWLIST`), never from the harness's
+own: the variables a CLI needs to run, plus what Harbor's agent passes explicitly (its config and
+the model key it resolved). Nothing else of the harness (the Kernel or Braintrust key, another
+provider's key) reaches an agent's command.
 """
 
 from __future__ import annotations
@@ -32,21 +39,40 @@ AGENT_HOME = "/home/agent"
 PRIVATE_PATHS = ("/app", "/logs", "/installed-agent", "/tmp", AGENT_HOME)
 STAGE = "/run/webbench-env"  # where the trial's folder is bound first (see _namespaced)
 KEEP = "/run/webbench-keep"  # where visible host folders wait while /tmp and hidden paths are covered
+# What an agent's command inherits from the harness's environment; everything else it gets is
+# passed explicitly by Harbor's agent (its config, the model key) or the runner preset.
+AGENT_ENV_ALLOWLIST = ("PATH", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "LC_MESSAGES", "TERM", "TZ", "USER", "LOGNAME")
+
+
+def agent_environment(explicit: dict[str, str] | None) -> dict[str, str]:
+    """The allowlisted part of this process's environment, then what was passed explicitly."""
+    return {**{k: os.environ[k] for k in AGENT_ENV_ALLOWLIST if k in os.environ}, **(explicit or {})}
+
+
+class UnsealedRefused(RuntimeError):
+    """An agent would run without its mount namespace, and that was not allowed."""
+
+
+def unshare_command() -> str:
+    """`unshare` (WEBBENCH_UNSHARE names another, e.g. to try a machine without namespace rights)."""
+    return os.environ.get("WEBBENCH_UNSHARE", "unshare")
 
 
 @functools.cache
 def can_isolate() -> bool:
     """Whether this host lets us make a private mount namespace (checked once per process)."""
     try:
-        probe = subprocess.run(["unshare", "--mount", "--propagation", "private", "true"], capture_output=True, timeout=10)
+        probe = subprocess.run([unshare_command(), "--mount", "--propagation", "private", "true"], capture_output=True, timeout=10)
     except (OSError, subprocess.TimeoutExpired):
         return False
     return probe.returncode == 0
 
 
 class HostEnvironment(BaseEnvironment):
-    def __init__(self, *args, hidden_paths: list[str] | None = None, visible_paths: list[str] | None = None, **kwargs):
+    def __init__(self, *args, hidden_paths: list[str] | None = None, visible_paths: list[str] | None = None,
+                 allow_unsealed: bool = False, **kwargs):
         super().__init__(*args, **kwargs)
+        self.allow_unsealed = allow_unsealed
         self.hidden_paths = [str(Path(p).resolve()) for p in hidden_paths or []]
         # Host folders the agent's commands need where they are (the pinned CLIs), even when they
         # sit under /tmp or a hidden folder.
@@ -81,6 +107,10 @@ class HostEnvironment(BaseEnvironment):
         return [f"{KEEP}/{i}" for i in range(len(self.visible_paths))]
 
     async def start(self, force_build: bool) -> None:
+        if not self.isolated and not self.allow_unsealed:
+            raise UnsealedRefused(f"this machine does not allow a private mount namespace ({unshare_command()} --mount "
+                                  "failed: root or CAP_SYS_ADMIN is needed), so the agent would see the suite and the "
+                                  "results; pass --allow-unsealed to run unsealed anyway")
         for path in PRIVATE_PATHS:
             self.host_path(path).mkdir(parents=True, exist_ok=True)
         if self.isolated:  # empty mount points on the host, made once, used by every command
@@ -106,7 +136,7 @@ class HostEnvironment(BaseEnvironment):
         steps += [f"mkdir -p {shlex.quote(dst)} && mount --bind -o ro {point} {shlex.quote(dst)}"
                   for dst, point in zip(self.visible_paths, keep)]
         prologue = " && ".join(steps) + ' && cd "$1" && exec bash -c "$2"'
-        return ["unshare", "--mount", "--propagation", "private", "bash", "-c", prologue, "webbench-env", workdir, command]
+        return [unshare_command(), "--mount", "--propagation", "private", "bash", "-c", prologue, "webbench-env", workdir, command]
 
     async def stop(self, delete: bool) -> None:
         pass  # the folder stays with the trial's results
@@ -133,12 +163,12 @@ class HostEnvironment(BaseEnvironment):
         workdir = self.host_path(cwd or WORKDIR)
         workdir.mkdir(parents=True, exist_ok=True)
         env = self._merge_env(env)  # the agent's AgentConfig.env and Harbor's scoped variables
-        full_env = {**os.environ, **(env or {})}
+        full_env = agent_environment(env)
         if self.isolated:
-            if "HOME" not in (env or {}):
-                full_env["HOME"] = AGENT_HOME  # the trial's private home, not the host user's
+            full_env.setdefault("HOME", AGENT_HOME)  # the trial's private home, not the host user's
             argv = self._namespaced(command, str(PurePosixPath(cwd or WORKDIR)))
         else:
+            full_env.setdefault("HOME", str(self.host_path(AGENT_HOME)))
             argv = ["bash", "-c", command]
         proc = await asyncio.create_subprocess_exec(
             *argv, cwd=workdir, env=full_env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,

@@ -101,6 +101,7 @@ class Report(BaseModel):
     runner: str
     model: str | None
     browser: str
+    isolation: str | None = None  # the agents' walls, from the manifest
     attempts: int
     arms: list[str]
     complete: bool
@@ -251,7 +252,7 @@ def build_report(manifest: RunManifest, records: list[TrialRecord], problems: li
         incomplete.append(f"{errored} trial(s) errored (agent or infrastructure failure)")
     return Report(
         experiment_id=manifest.experiment_id, suite=manifest.suite, runner=manifest.runner, model=manifest.model,
-        browser=manifest.browser, attempts=manifest.attempts, arms=manifest.arms, complete=not incomplete,
+        browser=manifest.browser, isolation=manifest.isolation, attempts=manifest.attempts, arms=manifest.arms, complete=not incomplete,
         incomplete_because=incomplete, planned_trials=len(planned), recorded_trials=len(planned) - missing,
         headline={arm: rate(*c) for arm, c in headline_counts.items()},
         format_only={arm: rate(*c) for arm, c in format_counts.items()},

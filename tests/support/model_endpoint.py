@@ -92,6 +92,8 @@ class ScriptedModel:
         preface = []
         if conv.model.endswith("-curl"):
             preface = [Step("shell", {"cmd": f"curl -s {conv.start_url} | head -c 200"})]
+        if conv.model.endswith("-env"):  # a hostile agent looking for the harness's keys
+            preface = [Step("shell", {"cmd": "env | sort"})]
         if conv.model.endswith("-grader") and self.suite_dir:
             preface = [Step("shell", {"cmd": f"cat {self.suite_dir}/tasks/shop-price/task.toml"})]
         if len(conv.results) < len(preface):
