@@ -142,6 +142,12 @@ def _failure(model: str, api: str) -> JSONResponse | None:
     return None
 
 
+def _key_of(request: Request) -> str | None:
+    """The API key a request carried (Authorization: Bearer for OpenAI's APIs, x-api-key for Anthropic's)."""
+    bearer = request.headers.get("authorization", "")
+    return bearer[7:] if bearer.lower().startswith("bearer ") else request.headers.get("x-api-key")
+
+
 def _sse(event: str | None, data: dict) -> str:
     return (f"event: {event}\n" if event else "") + f"data: {json.dumps(data)}\n\n"
 
@@ -175,7 +181,7 @@ class ModelEndpoint:
     # -- OpenAI Responses (Codex) ---------------------------------------------------------
     async def responses(self, request: Request):
         body = await request.json()
-        self.model.requests.append({"api": "responses", "body": body})
+        self.model.requests.append({"api": "responses", "body": body, "key": _key_of(request)})
         model = str(body.get("model", ""))
         if (failure := _failure(model, "responses")) is not None:
             return failure
@@ -213,7 +219,7 @@ class ModelEndpoint:
     # -- Anthropic Messages (Claude Code) -------------------------------------------------
     async def messages(self, request: Request):
         body = await request.json()
-        self.model.requests.append({"api": "messages", "body": body})
+        self.model.requests.append({"api": "messages", "body": body, "key": _key_of(request)})
         model = str(body.get("model", ""))
         if (failure := _failure(model, "messages")) is not None:
             return failure
@@ -265,7 +271,7 @@ class ModelEndpoint:
     # -- OpenAI chat completions (Pi) -----------------------------------------------------
     async def chat(self, request: Request):
         body = await request.json()
-        self.model.requests.append({"api": "chat", "body": body})
+        self.model.requests.append({"api": "chat", "body": body, "key": _key_of(request)})
         model = str(body.get("model", ""))
         if (failure := _failure(model, "chat")) is not None:
             return failure

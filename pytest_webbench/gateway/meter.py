@@ -1,0 +1,145 @@
+"""Prices and a trial's running totals: what the gateway holds each request against."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from .protocols import Usage
+
+
+@dataclass(frozen=True)
+class Price:
+    """US dollars per token; a cached input token costs `cached_input` (the input price if the
+    table has none)."""
+
+    input: float
+    output: float
+    cached_input: float | None = None
+
+    def cost(self, usage: Usage) -> float:
+        fresh = max(usage.input - usage.cached, 0)
+        cached = self.input if self.cached_input is None else self.cached_input
+        return fresh * self.input + usage.cached * cached + usage.output * self.output
+
+
+def price_from_table(model: str) -> Price | None:
+    """The model's price in litellm's cost map (Harbor brings litellm; set
+    LITELLM_LOCAL_MODEL_COST_MAP=True to use its bundled copy offline), under `provider/model` or
+    `model`; None when the table does not list it."""
+    import litellm
+
+    name = model.split("/", 1)[1] if "/" in model else model
+    for key in (model, name):
+        entry = litellm.model_cost.get(key)
+        if entry and entry.get("input_cost_per_token") is not None and entry.get("output_cost_per_token") is not None:
+            return Price(entry["input_cost_per_token"], entry["output_cost_per_token"], entry.get("cache_read_input_token_cost"))
+    return None
+
+
+class ModelCall(BaseModel):
+    """One line of a trial's model-log.jsonl: one request through the gateway."""
+
+    time: float
+    trial: str
+    seq: int
+    api: str
+    path: str
+    model: str | None = None
+    status: int
+    decision: str  # forwarded, refused (over a cap), unauthorized, upstream_error
+    detail: str | None = None
+    latency_ms: float = 0.0  # request sent to reply ended
+    ttft_ms: float | None = None  # request sent to the reply's first byte
+    input_tokens: int = 0
+    cached_tokens: int = 0
+    output_tokens: int = 0
+    reasoning_tokens: int = 0
+    usage_reported: bool = False
+    cost_usd: float | None = None
+    request_bytes: int = 0
+    response_bytes: int = 0
+    request_head: str | None = None  # the start of the request body, keys redacted
+
+
+@dataclass
+class TrialMeter:
+    """A trial's totals and caps; requests of one trial may overlap, so updates are locked."""
+
+    trial: str
+    price: Price | None
+    spend_limit_usd: float | None = None
+    token_limit: int | None = None
+    usage: Usage = field(default_factory=Usage)
+    cost_usd: float = 0.0
+    requests: int = 0
+    refused: int = 0
+    model_sec: float = 0.0
+    unpriced_requests: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def over_cap(self) -> str | None:
+        """Why the next request is refused, if it is."""
+        if self.spend_limit_usd is not None and self.price is not None and self.cost_usd >= self.spend_limit_usd:
+            return f"spent ${self.cost_usd:.4f} of the trial's ${self.spend_limit_usd:.2f} limit"
+        if self.token_limit is not None and self.usage.input + self.usage.output >= self.token_limit:
+            return f"used {self.usage.input + self.usage.output} tokens of the trial's {self.token_limit} limit"
+        return None
+
+    def account(self, usage: Usage, seconds: float) -> float | None:
+        cost = self.price.cost(usage) if self.price is not None else None
+        with self._lock:
+            self.usage.add(usage)
+            self.requests += 1
+            self.model_sec += seconds
+            if cost is not None:
+                self.cost_usd += cost
+            elif usage.reported:
+                self.unpriced_requests += 1
+        return cost
+
+
+class ModelLog:
+    """model-log.jsonl, one flushed line per request, beside the proxy's call log."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self._lock = threading.Lock()
+        self._seq = 0
+
+    def write(self, **fields: Any) -> None:
+        with self._lock:
+            self._seq += 1
+            line = ModelCall(time=time.time(), seq=self._seq, **fields).model_dump_json()
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with self.path.open("a", encoding="utf-8") as f:
+                f.write(line + "\n")
+
+
+def read_model_log(path: Path) -> list[ModelCall]:
+    out = []
+    try:
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return out
+    for line in lines:
+        try:
+            out.append(ModelCall.model_validate_json(line))
+        except ValueError:
+            continue
+    return out
+
+
+def redact(text: str, secrets: list[str]) -> str:
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, "[redacted]")
+    return text
+
+
+__all__ = ["ModelCall", "ModelLog", "Price", "TrialMeter", "price_from_table", "read_model_log", "redact"]

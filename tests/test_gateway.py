@@ -1,0 +1,152 @@
+"""The model gateway against the scripted model endpoint over real HTTP, in each API's own
+streaming protocol: usage metered as the endpoint sent it, the trial's token checked and the real
+key sent on, caps refused in the shape each CLI stops on, and streams passed on as they arrive."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+from starlette.applications import Starlette
+from starlette.responses import StreamingResponse
+from starlette.routing import Route
+
+from pytest_webbench.gateway.meter import ModelLog, Price, TrialMeter, read_model_log
+from pytest_webbench.gateway.routes import GatewayRoute, GatewayRoutes
+from pytest_webbench.service import ServiceLoop
+
+sys.path.insert(0, str(Path(__file__).parent / "support"))
+from model_endpoint import TURN_USAGE, ModelEndpoint  # noqa: E402
+
+TOKEN = "wbt-trial-token-3e1"
+REAL_KEY = "sk-real-provider-key-9d2"
+INSTRUCTION = "Your browser session id is `S1`: pass it. Start at http://shop.localhost:1/. Find the cheapest mug."
+REQUESTS = {
+    # api: (path under the base URL, request body, the header carrying the real key upstream)
+    "responses": ("v1/responses", {"model": "gpt-test", "stream": True, "input": [
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": INSTRUCTION}]}]}, "authorization"),
+    "messages": ("v1/messages", {"model": "claude-test", "stream": True, "max_tokens": 100, "messages": [
+        {"role": "user", "content": [{"type": "text", "text": INSTRUCTION}]}]}, "x-api-key"),
+    "chat": ("v1/chat/completions", {"model": "chat-test", "stream": True, "stream_options": {"include_usage": True},
+                                     "messages": [{"role": "user", "content": INSTRUCTION}]}, "authorization"),
+}
+
+
+@pytest.fixture(scope="module")
+def stack():
+    loop = ServiceLoop()
+    endpoint = ModelEndpoint()
+    upstream = loop.serve(endpoint.app, "scripted model")
+    routes = GatewayRoutes()
+    gateway = loop.serve(routes.app, "gateway")
+    yield loop, endpoint, upstream, routes, gateway
+    loop.run(routes.aclose())
+    loop.close()
+
+
+def _route(routes, upstream, tmp_path, api, price=None, spend_limit=None, token_limit=None) -> GatewayRoute:
+    header = REQUESTS[api][2]
+    auth = {header: f"Bearer {REAL_KEY}" if header == "authorization" else REAL_KEY}
+    route = GatewayRoute(trial=f"t-{api}-{tmp_path.name}", token=TOKEN, upstream=upstream, auth=auth,
+                         meter=TrialMeter(trial="t", price=price, spend_limit_usd=spend_limit, token_limit=token_limit),
+                         log=ModelLog(tmp_path / "model-log.jsonl"))
+    routes.add(route)
+    return route
+
+
+def _post(gateway: str, route: GatewayRoute, api: str, key: str | None = TOKEN) -> httpx.Response:
+    path, body, header = REQUESTS[api]
+    headers = {} if key is None else ({"x-api-key": key} if header == "x-api-key" else {"authorization": f"Bearer {key}"})
+    return httpx.post(f"{gateway}/gateway/{route.trial}/{path}", json=body, headers=headers, timeout=30)
+
+
+@pytest.mark.parametrize("api", list(REQUESTS))
+def test_usage_is_metered_as_the_endpoint_sent_it_and_the_real_key_goes_on(stack, tmp_path, api):
+    loop, endpoint, upstream, routes, gateway = stack
+    route = _route(routes, upstream, tmp_path, api, price=Price(input=1e-6, output=1e-5, cached_input=1e-7))
+    sent_before = len(endpoint.model.requests)
+    reply = _post(gateway, route, api)
+    assert reply.status_code == 200 and reply.headers["content-type"].startswith("text/event-stream")
+    assert "data:" in reply.text  # the stream, passed on whole
+    [received] = endpoint.model.requests[sent_before:]
+    assert received["key"] == REAL_KEY  # the provider got the real key; the agent only ever had its token
+    usage = route.meter.usage
+    assert (usage.input, usage.cached, usage.output) == (TURN_USAGE["input"], TURN_USAGE["cached"], TURN_USAGE["output"])
+    # by hand: 900 fresh x $1e-6 + 300 cached x $1e-7 + 40 out x $1e-5
+    assert route.meter.cost_usd == pytest.approx(900e-6 + 300e-7 + 40e-5)
+    [line] = read_model_log(tmp_path / "model-log.jsonl")
+    assert (line.api, line.decision, line.status, line.input_tokens, line.output_tokens) == (api, "forwarded", 200, 1200, 40)
+    assert line.ttft_ms is not None and line.ttft_ms <= line.latency_ms and line.model == REQUESTS[api][1]["model"]
+    log_text = (tmp_path / "model-log.jsonl").read_text()
+    assert REAL_KEY not in log_text and TOKEN not in log_text
+
+
+@pytest.mark.parametrize("api", list(REQUESTS))
+def test_a_key_that_is_not_the_trial_s_is_refused_and_never_forwarded(stack, tmp_path, api):
+    loop, endpoint, upstream, routes, gateway = stack
+    route = _route(routes, upstream, tmp_path, api)
+    other = _route(routes, upstream, tmp_path / "other", api)
+    other.token = "wbt-another-trial"
+    sent_before = len(endpoint.model.requests)
+    for key in (None, "wbt-another-trial", REAL_KEY):
+        reply = _post(gateway, route, api, key)
+        assert reply.status_code == 401
+    assert len(endpoint.model.requests) == sent_before
+    assert [line.decision for line in read_model_log(tmp_path / "model-log.jsonl")] == ["unauthorized"] * 3
+
+
+@pytest.mark.parametrize("api, status, shape", [
+    ("responses", 429, {"type": "insufficient_quota", "code": "insufficient_quota"}),  # Codex stops at once
+    ("chat", 429, {"type": "insufficient_quota", "code": "insufficient_quota"}),  # so does Pi
+    ("messages", 402, {"type": "billing_error"}),  # Claude Code, with x-should-retry: false
+])
+def test_past_the_spend_cap_the_next_request_is_refused_in_the_api_s_own_shape(stack, tmp_path, api, status, shape):
+    loop, endpoint, upstream, routes, gateway = stack
+    # one turn costs 1200 x $1e-5 + 40 x $1e-4 = $0.016 (no cache price: cached input at the input price)
+    route = _route(routes, upstream, tmp_path, api, price=Price(input=1e-5, output=1e-4), spend_limit=0.02)
+    assert _post(gateway, route, api).status_code == 200  # $0.016: under the cap
+    assert _post(gateway, route, api).status_code == 200  # $0.032: this one crossed it
+    sent_before = len(endpoint.model.requests)
+    refused = _post(gateway, route, api)
+    assert refused.status_code == status and len(endpoint.model.requests) == sent_before
+    error = refused.json()["error"]
+    assert {k: error[k] for k in shape} == shape and "Budget has been exceeded!" in error["message"]
+    if api == "messages":
+        assert refused.headers["x-should-retry"] == "false"
+    assert route.meter.refused == 1 and route.meter.cost_usd == pytest.approx(0.032)
+    decisions = [line.decision for line in read_model_log(tmp_path / "model-log.jsonl")]
+    assert decisions == ["forwarded", "forwarded", "refused"]
+
+
+def test_a_stream_passes_through_as_it_arrives(stack, tmp_path):
+    """The first event reaches the agent while the upstream still holds back the rest: nothing is
+    buffered (a gateway that buffered would never deliver it, and this would time out)."""
+    loop, *_, routes, gateway = stack
+    release = asyncio.Event()
+
+    async def slow(request):
+        async def events():
+            yield b'data: {"type": "response.created"}\n\n'
+            await release.wait()
+            yield b'data: {"type": "response.completed", "response": {"usage": {"input_tokens": 5, "output_tokens": 1}}}\n\n'
+        return StreamingResponse(events(), media_type="text/event-stream")
+
+    held = loop.serve(Starlette(routes=[Route("/v1/responses", slow, methods=["POST"])]), "slow model")
+    route = _route(routes, held, tmp_path, "responses")
+
+    def client() -> list[bytes]:
+        got = []
+        with httpx.stream("POST", f"{gateway}/gateway/{route.trial}/v1/responses", json={"model": "m"},
+                          headers={"authorization": f"Bearer {TOKEN}"}, timeout=20) as reply:
+            for chunk in reply.iter_raw():
+                got.append(chunk)
+                if len(got) == 1:
+                    loop.loop.call_soon_threadsafe(release.set)  # only now does the upstream send the rest
+        return got
+
+    chunks = client()
+    assert b"response.created" in chunks[0] and b"response.completed" in b"".join(chunks)
+    assert (route.meter.usage.input, route.meter.usage.output) == (5, 1)
