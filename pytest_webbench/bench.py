@@ -4,7 +4,7 @@ plugin parametrizes it with every task x attempt x arm of the suite."""
 from __future__ import annotations
 
 
-def test_trial(webbench_trial, browser_session, mcp_proxy, agent_runner, trial_recorder):
+def test_trial(webbench_trial, browser_session, mcp_proxy, model_gateway, agent_runner, trial_recorder):
     # imported here: collecting 10,000 trials need not load the trial machinery
     from pytest_webbench.grading import grade_trial
     from pytest_webbench.trial import read_page_state, read_page_value
@@ -23,7 +23,7 @@ def test_trial(webbench_trial, browser_session, mcp_proxy, agent_runner, trial_r
     )
     # A call that went around the browser tools is flagged for the report; it never changes the score.
     record = trial_recorder.record(outcome, grade, calls, page_value, flags=agent_runner.trajectory_flags(), lost=lost,
-                                   page=page)
+                                   page=page, gateway=model_gateway)
     assert record.outcome == "passed", (
         f"{webbench_trial.trial_id}: {record.stop_reason}: {record.detail} (expected {grade.expected}, "
         f"answer {grade.answer!r})"

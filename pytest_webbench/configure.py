@@ -37,6 +37,7 @@ def configure_run(config: pytest.Config) -> tuple[WebbenchState, RunController |
     check_arms(options.arms or tuple(suite.spec.arms), options.paired)
     check_sequential(options)
     _check_seal(options, config)
+    _check_gateway(options)
     dist = config.getoption("dist", "no")
     if options.paired and dist not in ("no", "load"):
         raise pytest.UsageError(
@@ -67,6 +68,23 @@ def configure_run(config: pytest.Config) -> tuple[WebbenchState, RunController |
         return st, None
     distributed = bool(getattr(config.option, "numprocesses", None)) and dist != "no"
     return st, RunController(st, resuming, distributed)
+
+
+def _check_gateway(options) -> None:
+    """A real agent's model requests go through the gateway: its provider must be one the gateway
+    speaks, and its model priced (or unpriced runs allowed), before any trial starts."""
+    from .gateway.wiring import GatewayConfigError, model_price, provider_of
+    from .runners import runner_spec
+
+    runner = runner_spec(options.runner)
+    if runner.cli is None:
+        return
+    model = runner.check_model(options.model)
+    try:
+        provider_of(model)
+        model_price(model, options.model_price, options.allow_unpriced)
+    except GatewayConfigError as exc:
+        raise pytest.UsageError(str(exc)) from None
 
 
 def _check_seal(options, config: pytest.Config) -> None:

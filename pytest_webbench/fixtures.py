@@ -3,6 +3,7 @@ agent runner and the recorder that writes the trial's record whatever happens.""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -10,7 +11,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from .pairing import TrialKey
-from .records import TrialRecord, record_undeleted_browser, supersede_trial_dir, trial_record_path, write_trial_record
+from .records import Tokens, TrialRecord, record_undeleted_browser, supersede_trial_dir, trial_record_path, write_trial_record
 from .runners import runner_spec
 from .state import STATE_KEY, WebbenchState, state
 from .suite import TrialSpec
@@ -77,9 +78,31 @@ def mcp_proxy(request, webbench_services: RunServices, webbench_trial: TrialSpec
             webbench_services.loop.run(session.aclose(), timeout=30)
 
 
+@pytest.fixture
+def model_gateway(request, webbench_services: RunServices, webbench_trial: TrialSpec, browser_session):
+    """The trial's route through the model gateway, for runners that call a model (None otherwise)."""
+    st = state(request.config)
+    runner = runner_spec(st.options.runner)
+    if runner.cli is None:
+        yield None
+        return
+    from .gateway.wiring import model_price, open_gateway_route
+
+    model = runner.check_model(st.options.model)
+    meta = webbench_trial.task.meta
+    handle = open_gateway_route(
+        webbench_services.gateway, webbench_services.proxy_base_url, webbench_trial.trial_id, model,
+        st.options.model_base_url, model_price(model, st.options.model_price, st.options.allow_unpriced),
+        meta.spend_limit_usd, meta.token_limit, _trial_dir(st, webbench_trial))
+    try:
+        yield handle
+    finally:
+        webbench_services.gateway.remove(webbench_trial.trial_id)
+
+
 class AgentRunner:
-    def __init__(self, st: WebbenchState, spec: TrialSpec, browser: BrowserSessionHandle, proxy: ProxyHandle):
-        self.st, self.spec, self.browser, self.proxy = st, spec, browser, proxy
+    def __init__(self, st: WebbenchState, spec: TrialSpec, browser: BrowserSessionHandle, proxy: ProxyHandle, gateway=None):
+        self.st, self.spec, self.browser, self.proxy, self.gateway = st, spec, browser, proxy, gateway
         self.outcome: AgentOutcome | None = None
 
     def run(self) -> AgentOutcome:
@@ -88,7 +111,8 @@ class AgentRunner:
         runner = runner_spec(self.st.options.runner)
         timeout = self.spec.task.timeout_sec + 120
         self.outcome = self.browser.run(
-            run_harbor_trial(self.st.options, runner, self.spec, self.browser, self.proxy, self.st.experiment_dir),
+            run_harbor_trial(self.st.options, runner, self.spec, self.browser, self.proxy, self.st.experiment_dir,
+                             self.gateway),
             timeout=timeout,
         )
         # the page as the agent left it, before a page check moves it
@@ -112,8 +136,8 @@ class AgentRunner:
 
 
 @pytest.fixture
-def agent_runner(request, webbench_trial, browser_session, mcp_proxy) -> AgentRunner:
-    return AgentRunner(state(request.config), webbench_trial, browser_session, mcp_proxy)
+def agent_runner(request, webbench_trial, browser_session, mcp_proxy, model_gateway) -> AgentRunner:
+    return AgentRunner(state(request.config), webbench_trial, browser_session, mcp_proxy, model_gateway)
 
 
 class TrialRecorder:
@@ -133,19 +157,30 @@ class TrialRecorder:
         )
 
     def record(self, outcome: AgentOutcome, grade: Grade, calls, page_value, flags: list[str] | None = None,
-               lost: str | None = None, page=None) -> TrialRecord:
+               lost: str | None = None, page=None, gateway=None) -> TrialRecord:
         from .trial import record_reward_in_harbor
         from .verdict import decide
 
-        verdict = decide(outcome, grade, calls, lost, page, self.spend_limit).fields()
+        meter = gateway.meter if gateway is not None else None
+        capped = (meter.over_cap() or "a request past the cap") if meter is not None and meter.refused else None
+        if meter is not None:  # the gateway's own count, the same way for every runner; the CLI's kept beside it
+            tokens = Tokens(input=meter.usage.input, cached=meter.usage.cached, output=meter.usage.output,
+                            reasoning=meter.usage.reasoning, turns=outcome.turns, source="gateway",
+                            cost_usd=round(meter.cost_usd, 8) if meter.price is not None else None)
+        else:
+            tokens = outcome.tokens.model_copy(update={"turns": outcome.turns})
+        checked = outcome if meter is None else replace(outcome, tokens=tokens)
+        verdict = decide(checked, grade, calls, lost, page, self.spend_limit, capped).fields()
         if outcome.scored_note and not outcome.exception:
             verdict["detail"] = f"{verdict['detail']} (the agent's run ended: {outcome.scored_note[:500]})"
         raw = outcome.answer_raw.decode("utf-8", errors="replace")[:10000] if outcome.answer_raw else None
         record = TrialRecord(
             **self.base(), **verdict, answer=grade.answer, answer_raw=raw, expected=grade.expected,
             page_value=page_value, instruction=outcome.instruction,
-            timings={"trial_sec": outcome.trial_sec, "agent_sec": outcome.agent_sec},
-            tokens=outcome.tokens.model_copy(update={"turns": outcome.turns}),
+            timings={"trial_sec": outcome.trial_sec, "agent_sec": outcome.agent_sec, "tool_sec": calls.tool_sec,
+                     "model_sec": round(meter.model_sec, 6) if meter is not None else None},
+            tokens=tokens, tokens_cli=outcome.tokens if meter is not None else None,
+            model_requests=meter.requests if meter is not None else None, model_refused=meter.refused if meter else 0,
             calls=calls, flags=flags or [],
             harbor_trial_dir=str(outcome.harbor_trial_dir.relative_to(self.st.experiment_dir)),
         )

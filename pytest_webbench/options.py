@@ -41,6 +41,8 @@ class RunOptions(BaseModel):
     proxy_listen: tuple[str, int] = ("127.0.0.1", 0)
     proxy_url: str | None = None  # what agents are given, "{port}" filled in; None: the listening address
     allow_unsealed: bool = False  # run agents on this host without a mount namespace where none can be made
+    model_price: str | None = None  # --model-price IN,OUT[,CACHED] ($ per million tokens) for the gateway
+    allow_unpriced: bool = False  # let a model without a price run (its spend cap cannot hold)
 
 
 def is_worker(config: pytest.Config) -> bool:
@@ -71,7 +73,8 @@ def options_from_config(config: pytest.Config) -> RunOptions:
         suite=get("suite"), runner=get("runner"), model=get("model"), attempts=attempts, arms=arms,
         paired=False if get("unpaired") else None, sequential=True if get("sequential") else None,
         model_base_url=get("model_base_url"), browser=get("browser"),
-        environment=get("environment"), shard=_shard(get("shard")),
+        environment=get("environment"), shard=_shard(get("shard")), model_price=get("model_price"),
+        allow_unpriced=True if get("allow_unpriced") else None,
     )
     experiment_id = (config.workerinput.get("webbench_experiment_id") if is_worker(config) else None) \
         or get("resume") or get("experiment_id") or new_experiment_id()
@@ -91,7 +94,8 @@ def options_from_config(config: pytest.Config) -> RunOptions:
             experiment_id=experiment_id,
             results_dir=results_dir(config), model_base_url=given["model_base_url"], shard=given["shard"],
             environment=environment, proxy_listen=_proxy_listen(get("proxy_listen")), proxy_url=get("proxy_url"),
-            allow_unsealed=bool(get("allow_unsealed")),
+            allow_unsealed=bool(get("allow_unsealed")), model_price=given.get("model_price"),
+            allow_unpriced=bool(given.get("allow_unpriced")),
             browser=given["browser"] or config.getini("webbench_browser"),
         )
     except ValueError as exc:
@@ -150,7 +154,8 @@ def _from_manifest(experiment_id: str, results: Path, given: dict) -> dict:
         suite=manifest.suite_path, runner=manifest.runner, model=manifest.model, attempts=manifest.attempts,
         arms=tuple(manifest.arms), paired=manifest.paired, sequential=manifest.sequential is not None,
         model_base_url=manifest.model_base_url,
-        browser=manifest.browser, environment=manifest.environment,
+        browser=manifest.browser, environment=manifest.environment, model_price=manifest.model_price,
+        allow_unpriced=True if manifest.allow_unpriced else None,
         shard=tuple(int(x) for x in manifest.shard.split("/")) if manifest.shard else None,
     )
     for name, value in given.items():

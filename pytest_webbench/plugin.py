@@ -43,6 +43,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     "0.0.0.0:8765 for sandboxes; xdist workers take consecutive ports)")
     group.addoption("--proxy-url", metavar="URL", help="the proxy's base URL as agents reach it, '{port}' filled in "
                     "(e.g. http://host.docker.internal:{port}, or a tunnel's https URL)")
+    group.addoption("--model-price", metavar="IN,OUT[,CACHED]", help="the model's price in $ per million tokens, "
+                    "for the gateway's spend cap (default: litellm's cost map)")
+    group.addoption("--allow-unpriced", action="store_true", help="run a model the cost map does not price (its "
+                    "spend limit cannot be enforced; the report counts such trials)")
     group.addoption("--allow-unsealed", action="store_true", help="where this machine cannot give agents a private mount "
                     "namespace, run them unsealed anyway (the report says so); without it such a run is refused")
     group.addoption("--publish", choices=("braintrust",), help="after the report, publish the run (one experiment per arm; "

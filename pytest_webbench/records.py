@@ -64,6 +64,8 @@ class RunManifest(BaseModel):
     runner_preset: dict[str, Any] = Field(default_factory=dict)  # the resolved preset: agent, CLI pin, options
     cli_version: str | None = None  # what is installed, as run
     model_base_url: str | None = None
+    model_price: str | None = None  # --model-price, when given
+    allow_unpriced: bool = False
     browser: str
     environment: str = "host"  # where agents ran: host, or a Harbor environment type
     isolation: str | None = None  # the agents' walls: mount, none (unsealed), sandbox:<type> (manifest.py)
@@ -83,6 +85,8 @@ class RunManifest(BaseModel):
 class Timings(BaseModel):
     trial_sec: float = 0.0
     agent_sec: float | None = None
+    model_sec: float | None = None  # the agent's time waiting on its model: the gateway's request durations
+    tool_sec: float | None = None  # its time in browser calls: the proxy's forwarded calls
 
 
 class Tokens(BaseModel):
@@ -91,6 +95,8 @@ class Tokens(BaseModel):
     cached: int | None = None
     output: int | None = None
     cost_usd: float | None = None  # None: could not be priced
+    reasoning: int | None = None  # part of output, where the API says
+    source: Literal["gateway", "cli"] | None = None  # metered by the model gateway, or as the CLI reported
 
 
 class BrowserCalls(BaseModel):
@@ -101,6 +107,7 @@ class BrowserCalls(BaseModel):
     webmcp_invokes: dict[str, int] = Field(default_factory=dict)  # "injected:completed" -> n
     unreadable_log_lines: int = 0
     upstream_failures: int = 0  # calls the browser server failed to answer
+    tool_sec: float = 0.0  # summed duration of the forwarded browser calls
 
 
 class TrialRecord(PlannedTrial):
@@ -121,6 +128,9 @@ class TrialRecord(PlannedTrial):
     instruction: str = ""
     timings: Timings = Field(default_factory=Timings)
     tokens: Tokens = Field(default_factory=Tokens)
+    tokens_cli: Tokens | None = None  # what the CLI itself reported, where the gateway metered the trial
+    model_requests: int | None = None  # requests through the gateway (None: the runner has no model)
+    model_refused: int = 0  # requests the gateway refused at the trial's cap
     calls: BrowserCalls = Field(default_factory=BrowserCalls)
     # Trajectory-scan findings (a call that reached the site, the backend or the task's files
     # outside the arm's browser tools). A flag is reported; it never changes the score.

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from .browsers.base import BrowserBackend
 from .options import RunOptions
+from .gateway.routes import GatewayRoutes
 from .proxy.http_endpoint import ProxyRoutes
 from .service import ServiceLoop
 from .suite import Suite
@@ -42,6 +43,8 @@ class RunServices:
     site_urls: dict[str, str] = field(default_factory=dict)
     # Headers for the proxy's upstream; values name environment variables, never hold secrets.
     upstream_headers: dict[str, str] = field(default_factory=dict)
+    # The model gateway's routes, served on the proxy's listener (so --proxy-url covers both).
+    gateway: GatewayRoutes = field(default_factory=GatewayRoutes)
 
     @classmethod
     def start(cls, suite: Suite, browser: str, options: RunOptions | None = None) -> RunServices:
@@ -61,14 +64,17 @@ class RunServices:
             backend = LocalBackend()
             app = build_server(backend).streamable_http_app(json_response=True, stateless_http=True)
             backend_url = loop.serve(app, "browser MCP server") + "/mcp"
-        routes = ProxyRoutes()
+        routes, gateway = ProxyRoutes(), GatewayRoutes()
         host, port = options.proxy_listen if options else ("127.0.0.1", 0)
         if port:  # xdist: one proxy per worker, at consecutive ports
             port += int(os.environ.get("PYTEST_XDIST_WORKER", "gw0")[2:] or 0)
-        proxy_url = loop.serve(routes.app, "proxy", host, port)
+        from starlette.applications import Starlette
+
+        listener = Starlette(routes=[*routes.app.routes, *gateway.starlette_routes()])
+        proxy_url = loop.serve(listener, "proxy and model gateway", host, port)
         if options and options.proxy_url:  # a sandbox reaches it by another name (a tunnel, the Docker host)
             proxy_url = options.proxy_url.format(port=proxy_url.rsplit(":", 1)[1]).rstrip("/")
-        services = cls(suite, loop, backend, backend_url, routes, proxy_url, upstream_headers=headers)
+        services = cls(suite, loop, backend, backend_url, routes, proxy_url, upstream_headers=headers, gateway=gateway)
         for name, site in suite.spec.sites.items():
             if site.app:
                 port = loop.serve(load_site_app(suite, name), f"site {name}").rsplit(":", 1)[1]
@@ -80,5 +86,6 @@ class RunServices:
     def close(self) -> None:
         try:
             self.loop.run(self.backend.close(), timeout=30)
+            self.loop.run(self.gateway.aclose(), timeout=30)
         finally:
             self.loop.close()

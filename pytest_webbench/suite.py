@@ -72,6 +72,7 @@ class WebbenchMeta(_Strict):
     page: PageCheck | None = None
     turn_cap: int = Field(gt=0, description="browser calls the proxy lets through")
     spend_limit_usd: float = Field(ge=0)
+    token_limit: int | None = Field(None, gt=0, description="model tokens (input + output) the gateway lets through")
     placebo: bool = False
     tool_batch: str | None = None  # the site whose injected batch covers this task
     # Answer fields on which a pair's two answers should agree (the report's answer agreement).

@@ -89,8 +89,9 @@ class ProxyHandle:
             if rec.decision == "rejected" and rec.rule:
                 rejected[rec.rule] = rejected.get(rec.rule, 0) + 1
         stats = self.session.stats
+        tool_sec = sum(r.latency_ms for r in contents.records if r.decision == "forwarded" and r.method == "tools/call") / 1000
         return BrowserCalls(
-            forwarded=stats.forwarded_calls, rejected=stats.rejected_calls, cap_hit=stats.cap_hits > 0,
+            forwarded=stats.forwarded_calls, rejected=stats.rejected_calls, cap_hit=stats.cap_hits > 0, tool_sec=round(tool_sec, 6),
             rejected_rules=rejected, webmcp_invokes=dict(stats.webmcp_invokes),
             unreadable_log_lines=contents.unreadable_lines, upstream_failures=stats.upstream_failures,
         )
@@ -154,7 +155,7 @@ def _agent_env(runner: RunnerSpec) -> dict[str, str]:
 
 
 def harbor_trial_config(options: RunOptions, runner: RunnerSpec, spec: TrialSpec, browser: BrowserSessionHandle,
-                        proxy: ProxyHandle, experiment_dir: Path):
+                        proxy: ProxyHandle, experiment_dir: Path, gateway=None):
     """What Harbor receives for one trial: the task, the agent with the proxy as its only MCP
     server, and where it runs (our host environment, or a Harbor sandbox type passed through)."""
     from harbor.models.environment_type import EnvironmentType
@@ -163,6 +164,12 @@ def harbor_trial_config(options: RunOptions, runner: RunnerSpec, spec: TrialSpec
     )
 
     on_host = options.environment == "host"
+    # With the gateway, the agent's provider is its trial route and its key the trial's token: the
+    # real key stays with the harness.
+    base_url = gateway.url if gateway is not None else options.model_base_url
+    agent_env = _agent_env(runner) if on_host else dict(runner.env)
+    if gateway is not None:
+        agent_env[gateway.key_variable] = gateway.token
     if on_host:
         environment = EnvironmentConfig(
             import_path="pytest_webbench.environments.host:HostEnvironment",
@@ -181,12 +188,12 @@ def harbor_trial_config(options: RunOptions, runner: RunnerSpec, spec: TrialSpec
         agent=AgentConfig(
             import_path=runner.agent,
             model_name=runner.check_model(options.model),
-            base_url=options.model_base_url,
-            model_api_format=runner.endpoint_api_format if options.model_base_url else None,
+            base_url=base_url,
+            model_api_format=runner.endpoint_api_format if base_url else None,
             mcp_servers=[{"name": "browser", "transport": "streamable-http", "url": proxy.url}],
             kwargs={**runner.options, **(_trial_context(spec, browser) if runner.takes_trial_context else {})},
             # the pinned CLI's folder is on this machine: a sandbox installs the same pin itself
-            env=_agent_env(runner) if on_host else dict(runner.env),
+            env=agent_env,
         ),
         environment=environment,
         verifier=VerifierConfig(disable=True),
@@ -198,13 +205,13 @@ def harbor_trial_config(options: RunOptions, runner: RunnerSpec, spec: TrialSpec
 
 async def run_harbor_trial(
     options: RunOptions, runner: RunnerSpec, spec: TrialSpec, browser: BrowserSessionHandle, proxy: ProxyHandle,
-    experiment_dir: Path,
+    experiment_dir: Path, gateway=None,
 ) -> AgentOutcome:
     """One Harbor trial; the verifier is off because grading happens in the test body, against
     the answer and the live page."""
     from harbor.trial.trial import Trial
 
-    config = harbor_trial_config(options, runner, spec, browser, proxy, experiment_dir)
+    config = harbor_trial_config(options, runner, spec, browser, proxy, experiment_dir, gateway)
     instruction_extra = config.extra_instructions[0]
     jobs_dir = config.trials_dir
     started = time.perf_counter()
@@ -227,7 +234,7 @@ async def run_harbor_trial(
             exception = text
     tokens = Tokens(
         input=getattr(agent_result, "n_input_tokens", None), cached=getattr(agent_result, "n_cache_tokens", None),
-        output=getattr(agent_result, "n_output_tokens", None), cost_usd=getattr(agent_result, "cost_usd", None),
+        output=getattr(agent_result, "n_output_tokens", None), cost_usd=getattr(agent_result, "cost_usd", None), source="cli",
     )
     steps = load_trajectory_steps(trial_dir / "agent" / "trajectory.json")  # read once: answer, turns, scan
     return AgentOutcome(

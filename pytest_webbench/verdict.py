@@ -43,7 +43,7 @@ def error_before_grading(exc: BaseException | None, detail: str) -> Verdict:
 
 
 def decide(outcome: AgentOutcome, grade: Grade, calls: BrowserCalls, lost: str | None, page: PageState | None,
-           spend_limit: float) -> Verdict:
+           spend_limit: float, capped: str | None = None) -> Verdict:
     """The outcome and its stop reason. A fault errors the trial whatever its grade: a lost browser,
     a browser server that failed a call, a failed agent run, or a bot-block or error page the agent
     was left on. Were a fault to error only failed trials, the arm with more faults would lose
@@ -55,6 +55,8 @@ def decide(outcome: AgentOutcome, grade: Grade, calls: BrowserCalls, lost: str |
         return errored("browser_crashed", lost)
     if calls.upstream_failures:
         return errored("upstream_error", f"the browser server failed {calls.upstream_failures} call(s)")
+    if capped:  # the gateway refused a model request at the trial's cap: the agent's run ended there
+        return Verdict("failed", "over_spend", 0.0, f"the model gateway stopped the agent: {capped}; {grade.detail}")
     if outcome.exception:
         return errored("agent_error", outcome.exception)
     if page is not None and page.label != "ok":

@@ -38,7 +38,7 @@ def endpoint():
     loop.close()
 
 
-def run_cli(pytester, monkeypatch, endpoint, runner: str, behaviour: str, selection: str, exp: str):
+def run_cli(pytester, monkeypatch, endpoint, runner: str, behaviour: str, selection: str, exp: str, *extra: str):
     model, url = endpoint
     provider, path = CLIS[runner]
     monkeypatch.setenv("OPENAI_API_KEY", "sk-scripted")
@@ -46,7 +46,7 @@ def run_cli(pytester, monkeypatch, endpoint, runner: str, behaviour: str, select
     result = pytester.runpytest_subprocess(
         "-p", "no:cacheprovider", f"--results-dir={pytester.path / 'results'}", "--suite", str(LOCAL_WEB),
         "--runner", runner, "--model", f"{provider}/{behaviour}", f"--model-base-url={url}{path}",
-        "--experiment-id", exp, "-k", selection,
+        "--experiment-id", exp, "-k", selection, *(extra or ("--allow-unpriced",)),
     )
     return result, pytester.path / "results" / exp
 
@@ -59,9 +59,12 @@ def test_a_pair_passes_with_the_real_cli_and_its_own_token_figures(runner, pytes
     model, _ = endpoint
     for arm, record in records.items():
         sent = model.model.sent[f"pair-{record.trial_id}"]
-        # what the CLI reported (parsed by Harbor from its own output) equals what the endpoint sent
-        assert (record.tokens.input, record.tokens.cached, record.tokens.output) == (
-            sent["input"], sent["cached"], sent["output"]), arm
+        # the gateway metered exactly what the endpoint sent, and so did the CLI's own report beside it
+        assert record.tokens.source == "gateway" and record.tokens_cli.source == "cli"
+        for tokens in (record.tokens, record.tokens_cli):
+            assert (tokens.input, tokens.cached, tokens.output) == (sent["input"], sent["cached"], sent["output"]), arm
+        assert record.model_requests >= sent["turns"] and record.timings.model_sec > 0 and record.timings.tool_sec > 0
+        assert record.tokens.cost_usd is None  # the scripted model is unpriced (--allow-unpriced)
         assert sent["turns"] == 3  # list the page's tools, then use the search tool (treatment) or page through (control)
         assert record.answer == {"price": 17.49} and record.flags == []
         log = read_call_log(exp / record.harbor_trial_dir / "proxy-log.jsonl").records
@@ -113,7 +116,7 @@ def test_a_run_that_times_out_stays_scored_with_the_work_it_did(pytester, monkey
     model, url = endpoint
     result = pytester.runpytest_subprocess(
         "-p", "no:cacheprovider", f"--results-dir={pytester.path / 'results'}", "--suite", str(suite), "--runner", "claude",
-        "--model", "anthropic/webbench-script-stall", f"--model-base-url={url}", "--experiment-id", "stall",
+        "--model", "anthropic/webbench-script-stall", f"--model-base-url={url}", "--experiment-id", "stall", "--allow-unpriced",
         "-k", "shop-price and control")
     result.assert_outcomes(failed=1)
     [record] = read_trial_records(pytester.path / "results" / "stall")[0]
@@ -133,7 +136,7 @@ def test_no_key_is_written_anywhere(pytester, monkeypatch, endpoint):
         monkeypatch.setenv(name, value)
     result = pytester.runpytest_subprocess(
         "-p", "no:cacheprovider", f"--results-dir={pytester.path / 'results'}", "--suite", str(LOCAL_WEB),
-        "--runner", "claude", "--model", "anthropic/webbench-script", f"--model-base-url={url}",
+        "--runner", "claude", "--model", "anthropic/webbench-script", f"--model-base-url={url}", "--allow-unpriced",
         "--experiment-id", "keys", "-k", "shop-price and not playwright", f"--html={pytester.path / 'out.html'}",
         "--self-contained-html")
     result.assert_outcomes(passed=2)
@@ -143,7 +146,8 @@ def test_no_key_is_written_anywhere(pytester, monkeypatch, endpoint):
         data = path.read_bytes()
         for name, value in sentinels.items():
             assert value.encode() not in data, f"{name} leaked into {path}"
-    assert any(r["api"] == "messages" for r in model.model.requests)  # the CLI did use the key, on the wire only
+    # the agent had only its trial's token; the gateway sent the real key on, on the wire only
+    assert {r["key"] for r in model.model.requests if r["api"] == "messages"} == {sentinels["ANTHROPIC_API_KEY"]}
 
 
 def test_an_agent_s_environment_holds_none_of_the_harness_s_keys(pytester, monkeypatch, endpoint):
@@ -160,3 +164,27 @@ def test_an_agent_s_environment_holds_none_of_the_harness_s_keys(pytester, monke
     assert "PATH=" in trajectory and "HOME=/home/agent" in trajectory  # the agent did print its environment
     for name, value in {**sentinels, "ANTHROPIC_API_KEY": "sk-ant-scripted"}.items():  # run_cli sets the last
         assert value not in trajectory, f"{name} reached the agent"
+
+
+
+@pytest.mark.parametrize("runner", CLIS)
+def test_the_spend_cap_stops_the_real_cli_live(runner, pytester, monkeypatch, endpoint):
+    """Priced so that two model turns cross shop-price's $1 limit: the gateway refuses the third
+    request in the API's own shape, the CLI stops at once, and the trial fails over_spend."""
+    model, _ = endpoint
+    before = len(model.model.requests)
+    # a turn is 1,200 input tokens (300 cached) and 40 output tokens: at $500 / $1,000 per million that is $0.64
+    result, exp = run_cli(pytester, monkeypatch, endpoint, runner, "webbench-script", "shop-price and control", "cap",
+                          "--model-price", "500,1000")
+    result.assert_outcomes(failed=1)
+    [record] = read_trial_records(exp)[0]
+    assert (record.outcome, record.stop_reason) == ("failed", "over_spend"), record.detail
+    assert "model gateway stopped the agent" in record.detail
+    assert record.model_refused == 1  # stopped within one request of the cap: no retry after the refusal
+    assert record.tokens.cost_usd == pytest.approx(2 * 0.64) and record.tokens.input == 2 * 1200
+    session = [r for r in model.model.requests[before:] if "shop-price-a1-control" in json.dumps(r["body"])]
+    assert len(session) == 2  # two turns reached the model; the third was refused at the gateway
+    from pytest_webbench.gateway.meter import read_model_log
+
+    decisions = [c.decision for c in read_model_log(exp / record.harbor_trial_dir / "model-log.jsonl")]
+    assert decisions.count("refused") == 1 and decisions[-1] == "refused"

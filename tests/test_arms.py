@@ -37,7 +37,13 @@ def test_what_harbor_receives_differs_between_the_pair_only_in_names(runner, tmp
         session = f"exp-{spec.trial_id}"
         browser = SimpleNamespace(session_id=session, start_url="http://shop.localhost:1/")
         proxy = SimpleNamespace(url=f"http://127.0.0.1:2/trials/{spec.trial_id}/mcp")
-        config = harbor_trial_config(options, runner_spec(runner), spec, browser, proxy, tmp_path / "exp")
+        # a real agent's model requests go through its trial's gateway route, with its own token
+        gateway = SimpleNamespace(url=f"http://127.0.0.1:2/gateway/{spec.trial_id}", token=f"wbt-token-of-{arm}",
+                                  key_variable="OPENAI_API_KEY") if runner_spec(runner).cli else None
+        config = harbor_trial_config(options, runner_spec(runner), spec, browser, proxy, tmp_path / "exp", gateway)
+        if gateway is not None:  # each trial has its own token (Harbor masks it when it writes the config)
+            assert config.agent.env["OPENAI_API_KEY"] == gateway.token
+            config.agent.env["OPENAI_API_KEY"] = "TOKEN"
         text = config.model_dump_json()
         # the only differences allowed: the trial's own name, session id and folder (all carry the arm)
         dumps[arm] = json.loads(text.replace(spec.trial_id, "TRIAL").replace(f"/jobs/{arm}", "/jobs/ARM"))

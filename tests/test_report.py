@@ -290,3 +290,26 @@ def test_a_broken_record_file_is_named_and_the_rest_still_count(run_dir, damage)
     assert report.recorded_trials == 46  # the broken one counts as missing, nothing else is lost
     row = next(r for r in report.by_arm_task if (r.arm, r.task) == ("control", "alpha"))
     assert row.missing == 1 and row.rate.n == 4
+
+
+def test_the_gateway_s_count_is_used_and_a_cli_that_disagrees_is_named(tmp_path):
+    directory = tmp_path / "gw"
+    manifest = _manifest("gw", arms=("control", "treatment"))
+    write_manifest(directory, manifest)
+    for trial in manifest.trials:
+        record = _record("gw", trial, "P", 5.0)
+        if trial.task == "alpha":  # metered by the gateway; the CLI's own report beside it
+            cli_input = 999 if trial.trial_id == "alpha-a1-control" else 1200
+            record = record.model_copy(update={
+                "tokens": Tokens(input=1200, cached=300, output=40, cost_usd=0.01, source="gateway"),
+                "tokens_cli": Tokens(input=cli_input, cached=300, output=40, source="cli"),
+                "timings": Timings(trial_sec=6, agent_sec=5, model_sec=3.0, tool_sec=1.5)})
+        write_trial_record(directory, record)
+    report = build_report_from_dir(directory)
+    control = next(u for u in report.usage if u.arm == "control")
+    assert control.metered_by_gateway == 4 and control.cli_disagrees == 1
+    assert (control.median_model_sec, control.median_tool_sec) == (3.0, 1.5)
+    assert [n.trial_id for n in report.token_disagreements] == ["alpha-a1-control"]
+    assert "(1200, 300, 40)" in report.token_disagreements[0].note and "(999, 300, 40)" in report.token_disagreements[0].note
+    write_report(directory)
+    assert "the gateway's are used" in (directory / "report.md").read_text()

@@ -18,7 +18,8 @@ import httpx
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
-from starlette.routing import Route
+from starlette.routing import Route, WebSocketRoute
+from starlette.websockets import WebSocket
 
 from ..proxy.upstream import expand_env_refs
 from .meter import ModelLog, TrialMeter, redact
@@ -53,7 +54,17 @@ class GatewayRoutes:
         self.routes: dict[str, GatewayRoute] = {}
         self.timeout = timeout
         self._client: httpx.AsyncClient | None = None
-        self.app = Starlette(routes=[Route("/gateway/{trial}/{path:path}", self._endpoint, methods=["GET", "POST"])])
+        self.app = Starlette(routes=self.starlette_routes())
+
+    def starlette_routes(self) -> list:
+        return [Route("/gateway/{trial}/{path:path}", self._endpoint, methods=["GET", "POST"]),
+                WebSocketRoute("/gateway/{trial}/{path:path}", self._no_websocket)]
+
+    @staticmethod
+    async def _no_websocket(websocket: WebSocket) -> None:
+        """Codex first tries a WebSocket to the Responses API; a 426 sends it to plain HTTP at once
+        (any other answer costs it five retries, ~6 s a trial: docs/research)."""
+        await websocket.send_denial_response(Response(status_code=426, headers={"upgrade": "websocket"}))
 
     def add(self, route: GatewayRoute) -> str:
         self.routes[route.trial] = route

@@ -49,6 +49,7 @@ class ReportedTrial(PlannedTrial):
     flags: list[str] = Field(default_factory=list)
     timings: Timings = Field(default_factory=Timings)
     tokens: Tokens = Field(default_factory=Tokens)
+    tokens_cli: Tokens | None = None
     calls: BrowserCalls = Field(default_factory=BrowserCalls)
 
 
@@ -72,6 +73,9 @@ class ArmUsage(BaseModel):
     arm: str
     trials: int
     median_agent_sec: float | None
+    median_model_sec: float | None = None  # of the agent's time: waiting on its model (the gateway's requests)
+    median_tool_sec: float | None = None  # in browser calls (the proxy's)
+    metered_by_gateway: int = 0  # trials whose tokens the gateway counted (the rest: as the runner reported)
     input_tokens: int
     cached_tokens: int
     output_tokens: int
@@ -85,6 +89,7 @@ class ArmUsage(BaseModel):
     cap_hits: int
     over_spend: int
     toolset_invalid: int  # a trial that used WebMCP tools its arm should not have had
+    cli_disagrees: int = 0  # trials whose CLI reported other token counts than the gateway metered
 
 
 class TrialNote(BaseModel):
@@ -124,6 +129,7 @@ class Report(BaseModel):
     cap_hits: list[TrialNote]
     over_spend: list[TrialNote]
     toolset_invalid: list[TrialNote]
+    token_disagreements: list[TrialNote] = Field(default_factory=list)  # the CLI's figures against the gateway's
     broken_pairs: list[str]
     browsers_not_deleted: list[UndeletedBrowser] = Field(default_factory=list)  # cloud browsers that may still be billed
     problems: list[str]
@@ -156,6 +162,9 @@ def _usage(arm: str, records: list[TrialRecord]) -> ArmUsage:
     reported = [r for r in records if r.tokens.input is not None or r.tokens.output is not None]
     return ArmUsage(
         arm=arm, trials=len(records), median_agent_sec=_median(r.timings.agent_sec for r in records),
+        median_model_sec=_median(r.timings.model_sec for r in records), median_tool_sec=_median(r.timings.tool_sec for r in records),
+        metered_by_gateway=sum(r.tokens.source == "gateway" for r in records),
+        cli_disagrees=sum(_cli_disagrees(r) is not None for r in records),
         input_tokens=sum(r.tokens.input or 0 for r in records), cached_tokens=sum(r.tokens.cached or 0 for r in records),
         output_tokens=sum(r.tokens.output or 0 for r in records), tokens_reported=len(reported),
         cost_usd=round(sum(r.tokens.cost_usd or 0.0 for r in records), 6),
@@ -166,6 +175,17 @@ def _usage(arm: str, records: list[TrialRecord]) -> ArmUsage:
         over_spend=sum(r.stop_reason == "over_spend" for r in records),
         toolset_invalid=sum(_toolset_invalid(r) is not None for r in records),
     )
+
+
+def _cli_disagrees(r: TrialRecord) -> str | None:
+    """Where the gateway metered a trial and the CLI's own figures differ from it."""
+    cli = r.tokens_cli
+    if r.tokens.source != "gateway" or cli is None or cli.input is None:
+        return None
+    ours, theirs = (r.tokens.input, r.tokens.cached, r.tokens.output), (cli.input, cli.cached, cli.output)
+    if ours == theirs:
+        return None
+    return f"gateway metered input/cached/output {ours}, the CLI reported {theirs}"
 
 
 def _note(r: TrialRecord, note: str) -> TrialNote:
@@ -268,6 +288,7 @@ def build_report(manifest: RunManifest, records: list[TrialRecord], problems: li
         cap_hits=[_note(r, f"{r.calls.forwarded} calls") for r in ordered if r.calls.cap_hit],
         over_spend=[_note(r, r.detail) for r in ordered if r.stop_reason == "over_spend"],
         toolset_invalid=[_note(r, note) for r in ordered if (note := _toolset_invalid(r))],
+        token_disagreements=[_note(r, note) for r in ordered if (note := _cli_disagrees(r))],
         broken_pairs=manifest.broken_pairs, browsers_not_deleted=list(browsers_not_deleted or []),
         problems=problems, assumptions=ASSUMPTIONS,
         caveat=(f"With {manifest.attempts} attempt(s) per task and arm this run screens for large effects only: a null "

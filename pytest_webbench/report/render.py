@@ -145,11 +145,13 @@ def render_markdown(report: Report) -> str:
 
     out += ["", "## Usage, tools and validity", ""]
     out += _table(
-        ["arm", "trials", "median agent s", "input tok", "cached tok", "output tok", "tokens reported", "cost $", "priced",
+        ["arm", "trials", "median agent s (model / browser calls)", "input tok", "cached tok", "output tok",
+         "tokens reported (by the gateway)", "cost $", "priced",
          "browser calls (median)", "WebMCP injected tried/completed", "WebMCP native tried/completed",
          "trials w/ rejected calls", "call-cap hits", "over spend", "toolset invalid"],
-        [[u.arm, str(u.trials), num(u.median_agent_sec), str(u.input_tokens), str(u.cached_tokens), str(u.output_tokens),
-          f"{u.tokens_reported}/{u.trials}", f"{u.cost_usd:.4f}", f"{u.priced}/{u.trials}",
+        [[u.arm, str(u.trials), f"{num(u.median_agent_sec)} ({num(u.median_model_sec)} / {num(u.median_tool_sec)})",
+          str(u.input_tokens), str(u.cached_tokens), str(u.output_tokens),
+          f"{u.tokens_reported}/{u.trials} ({u.metered_by_gateway})", f"{u.cost_usd:.4f}", f"{u.priced}/{u.trials}",
           f"{u.browser_calls} ({num(u.median_browser_calls)})",
           f"{u.webmcp.get('injected:tried', 0)}/{u.webmcp.get('injected:completed', 0)}",
           f"{u.webmcp.get('native:tried', 0)}/{u.webmcp.get('native:completed', 0)}",
@@ -164,6 +166,8 @@ def render_markdown(report: Report) -> str:
     out += _notes("Trials that hit the call cap", report.cap_hits, "None.")
     out += _notes("Trials over the spend limit (not counted as passes)", report.over_spend, "None.")
     out += _notes("Trials whose tool use does not fit their arm", report.toolset_invalid, "None.")
+    out += _notes("Trials whose CLI reported other token counts than the model gateway metered (the gateway's are used)",
+                  report.token_disagreements, "None.")
     if report.problems:
         out += ["", "## Problems reading the results", ""] + [f"- {p}" for p in report.problems]
     out += ["", "## What each test assumes", ""] + [f"- {v}" for v in report.assumptions.values()]
