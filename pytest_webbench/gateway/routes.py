@@ -71,7 +71,10 @@ class GatewayRoutes:
         return f"/gateway/{route.trial}"
 
     def remove(self, trial: str) -> GatewayRoute | None:
-        return self.routes.pop(trial, None)
+        route = self.routes.pop(trial, None)
+        if route is not None:
+            route.log.close()
+        return route
 
     async def aclose(self) -> None:
         if self._client is not None:
