@@ -188,3 +188,19 @@ def test_the_spend_cap_stops_the_real_cli_live(runner, pytester, monkeypatch, en
 
     decisions = [c.decision for c in read_model_log(exp / record.harbor_trial_dir / "model-log.jsonl")]
     assert decisions.count("refused") == 1 and decisions[-1] == "refused"
+
+
+def test_a_hostile_agent_finds_no_other_process_and_no_file_of_the_harness(pytester, monkeypatch, endpoint):
+    """The agent's shell lists processes and reads every environment in /proc, reads the task's
+    answer rule through the checkout's git history, and lists the harness's home: its PID namespace
+    holds only its own processes, and the checkout and the home are covered."""
+    monkeypatch.setenv("WEBBENCH_HOSTILE_SENTINEL", "sentinel-in-the-harness-env-58e0")
+    result, exp = run_cli(pytester, monkeypatch, endpoint, "codex", "webbench-script-hostile", "shop-price and control", "hostile")
+    result.assert_outcomes(passed=1)
+    [record] = read_trial_records(exp)[0]
+    trajectory = (exp / record.harbor_trial_dir / "agent" / "trajectory.json").read_text()
+    assert "PROCESSES" in trajectory and "END" in trajectory  # the command ran to its end
+    assert "sentinel-in-the-harness-env-58e0" not in trajectory  # no harness process's environment is readable
+    assert "equals = 17.49" not in trajectory and "metadata.webbench" not in trajectory  # no answer rule via git
+    listing = trajectory.split("HOME\\n", 1)[1].split("END", 1)[0]  # `ls -a` of the harness user's home
+    assert ".pyenv" not in listing and ".cache" not in listing, listing  # covered: only . and .. are left

@@ -58,11 +58,16 @@ def unshare_command() -> str:
     return os.environ.get("WEBBENCH_UNSHARE", "unshare")
 
 
+# A private mount namespace, and a PID namespace with its own /proc: the agent sees no process of the
+# harness (nor any process's environment); --kill-child ends what it left behind with it.
+NAMESPACES = ("--mount", "--pid", "--fork", "--kill-child", "--mount-proc", "--propagation", "private")
+
+
 @functools.cache
 def can_isolate() -> bool:
     """Whether this host lets us make a private mount namespace (checked once per process)."""
     try:
-        probe = subprocess.run([unshare_command(), "--mount", "--propagation", "private", "true"], capture_output=True, timeout=10)
+        probe = subprocess.run([unshare_command(), *NAMESPACES, "true"], capture_output=True, timeout=10)
     except (OSError, subprocess.TimeoutExpired):
         return False
     return probe.returncode == 0
@@ -135,8 +140,10 @@ class HostEnvironment(BaseEnvironment):
         # Visible paths back at their own place, read-only (mkdir lands in the private /tmp if need be).
         steps += [f"mkdir -p {shlex.quote(dst)} && mount --bind -o ro {point} {shlex.quote(dst)}"
                   for dst, point in zip(self.visible_paths, keep)]
-        prologue = " && ".join(steps) + ' && cd "$1" && exec bash -c "$2"'
-        return [unshare_command(), "--mount", "--propagation", "private", "bash", "-c", prologue, "webbench-env", workdir, command]
+        # bash stays PID 1 of the namespace (the trailing `exit` keeps it from exec-ing the command), so
+        # the agent is an ordinary process: its orphans are reaped, and a signal it sends itself works
+        prologue = " && ".join(steps) + ' && cd "$1" && bash -c "$2"; exit $?'
+        return [unshare_command(), *NAMESPACES, "bash", "-c", prologue, "webbench-env", workdir, command]
 
     async def stop(self, delete: bool) -> None:
         pass  # the folder stays with the trial's results
