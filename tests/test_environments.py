@@ -134,3 +134,21 @@ def test_without_namespace_rights_a_real_agent_is_refused_unless_unsealed_runs_a
     exp = pytester.path / "results" / "open"
     assert json.loads((exp / "manifest.json").read_text())["isolation"] == "none"
     assert "UNSEALED" in (exp / "report.md").read_text()
+
+
+@pytest.mark.parametrize("environment", ["docker", "daytona", "modal"])
+def test_a_sandboxed_agent_reaches_its_model_through_the_gateway_at_the_public_url_with_only_its_token(environment, tmp_path):
+    """In a sandbox, as on the host, the agent's provider is its trial's gateway route (reached by the
+    proxy's public URL: one listener serves both) and its key the trial's token; no real key goes in."""
+    suite = load_suite(LOCAL_WEB)
+    task = next(t for t in suite.tasks if t.name == "shop-price")
+    spec = TrialSpec(TrialKey("shop-price", 1, "control"), task, 1)
+    options = RunOptions(suite="local-web", runner="codex", experiment_id="env", results_dir=tmp_path / "results",
+                         environment=environment, proxy_url=PUBLIC_URL)
+    browser = BrowserSessionHandle("env-shop-price-a1-control", "http://shop.localhost:1234/", services=None)
+    proxy = ProxyHandle(f"{PUBLIC_URL}/trials/shop-price-a1-control/mcp", session=None, log_path=tmp_path / "log.jsonl")
+    gateway = SimpleNamespace(url=f"{PUBLIC_URL}/gateway/shop-price-a1-control", token="wbt-only-this-trial",
+                              key_variable="OPENAI_API_KEY")
+    config = harbor_trial_config(options, runner_spec("codex"), spec, browser, proxy, tmp_path / "results" / "env", gateway)
+    assert config.agent.base_url == f"{PUBLIC_URL}/gateway/shop-price-a1-control"
+    assert config.agent.env == {"OPENAI_API_KEY": "wbt-only-this-trial"}  # the token, and nothing of this machine's

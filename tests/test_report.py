@@ -313,3 +313,14 @@ def test_the_gateway_s_count_is_used_and_a_cli_that_disagrees_is_named(tmp_path)
     assert "(1200, 300, 40)" in report.token_disagreements[0].note and "(999, 300, 40)" in report.token_disagreements[0].note
     write_report(directory)
     assert "the gateway's are used" in (directory / "report.md").read_text()
+
+
+def test_report_json_validates_against_its_versioned_model(run_dir):
+    from pytest_webbench.report.build import REPORT_SCHEMA, Report
+
+    write_report(run_dir)
+    data = json.loads((run_dir / "report.json").read_text())
+    assert data["schema_version"] == REPORT_SCHEMA == 4
+    report = Report.model_validate(data)
+    assert report.pooled.task_names == ["alpha", "beta"] and report.playwright_vs_control  # the version's new fields
+    assert Report.model_validate_json(report.model_dump_json()) == report
