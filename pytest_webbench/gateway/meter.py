@@ -6,10 +6,11 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 from pydantic import BaseModel
 
+from ..proxy.log import CallLog
 from .protocols import Usage
 
 
@@ -105,30 +106,22 @@ class TrialMeter:
 
 
 class ModelLog:
-    """model-log.jsonl, one flushed line per request, beside the proxy's call log; the file stays
-    open for the trial (opening it per request cost more than the rest of the line's work)."""
+    """model-log.jsonl, one flushed line per request, beside the proxy's call log (written the
+    same way: the file stays open for the trial)."""
 
     def __init__(self, path: Path):
         self.path = path
+        self._lines = CallLog(path)
         self._lock = threading.Lock()
         self._seq = 0
-        self._file: TextIO | None = None
 
     def write(self, **fields: Any) -> None:
         with self._lock:
             self._seq += 1
-            line = ModelCall(time=time.time(), seq=self._seq, **fields).model_dump_json()
-            if self._file is None:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                self._file = self.path.open("a", encoding="utf-8")
-            self._file.write(line + "\n")
-            self._file.flush()
+            self._lines.write(ModelCall(time=time.time(), seq=self._seq, **fields))
 
     def close(self) -> None:
-        with self._lock:
-            if self._file is not None:
-                self._file.close()
-                self._file = None
+        self._lines.close()
 
 
 def read_model_log(path: Path) -> list[ModelCall]:

@@ -50,7 +50,7 @@ class CallLog:
         self._lock = threading.Lock()
         self._file: TextIO | None = None
 
-    def write(self, record: CallRecord) -> None:
+    def write(self, record: BaseModel) -> None:  # a CallRecord; the model gateway writes its ModelCall the same way
         line = record.model_dump_json() + "\n"
         with self._lock:
             if self._file is None:
