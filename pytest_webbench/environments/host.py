@@ -23,6 +23,7 @@ provider's key) reaches an agent's command.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import functools
 import os
 import shlex
@@ -181,6 +182,17 @@ class HostEnvironment(BaseEnvironment):
             *argv, cwd=workdir, env=full_env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
             start_new_session=True,  # so a timeout kills the whole process group, agent CLI included
         )
+        _LIVE_GROUPS.add(proc.pid)
+        try:
+            result = await self._finish(proc, timeout_sec)
+        except asyncio.CancelledError:
+            _LIVE_GROUPS.discard(proc.pid)  # _finish killed the group
+            raise
+        # Anything else (the coroutine closed with its loop) leaves the group to the exit hook.
+        _LIVE_GROUPS.discard(proc.pid)
+        return result
+
+    async def _finish(self, proc, timeout_sec: int | None) -> ExecResult:
         try:
             out, err = await asyncio.wait_for(proc.communicate(), timeout_sec)
         except TimeoutError:
@@ -194,6 +206,19 @@ class HostEnvironment(BaseEnvironment):
         code = proc.returncode or 0
         return ExecResult(stdout=out.decode(errors="replace"), stderr=err.decode(errors="replace"),
                           return_code=128 - code if code < 0 else code)
+
+
+# Process groups of agent commands still running. If this process exits without cancelling them (a
+# Ctrl-C that ends the interpreter before the trial is cancelled), they are killed at exit: `unshare`
+# alone may die (the event loop's transport kills its direct child) while the namespace's PID 1,
+# forked a moment before, lives on in the group.
+_LIVE_GROUPS: set[int] = set()
+
+
+@atexit.register
+def _kill_live_groups() -> None:
+    for pgid in list(_LIVE_GROUPS):
+        _kill_group(pgid)
 
 
 def _kill_group(pid: int) -> None:

@@ -90,8 +90,9 @@ class FaultAgent(ReferenceAgent):
         if self.fault == "interrupt":
             marker = self.armed.name  # the test looks for this process afterwards: it must be gone
             running = asyncio.ensure_future(environment.exec(f"exec -a {marker} sleep 3600"))
-            while not any(marker in " ".join(cmdline(p)) for p in descendants(os.getpid())):
-                await asyncio.sleep(0)  # until the command is running
+            # until the command itself runs (argv[0] is the marker), not merely the sandbox that starts it
+            while not any(cmdline(p)[:1] == [marker] for p in descendants(os.getpid())):
+                await asyncio.sleep(0)
             os.kill(os.getpid(), signal.SIGINT)
             await running
             return
