@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import time
 from dataclasses import dataclass, field
@@ -134,7 +135,8 @@ def _trial_context(spec: TrialSpec, browser: BrowserSessionHandle) -> dict:
             "start_url": browser.start_url}
 
 
-def _harness_paths(spec: TrialSpec) -> list[str]:
+@functools.cache
+def _harness_paths(suite_dir: str) -> tuple[str, ...]:
     """The harness's own folders an agent must not read: the checkout the suite lives in (its .git
     holds every task's answer rule) and the harness user's home (its config, its keys' files).
     The pinned CLIs' folder stays visible inside them (visible_paths)."""
@@ -143,13 +145,13 @@ def _harness_paths(spec: TrialSpec) -> list[str]:
 
     paths = [pwd.getpwuid(os.getuid()).pw_dir, os.path.expanduser("~")]
     try:
-        top = subprocess.run(["git", "-C", str(spec.task.path), "rev-parse", "--show-toplevel"], capture_output=True,
+        top = subprocess.run(["git", "-C", suite_dir, "rev-parse", "--show-toplevel"], capture_output=True,
                              text=True, timeout=5)
         if top.returncode == 0 and top.stdout.strip():
             paths.append(top.stdout.strip())
     except (OSError, subprocess.TimeoutExpired):
         pass
-    return list(dict.fromkeys(p for p in paths if p not in ("/", "")))
+    return tuple(dict.fromkeys(p for p in paths if p not in ("/", "")))
 
 
 def _visible_paths(runner: RunnerSpec) -> list[str]:
@@ -192,7 +194,7 @@ def harbor_trial_config(options: RunOptions, runner: RunnerSpec, spec: TrialSpec
         environment = EnvironmentConfig(
             import_path="pytest_webbench.environments.host:HostEnvironment",
             # What an agent's shell must not read: task files with answers and solutions, other results.
-            kwargs={"hidden_paths": [str(spec.task.path.parent.parent), str(options.results_dir), *_harness_paths(spec)],
+            kwargs={"hidden_paths": [str(spec.task.path.parent.parent), str(options.results_dir), *_harness_paths(str(spec.task.path.parent.parent))],
                     "visible_paths": _visible_paths(runner),
                     # the reference and nop runners run no command of an agent's: nothing to seal
                     "allow_unsealed": options.allow_unsealed or runner.cli is None},

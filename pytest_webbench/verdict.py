@@ -1,8 +1,9 @@
 """A trial's outcome and stop reason, decided in one place.
 
 The rules, in order: a fault (of the browser, its server, the agent's run, or the site: a bot block
-or an error page) errors the trial whatever its grade, since the run did not measure the agent;
-spend over the task's limit fails it; then the grade decides. Errors before grading are classified by the exception's type (a table, as
+or an error page) errors the trial whatever its grade, since the run did not measure the agent; a
+request the model gateway refused at the trial's cap, or spend over the task's limit, fails it;
+then the grade decides. Errors before grading are classified by the exception's type (a table, as
 Harbor's error policy does), never by searching a message's text.
 """
 

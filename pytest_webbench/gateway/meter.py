@@ -92,6 +92,10 @@ class TrialMeter:
             return f"used {self.usage.input + self.usage.output} tokens of the trial's {self.token_limit} limit"
         return None
 
+    def refuse(self) -> None:
+        with self._lock:
+            self.refused += 1
+
     def account(self, usage: Usage, seconds: float) -> float | None:
         cost = self.price.cost(usage) if self.price is not None else None
         with self._lock:

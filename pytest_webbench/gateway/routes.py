@@ -95,8 +95,7 @@ class GatewayRoutes:
         if (why := route.meter.over_cap()) is not None:
             message = f"Budget has been exceeded! {why} (webbench trial cap): the run is over, give your answer now"
             status, payload, headers = refusal(api, message)
-            with route.meter._lock:
-                route.meter.refused += 1
+            route.meter.refuse()
             route.log.write(status=status, decision="refused", detail=why, **fields)
             return JSONResponse(payload, status_code=status, headers=headers)
         return await self._forward(request, route, body, path, api, fields)

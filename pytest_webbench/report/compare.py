@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from ..stats import ASSUMPTIONS, fisher_exact_p, holm, newcombe_difference
+from ..stats import ASSUMPTIONS, holm
 from .build import HEADLINE_GRADING, Rate, Report
 from .format import ci, pct, pval, signed_pct
-from .unpaired import StratifiedEffect, UnpairedRow, stratified_effect
+from .unpaired import StratifiedEffect, UnpairedRow, rate_difference, rates_row, stratified_effect
 
 
 class RateComparison(BaseModel):
@@ -40,12 +40,7 @@ class Comparison(BaseModel):
 
 
 def _compare(arm: str, task: str | None, a: Rate, b: Rate) -> RateComparison:
-    interval = newcombe_difference(b.passes, b.n, a.passes, a.n)
-    return RateComparison(
-        arm=arm, task=task, a=a, b=b, difference=(b.rate - a.rate) if a.n and b.n else None,
-        ci_low=interval.low if interval else None, ci_high=interval.high if interval else None,
-        fisher_p=fisher_exact_p(b.passes, b.n, a.passes, a.n),
-    )
+    return RateComparison(arm=arm, task=task, a=a, b=b, **rate_difference(b, a))
 
 
 def _label(report: Report) -> str:
@@ -60,9 +55,7 @@ def compare_reports(a: Report, b: Report) -> Comparison:
         if (other := b_rows.get((row.arm, row.task))) is not None:
             rows.append(_compare(row.arm, row.task, row.rate, other.rate))
             if row.grading in HEADLINE_GRADING and not row.placebo:
-                strata.setdefault(row.arm, []).append(UnpairedRow(
-                    task=row.task, arm="B", reference="A", arm_rate=other.rate, reference_rate=row.rate,
-                    difference=None, ci_low=None, ci_high=None, fisher_p=None))
+                strata.setdefault(row.arm, []).append(rates_row(row.task, "B", "A", other.rate, row.rate))
     for arm in {r.arm for r in rows}:
         per_task = [r for r in rows if r.arm == arm and r.task is not None]
         for r, adjusted in zip(per_task, holm([r.fisher_p for r in per_task])):

@@ -41,11 +41,12 @@ def summarize(manifest: RunManifest, decisions: dict[str, TaskDecision], planned
     plan = manifest.sequential
     if plan is None:
         return None
-    tasks = []
     in_plan = list(dict.fromkeys(t.task for t in manifest.trials))  # the tasks this run planned, in order
-    for task in in_plan:
-        attempts_run = {t.attempt for t in planned if t.task == task and t.pair_id and t.trial_id in recorded}
-        tasks.append(TaskStop(task=task, decision=decisions.get(task), pairs_run=len(attempts_run)))
+    attempts_run: dict[str, set[int]] = {task: set() for task in in_plan}
+    for t in planned:
+        if t.pair_id and t.trial_id in recorded:
+            attempts_run[t.task].add(t.attempt)
+    tasks = [TaskStop(task=task, decision=decisions.get(task), pairs_run=len(attempts_run[task])) for task in in_plan]
     fixed = max(1, manifest.attempts // 2)
     per_pair = len(manifest.arms)
     return SequentialSummary(

@@ -36,17 +36,23 @@ class StratifiedEffect(BaseModel):
     ci_high: float | None
 
 
+def rate_difference(x: Rate, y: Rate) -> dict:
+    """x minus y for two independent rates: the difference, Newcombe's interval, Fisher's p."""
+    interval = newcombe_difference(x.passes, x.n, y.passes, y.n)
+    return dict(difference=(x.rate - y.rate) if x.n and y.n else None, ci_low=interval.low if interval else None,
+                ci_high=interval.high if interval else None, fisher_p=fisher_exact_p(x.passes, x.n, y.passes, y.n))
+
+
+def rates_row(task: str, arm: str, reference: str, arm_rate: Rate, reference_rate: Rate) -> UnpairedRow:
+    return UnpairedRow(task=task, arm=arm, reference=reference, arm_rate=arm_rate, reference_rate=reference_rate,
+                       **rate_difference(arm_rate, reference_rate))
+
+
 def unpaired_row(task: str, arm: str, reference: str, arm_trials: list[TrialRecord | None],
                  reference_trials: list[TrialRecord | None]) -> UnpairedRow:
     """Missing and errored trials count as not passed, as in the headline's denominators."""
-    a, r = sum(map(passed, arm_trials)), sum(map(passed, reference_trials))
-    na, nr = len(arm_trials), len(reference_trials)
-    interval = newcombe_difference(a, na, r, nr)
-    return UnpairedRow(
-        task=task, arm=arm, reference=reference, arm_rate=rate(a, na), reference_rate=rate(r, nr),
-        difference=(a / na - r / nr) if na and nr else None, ci_low=interval.low if interval else None,
-        ci_high=interval.high if interval else None, fisher_p=fisher_exact_p(a, na, r, nr),
-    )
+    return rates_row(task, arm, reference, rate(sum(map(passed, arm_trials)), len(arm_trials)),
+                     rate(sum(map(passed, reference_trials)), len(reference_trials)))
 
 
 def adjust_unpaired_rows(rows: list[UnpairedRow]) -> None:
