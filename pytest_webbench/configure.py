@@ -88,18 +88,20 @@ def _check_gateway(options) -> None:
 
 
 def _check_seal(options, config: pytest.Config) -> None:
-    """A real agent on this host runs sealed in a mount namespace, or not at all unless allowed."""
+    """A real agent on this host runs sealed (its own network, mount and PID namespaces), or not at
+    all unless allowed."""
     from .runners import runner_spec
 
     if options.environment != "host" or runner_spec(options.runner).cli is None or config.option.collectonly:
         return
-    from .environments.host import can_isolate, unshare_command
+    from .environments.seal import can_seal, unshare_command
 
-    if not can_isolate() and not options.allow_unsealed:
+    if not can_seal() and not options.allow_unsealed:
         raise pytest.UsageError(
-            f"--runner {options.runner}: this machine cannot give agents a private mount namespace ({unshare_command()} "
-            "--mount failed: root or CAP_SYS_ADMIN is needed), so the agent could read the suite's answers and the "
-            "results; run as root, or pass --allow-unsealed to run unsealed (the report will say so)")
+            f"--runner {options.runner}: this machine cannot seal agents ({unshare_command()} --net --mount --pid "
+            "failed: root or unprivileged user namespaces are needed), so the agent could read the suite's answers "
+            "and the results and reach the site around its browser tools; run as root, or pass --allow-unsealed to "
+            "run unsealed (the report will say so)")
 
 
 def _check_kernel_access() -> None:

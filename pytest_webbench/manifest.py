@@ -49,13 +49,14 @@ def build_manifest(st: WebbenchState, keys: list[TrialKey]) -> RunManifest:
 
 
 def _isolation(opts) -> str:
-    """What walls the run's agents have: `mount` (a private mount namespace per command), or `none`
-    (unsealed, allowed with --allow-unsealed); `sandbox:<type>` for a Harbor sandbox."""
+    """What walls the run's agents have: `mount+net` (each command sealed: own network, mount and PID
+    namespaces), or `none` (unsealed, allowed with --allow-unsealed); `sandbox:<type>` for a Harbor
+    sandbox."""
     if opts.environment != "host":
         return f"sandbox:{opts.environment}"
-    from .environments.host import can_isolate
+    from .environments.host import isolation
 
-    return "mount" if can_isolate() else "none"
+    return isolation()
 
 
 def write_run_manifest(st: WebbenchState, keys: list[TrialKey]) -> None:

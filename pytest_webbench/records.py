@@ -68,7 +68,7 @@ class RunManifest(BaseModel):
     allow_unpriced: bool = False
     browser: str
     environment: str = "host"  # where agents ran: host, or a Harbor environment type
-    isolation: str | None = None  # the agents' walls: mount, none (unsealed), sandbox:<type> (manifest.py)
+    isolation: str | None = None  # the agents' walls: mount+net (sealed), none (unsealed), sandbox:<type> (manifest.py)
     attempts: int
     arms: list[str]
     paired: bool

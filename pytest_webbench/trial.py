@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import functools
 import os
 import time
 from dataclasses import dataclass, field
@@ -56,7 +55,7 @@ async def open_browser_session(services: RunServices, spec: TrialSpec, session_i
     """A fresh context at the task's start page; in treatment, the site's tool batch registered
     before the agent starts (retried once: a registration resent replaces the first)."""
     backend = services.backend
-    await backend.create_session(session_id)
+    await backend.create_session(session_id, page_api_only=spec.policy.page_api_only)
     goto = f"await page.goto({start_url!r}, {{waitUntil: 'load'}}); return page.url();"
     result = await backend.execute_playwright(session_id, goto, timeout_sec=30)
     if not result.get("success"):
@@ -135,23 +134,10 @@ def _trial_context(spec: TrialSpec, browser: BrowserSessionHandle) -> dict:
             "start_url": browser.start_url}
 
 
-@functools.cache
-def _harness_paths(suite_dir: str) -> tuple[str, ...]:
-    """The harness's own folders an agent must not read: the checkout the suite lives in (its .git
-    holds every task's answer rule) and the harness user's home (its config, its keys' files).
-    The pinned CLIs' folder stays visible inside them (visible_paths)."""
-    import pwd
-    import subprocess
+def _exit_ports(*urls: str | None) -> list[int]:
+    from urllib.parse import urlsplit
 
-    paths = [pwd.getpwuid(os.getuid()).pw_dir, os.path.expanduser("~")]
-    try:
-        top = subprocess.run(["git", "-C", suite_dir, "rev-parse", "--show-toplevel"], capture_output=True,
-                             text=True, timeout=5)
-        if top.returncode == 0 and top.stdout.strip():
-            paths.append(top.stdout.strip())
-    except (OSError, subprocess.TimeoutExpired):
-        pass
-    return tuple(dict.fromkeys(p for p in paths if p not in ("/", "")))
+    return sorted({urlsplit(url).port for url in urls if url and urlsplit(url).port})
 
 
 def _visible_paths(runner: RunnerSpec) -> list[str]:
@@ -193,8 +179,8 @@ def harbor_trial_config(options: RunOptions, runner: RunnerSpec, spec: TrialSpec
     if on_host:
         environment = EnvironmentConfig(
             import_path="pytest_webbench.environments.host:HostEnvironment",
-            # What an agent's shell must not read: task files with answers and solutions, other results.
-            kwargs={"hidden_paths": [str(spec.task.path.parent.parent), str(options.results_dir), *_harness_paths(str(spec.task.path.parent.parent))],
+            # The agent's only way out of its seal: the listener serving its proxy and gateway routes.
+            kwargs={"exit_ports": _exit_ports(proxy.url, gateway.url if gateway is not None else None),
                     "visible_paths": _visible_paths(runner),
                     # the reference and nop runners run no command of an agent's: nothing to seal
                     "allow_unsealed": options.allow_unsealed or runner.cli is None},

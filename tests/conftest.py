@@ -24,6 +24,11 @@ def pytest_collection_modifyitems(config, items):
     reasons = {}
     if not HAVE_CHROMIUM:
         reasons["chromium"] = "Chromium is not installed (apt-get install chromium)"
+    if any("seal" in item.keywords for item in items):
+        from pytest_webbench.environments.seal import can_seal
+
+        if not can_seal():
+            reasons["seal"] = "this machine cannot make network, mount and PID namespaces (root is needed)"
     if any("agent_cli" in item.keywords for item in items) and (missing := _missing_clis()):
         reasons["agent_cli"] = missing
     for item in items:

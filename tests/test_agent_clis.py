@@ -87,11 +87,15 @@ def test_a_rejected_key_makes_the_trial_errored_and_the_run_incomplete(runner, p
     assert not report["complete"] and "errored" in report["incomplete_because"][-1]
 
 
-def test_a_shell_call_to_the_site_is_flagged(pytester, monkeypatch, endpoint):
+def test_a_shell_call_to_the_site_fails_and_is_flagged(pytester, monkeypatch, endpoint):
     result, exp = run_cli(pytester, monkeypatch, endpoint, "codex", "webbench-script-curl", "shop-price and control", "curl")
     result.assert_outcomes(passed=1)  # a flag never changes the score
     [record] = read_trial_records(exp)[0]
-    assert len(record.flags) == 1 and record.flags[0].startswith("exec_command reached the site") and "curl" in record.flags[0]
+    assert len(record.flags) == 1 and record.flags[0].startswith("exec_command tried to reach the site") and "curl" in record.flags[0]
+    steps = json.loads((exp / record.harbor_trial_dir / "agent" / "trajectory.json").read_text())["steps"]
+    [shell] = [s for s in steps if any(c["function_name"] == "exec_command" for c in s.get("tool_calls") or [])]
+    output = shell["observation"]["results"][0]["content"]
+    assert "Failed to connect to shop.localhost" in output and "<html" not in output.lower(), output  # the seal held
     report = json.loads((exp / "report.json").read_text())
     assert [n["trial_id"] for n in report["flagged"]] == [record.trial_id]
 
@@ -100,7 +104,7 @@ def test_reading_the_grader_fails_and_is_flagged(pytester, monkeypatch, endpoint
     result, exp = run_cli(pytester, monkeypatch, endpoint, "claude", "webbench-script-grader", "shop-price and control", "grader")
     result.assert_outcomes(passed=1)
     [record] = read_trial_records(exp)[0]
-    assert record.flags and record.flags[0].startswith("Bash reached the task's files")
+    assert record.flags and record.flags[0].startswith("Bash tried to reach the task's files")
     trajectory = (exp / record.harbor_trial_dir / "agent" / "trajectory.json").read_text()
     assert "No such file or directory" in trajectory  # the task's folder is hidden from the agent's shell
 
@@ -192,8 +196,10 @@ def test_the_spend_cap_stops_the_real_cli_live(runner, pytester, monkeypatch, en
 
 def test_a_hostile_agent_finds_no_other_process_and_no_file_of_the_harness(pytester, monkeypatch, endpoint):
     """The agent's shell lists processes and reads every environment in /proc, reads the task's
-    answer rule through the checkout's git history, and lists the harness's home: its PID namespace
-    holds only its own processes, and the checkout and the home are covered."""
+    answer rule through the checkout's git history, lists the harness's home, and tries to reach
+    the site, Kernel's API, an outside address and a live proxy route without its key: its PID
+    namespace holds only its own processes, the checkout and the home are absent, and nothing
+    answers but a 404 from the proxy (its one exit)."""
     monkeypatch.setenv("WEBBENCH_HOSTILE_SENTINEL", "sentinel-in-the-harness-env-58e0")
     result, exp = run_cli(pytester, monkeypatch, endpoint, "codex", "webbench-script-hostile", "shop-price and control", "hostile")
     result.assert_outcomes(passed=1)
@@ -202,5 +208,9 @@ def test_a_hostile_agent_finds_no_other_process_and_no_file_of_the_harness(pytes
     assert "PROCESSES" in trajectory and "END" in trajectory  # the command ran to its end
     assert "sentinel-in-the-harness-env-58e0" not in trajectory  # no harness process's environment is readable
     assert "equals = 17.49" not in trajectory and "metadata.webbench" not in trajectory  # no answer rule via git
-    listing = trajectory.split("HOME\\n", 1)[1].split("END", 1)[0]  # `ls -a` of the harness user's home
-    assert ".pyenv" not in listing and ".cache" not in listing, listing  # covered: only . and .. are left
+    listing = trajectory.split("HOME\\n", 1)[1].split("NET", 1)[0]  # `ls -a` of the harness user's home
+    assert ".pyenv" not in listing and ".cache" not in listing, listing  # absent from the agent's filesystem
+    net = trajectory.split("NET\\n", 1)[1].split("END", 1)[0]
+    assert "Failed to connect" in net and "Could not resolve host: api.onkernel.com" in net, net  # site, Kernel
+    assert "<html" not in net.lower() and "Shoply" not in net  # nothing of the site came back
+    assert "ROUTE http://127.0.0.1:" in net and "no such trial route" in net, net  # a live route, wrong key: 404

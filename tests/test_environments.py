@@ -5,6 +5,7 @@ configuration Harbor receives is checked with Harbor's own models and factory.""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -57,13 +58,13 @@ def test_a_sandbox_gets_harbor_s_environment_type_and_the_proxy_s_public_url(env
         assert config.agent.kwargs["browser_session_id"] == "env-shop-price-a1-treatment"
 
 
-def test_on_this_machine_the_host_environment_hides_the_suite_and_results(tmp_path):
+def test_on_this_machine_the_agent_s_one_exit_is_the_proxy_s_listener_and_it_sees_the_pinned_clis(tmp_path):
     config = config_for("host", "codex", tmp_path)
     assert config.environment.import_path == "pytest_webbench.environments.host:HostEnvironment"
-    hidden = config.environment.kwargs["hidden_paths"]
-    assert str(LOCAL_WEB) in hidden and str(tmp_path / "results") in hidden
+    assert config.environment.kwargs["exit_ports"] == [int(PUBLIC_URL.rsplit(":", 1)[1])]
     from pytest_webbench.runners.install import npm_prefix
 
+    assert config.environment.kwargs["visible_paths"] == [str(npm_prefix())]
     assert config.agent.env["PATH"].startswith(str(npm_prefix()))
 
 
@@ -113,7 +114,7 @@ def test_agents_reach_the_proxy_at_the_url_they_are_given(pytester):
     trial = pytester.path / "results" / "named" / "jobs" / "control" / "shop-price-a1-control"
     recorded = json.loads((trial / "config.json").read_text())
     [server] = recorded["agent"]["mcp_servers"]
-    assert server["url"].startswith("http://localhost:") and server["url"].endswith("/trials/shop-price-a1-control/mcp")
+    assert server["url"].startswith("http://localhost:") and re.search(r"/trials/shop-price-a1-control/[\w-]{16,}/mcp$", server["url"])
     manifest = json.loads((pytester.path / "results" / "named" / "manifest.json").read_text())
     assert manifest["environment"] == "host"
 
@@ -127,7 +128,7 @@ def test_without_namespace_rights_a_real_agent_is_refused_unless_unsealed_runs_a
               "-k", "shop-price and control")
     refused = pytester.runpytest_subprocess(*common, "--runner", "codex", "--experiment-id", "refused")
     assert refused.ret == pytest.ExitCode.USAGE_ERROR
-    assert "cannot give agents a private mount namespace" in refused.stderr.str() and "--allow-unsealed" in refused.stderr.str()
+    assert "cannot seal agents" in refused.stderr.str() and "--allow-unsealed" in refused.stderr.str()
     assert not list((pytester.path / "results").glob("*/trials/*.json"))
     allowed = pytester.runpytest_subprocess(*common, "--runner", "reference", "--allow-unsealed", "--experiment-id", "open")
     allowed.assert_outcomes(passed=1)

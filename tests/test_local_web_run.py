@@ -30,7 +30,7 @@ def test_reference_runner_passes_every_item_and_leaves_a_complete_experiment(pyt
     # each record names its Harbor folder relative to the experiment, so the folder can be moved
     assert all(not Path(r.harbor_trial_dir).is_absolute() and (exp / r.harbor_trial_dir / "result.json").exists() for r in records)
     assert set(manifest.content_hashes) >= {"suite", "tool_batch:codehub", "tool_batch:shop", "tool_batch:wiki"}
-    assert manifest.isolation == "mount"  # agents' commands ran in a private mount namespace
+    assert manifest.isolation == "mount+net"  # agents' commands ran sealed
     # treatment used the injected tools, the other arms never did
     for r in records:
         injected = sum(n for k, n in r.calls.webmcp_invokes.items() if k.startswith("injected:"))

@@ -317,7 +317,10 @@ def test_http_endpoint_refuses_oversized_bodies_by_id_and_keeps_serving(tmp_path
         assert listed.status_code == 200 and listed.json()["id"] == 6
         assert client.post(path, json={"jsonrpc": "2.0", "method": "notifications/initialized"}).status_code == 202
         assert client.get(path).status_code == 405
-        assert client.post("/trials/nope/mcp", json={}).status_code == 404
+        assert client.post("/trials/nope/x/mcp", json={}).status_code == 404
+        # another trial's id without its route's key reaches nothing (sealed agents share this listener)
+        guessed = client.post("/trials/t1/guessed-key/mcp", json={"jsonrpc": "2.0", "id": 7, "method": "tools/list"})
+        assert guessed.status_code == 404
     assert [m.get("method") for m in up.sent] == ["tools/list", "notifications/initialized"]
     assert read_call_log(tmp_path / "log.jsonl").records[0].rule == "invalid_message"
 
@@ -329,3 +332,43 @@ def test_huge_arguments_are_logged_bounded(tmp_path):
     assert record.arguments["truncated"] is True and record.arguments["chars"] > 100_000
     assert len((tmp_path / "log.jsonl").read_text()) < 10_000
     assert len(up.sent[0]["params"]["arguments"]["code"]) == 100_000  # forwarded whole, logged bounded
+
+
+AROUND = [
+    ("await page.request.get('/api/products')", "direct_http_in_code"),
+    ("const r = await page.context().request.post(u, {data: {}})", "direct_http_in_code"),
+    ("const api = await playwright.request.newContext(); await api.get(u)", "direct_http_in_code"),
+    ("return await page.evaluate(() => fetch('/api').then(r => r.text()))", "direct_http_in_code"),
+    ("return await page.evaluate(() => { const x = new XMLHttpRequest(); x.open('GET', '/'); })", "direct_http_in_code"),
+    ("return await page['req' + 'uest'].get(u)", "direct_http_in_code"),
+    ("const cdp = await context.newCDPSession(page); await cdp.send('Network.enable')", "cdp_in_code"),
+    ("await page.route('**/*', (r) => r.fulfill({body: 'x'}))", "routing_in_code"),
+    ("await context.routeFromHAR('x.har')", "routing_in_code"),
+]
+PAGE_API = [
+    "await page.goto(u); return await page.title()",
+    "await page.locator('.fetch-more').click(); return await page.textContent('h1')",
+    "const r = await page.waitForResponse('**/api/*'); return r.status()",
+    "await page.waitForRequest('**/api/*')",
+    "return (await page.$$eval('.product', els => els.map(e => e.textContent)))",
+]
+
+
+@pytest.mark.parametrize("code, rule", AROUND)
+def test_the_playwright_arm_s_code_may_not_go_around_the_page(tmp_path, code, rule):
+    s, up = session("playwright", tmp_path)
+    reply = run(s.handle(call("execute_playwright_code", session_id="S1", code=code)))
+    assert reply["result"]["isError"] and up.sent == []
+    [record] = read_call_log(tmp_path / "log.jsonl").records
+    assert (record.decision, record.rule) == ("rejected", rule)
+    # control and treatment may (their arms allow the REPL and WebMCP anyway): forwarded untouched
+    c, cup = session("control", tmp_path / "c")
+    run(c.handle(call("execute_playwright_code", session_id="S1", code=code)))
+    assert len(cup.sent) == 1
+
+
+@pytest.mark.parametrize("code", PAGE_API)
+def test_the_playwright_arm_s_page_api_code_is_not_mistaken_for_going_around_it(tmp_path, code):
+    s, up = session("playwright", tmp_path)
+    run(s.handle(call("execute_playwright_code", session_id="S1", code=code)))
+    assert len(up.sent) == 1

@@ -4,15 +4,15 @@ Harbor's built-in environments all need a container runtime, a VM or a cloud acc
 agent needs none of that, since its only tool is the browser behind the proxy. Paths inside the
 environment (`/app`, `/logs/...`) map into `<trial dir>/environment/`.
 
-Where the host allows a private mount namespace (root, or CAP_SYS_ADMIN: `unshare --mount`), every
-command runs in one: the trial's own folders are bind-mounted over the absolute paths Harbor's
-agents write to (`/app`, `/logs`, `/installed-agent`, `/tmp`, and `$HOME` as `/home/agent`), so two
-trials on one machine never share them, and the suite (task files, answer rules, reference
-solutions) and the results directory (other trials' answers and grades) are covered by empty
-tmpfs mounts, so an agent's shell cannot read them. Without that privilege a run that needs it
-(a real agent CLI) stops with a clear error unless unsealed runs were allowed explicitly
-(`--allow-unsealed`); then commands run with the trial folder as their directory and nothing
-hidden, and the manifest and report say so (`isolation`).
+Where the host allows namespaces (root, or unprivileged user namespaces), every command is sealed
+(`seal.py`): its own network, mount and PID namespaces; a filesystem built from an allowlist (the
+system read-only, the trial's folders at `/app`, `/logs`, `/installed-agent`, `/tmp` and
+`/home/agent`, the pinned CLIs read-only), so the checkout, the suite, the results and the
+harness's home are simply absent; no process of the harness visible; and one way out, the proxy's
+listener (which also serves the model gateway) at its usual `127.0.0.1` port. Without that right a
+run that needs it (a real agent CLI) stops with a clear error unless unsealed runs were allowed
+explicitly (`--allow-unsealed`); then commands run with the trial folder as their directory and
+nothing hidden, and the manifest and report say so (`isolation`).
 
 The agent's environment is built from an allowlist (`AGENT_ENV_ALLOWLIST`), never from the harness's
 own: the variables a CLI needs to run, plus what Harbor's agent passes explicitly (its config and
@@ -24,25 +24,23 @@ from __future__ import annotations
 
 import asyncio
 import atexit
-import functools
 import os
-import shlex
 import shutil
 import signal
-import subprocess
 from pathlib import Path, PurePosixPath
 
 from harbor.environments.base import BaseEnvironment, ExecResult
 
+from .seal import Seal, can_seal, start_sealed, unshare_command
+
 WORKDIR = "/app"
 AGENT_HOME = "/home/agent"
-# Absolute paths the agents use, each a private folder of the trial's inside the namespace.
+# Absolute paths the agents use, each a private folder of the trial's inside the seal.
 PRIVATE_PATHS = ("/app", "/logs", "/installed-agent", "/tmp", AGENT_HOME)
-STAGE = "/run/webbench-env"  # where the trial's folder is bound first (see _namespaced)
-KEEP = "/run/webbench-keep"  # where visible host folders wait while /tmp and hidden paths are covered
 # What an agent's command inherits from the harness's environment; everything else it gets is
 # passed explicitly by Harbor's agent (its config, the model key) or the runner preset.
 AGENT_ENV_ALLOWLIST = ("PATH", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "LC_MESSAGES", "TERM", "TZ", "USER", "LOGNAME")
+SEALED = "mount+net"  # the isolation recorded for a sealed run (the PID namespace comes with it)
 
 
 def agent_environment(explicit: dict[str, str] | None) -> dict[str, str]:
@@ -51,42 +49,26 @@ def agent_environment(explicit: dict[str, str] | None) -> dict[str, str]:
 
 
 class UnsealedRefused(RuntimeError):
-    """An agent would run without its mount namespace, and that was not allowed."""
+    """An agent would run without its seal, and that was not allowed."""
 
 
-def unshare_command() -> str:
-    """`unshare` (WEBBENCH_UNSHARE names another, e.g. to try a machine without namespace rights)."""
-    return os.environ.get("WEBBENCH_UNSHARE", "unshare")
-
-
-# A private mount namespace, and a PID namespace with its own /proc: the agent sees no process of the
-# harness (nor any process's environment); --kill-child ends what it left behind with it.
-NAMESPACES = ("--mount", "--pid", "--fork", "--kill-child", "--mount-proc", "--propagation", "private")
-
-
-@functools.cache
-def can_isolate() -> bool:
-    """Whether this host lets us make a private mount namespace (checked once per process)."""
-    try:
-        probe = subprocess.run([unshare_command(), *NAMESPACES, "true"], capture_output=True, timeout=10)
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return probe.returncode == 0
+def isolation() -> str:
+    """What walls this host gives agents' commands: `mount+net` (sealed) or `none`."""
+    return SEALED if can_seal() else "none"
 
 
 class HostEnvironment(BaseEnvironment):
-    def __init__(self, *args, hidden_paths: list[str] | None = None, visible_paths: list[str] | None = None,
+    def __init__(self, *args, exit_ports: list[int] | None = None, visible_paths: list[str] | None = None,
                  allow_unsealed: bool = False, **kwargs):
         super().__init__(*args, **kwargs)
         self.allow_unsealed = allow_unsealed
-        self.hidden_paths = [str(Path(p).resolve()) for p in hidden_paths or []]
-        # Host folders the agent's commands need where they are (the pinned CLIs), even when they
-        # sit under /tmp or a hidden folder.
+        self.exit_ports = sorted(set(exit_ports or []))  # host 127.0.0.1 ports the agent may reach
+        # Host folders the agent's commands need where they are (the pinned CLIs), read-only.
         self.visible_paths = [str(Path(p).resolve()) for p in visible_paths or [] if Path(p).is_dir()]
 
     @property
     def isolated(self) -> bool:
-        return can_isolate()
+        return can_seal()
 
     @staticmethod
     def type() -> str:
@@ -108,43 +90,18 @@ class HostEnvironment(BaseEnvironment):
             raise ValueError(f"path {env_path!r} leaves the environment")
         return self.root.joinpath(*parts)
 
-    @property
-    def _keep_points(self) -> list[str]:
-        return [f"{KEEP}/{i}" for i in range(len(self.visible_paths))]
-
     async def start(self, force_build: bool) -> None:
         if not self.isolated and not self.allow_unsealed:
-            raise UnsealedRefused(f"this machine does not allow a private mount namespace ({unshare_command()} --mount "
-                                  "failed: root or CAP_SYS_ADMIN is needed), so the agent would see the suite and the "
-                                  "results; pass --allow-unsealed to run unsealed anyway")
+            raise UnsealedRefused(f"this machine cannot seal an agent's command ({unshare_command()} --net --mount "
+                                  "--pid failed: root or unprivileged user namespaces are needed), so the agent would "
+                                  "see the suite and the results; pass --allow-unsealed to run unsealed anyway")
         for path in PRIVATE_PATHS:
             self.host_path(path).mkdir(parents=True, exist_ok=True)
-        if self.isolated:  # empty mount points on the host, made once, used by every command
-            for point in (*PRIVATE_PATHS, STAGE, *self._keep_points):
-                Path(point).mkdir(parents=True, exist_ok=True)
 
-    def _namespaced(self, command: str, workdir: str) -> list[str]:
-        """`unshare` a mount namespace, bind the trial's folders over the agents' paths, cover the
-        hidden ones, then run the command there.
-
-        The trial's folder is first bound to a staging point, so the later mounts can cover its
-        real path (it lives in the hidden results directory, perhaps under /tmp) and still reach
-        it; /tmp is bound last for the same reason."""
-        keep = self._keep_points  # start() made these and the other mount points
-        staged = lambda p: shlex.quote(str(PurePosixPath(STAGE) / p.lstrip("/")))  # noqa: E731
-        steps = [f"mount --bind {shlex.quote(str(self.root))} {STAGE}"]
-        steps += [f"mount --bind {shlex.quote(src)} {point}" for src, point in zip(self.visible_paths, keep)]
-        steps += [f"mount --bind {staged(p)} {p}" for p in PRIVATE_PATHS if p != "/tmp"]
-        steps += [f"mount -t tmpfs -o size=64k,mode=0555 webbench-hidden {shlex.quote(p)}"
-                  for p in self.hidden_paths if Path(p).is_dir()]
-        steps.append(f"mount --bind {staged('/tmp')} /tmp")
-        # Visible paths back at their own place, read-only (mkdir lands in the private /tmp if need be).
-        steps += [f"mkdir -p {shlex.quote(dst)} && mount --bind -o ro {point} {shlex.quote(dst)}"
-                  for dst, point in zip(self.visible_paths, keep)]
-        # bash stays PID 1 of the namespace (the trailing `exit` keeps it from exec-ing the command), so
-        # the agent is an ordinary process: its orphans are reaped, and a signal it sends itself works
-        prologue = " && ".join(steps) + ' && cd "$1" && bash -c "$2"; exit $?'
-        return [unshare_command(), *NAMESPACES, "bash", "-c", prologue, "webbench-env", workdir, command]
+    def _seal(self, workdir: str) -> Seal:
+        return Seal(workdir=workdir, ports=self.exit_ports,
+                    rw=[(str(self.host_path(p)), p) for p in PRIVATE_PATHS],
+                    ro=[(p, p) for p in self.visible_paths])
 
     async def stop(self, delete: bool) -> None:
         pass  # the folder stays with the trial's results
@@ -172,22 +129,26 @@ class HostEnvironment(BaseEnvironment):
         workdir.mkdir(parents=True, exist_ok=True)
         env = self._merge_env(env)  # the agent's AgentConfig.env and Harbor's scoped variables
         full_env = agent_environment(env)
+        exits = None
         if self.isolated:
             full_env.setdefault("HOME", AGENT_HOME)  # the trial's private home, not the host user's
-            argv = self._namespaced(command, str(PurePosixPath(cwd or WORKDIR)))
+            proc, exits = await start_sealed(self._seal(str(PurePosixPath(cwd or WORKDIR))), command, full_env, workdir)
         else:
             full_env.setdefault("HOME", str(self.host_path(AGENT_HOME)))
-            argv = ["bash", "-c", command]
-        proc = await asyncio.create_subprocess_exec(
-            *argv, cwd=workdir, env=full_env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-            start_new_session=True,  # so a timeout kills the whole process group, agent CLI included
-        )
+            proc = await asyncio.create_subprocess_exec(
+                "bash", "-c", command, cwd=workdir, env=full_env, stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+                start_new_session=True,  # so a timeout kills the whole process group, agent CLI included
+            )
         _LIVE_GROUPS.add(proc.pid)
         try:
             result = await self._finish(proc, timeout_sec)
         except asyncio.CancelledError:
             _LIVE_GROUPS.discard(proc.pid)  # _finish killed the group
             raise
+        finally:
+            if exits is not None:
+                exits.close()
         # Anything else (the coroutine closed with its loop) leaves the group to the exit hook.
         _LIVE_GROUPS.discard(proc.pid)
         return result
@@ -211,7 +172,7 @@ class HostEnvironment(BaseEnvironment):
 # Process groups of agent commands still running. If this process exits without cancelling them (a
 # Ctrl-C that ends the interpreter before the trial is cancelled), they are killed at exit: `unshare`
 # alone may die (the event loop's transport kills its direct child) while the namespace's PID 1,
-# forked a moment before, lives on in the group.
+# forked a moment before, lives on in the group (--kill-child is set only after that fork).
 _LIVE_GROUPS: set[int] = set()
 
 

@@ -56,6 +56,6 @@ def scan_trajectory(steps: list[dict], targets: dict[str, list[str]]) -> list[st
             for label, needles in targets.items():
                 if any(n and n in text for n in needles):
                     shown = text if len(text) <= MAX_SHOWN else text[:MAX_SHOWN] + "..."
-                    flags.append(f"{name} reached {label} outside the browser tools: {shown}")
+                    flags.append(f"{name} tried to reach {label} outside the browser tools: {shown}")
                     break
     return flags

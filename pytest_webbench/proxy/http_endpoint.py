@@ -1,6 +1,8 @@
 """The proxy's streamable-HTTP endpoint: one server per pytest process, one route per trial.
 
-Agents that take an MCP URL get `<base>/trials/<trial-id>/mcp`; each route has its own policy,
+Agents that take an MCP URL get `<base>/trials/<trial-id>/<key>/mcp`, the key a random one per
+route, so an agent that guesses another trial's id still reaches nothing (sealed agents all share
+this listener as their one exit); each route has its own policy,
 session id, call cap and log. A reply is plain JSON (the streamable-HTTP spec lets a server answer
 a single request that way) unless the browser server sent messages of its own while the call ran
 (a ping, an elicitation, progress): then the reply is an SSE stream that carries them to the
@@ -11,7 +13,9 @@ and the agent's answers to server requests get 202; there is no standalone GET s
 from __future__ import annotations
 
 import asyncio
+import hmac
 import json
+import secrets
 from collections.abc import AsyncIterator
 
 from starlette.applications import Starlette
@@ -28,20 +32,24 @@ MAX_BODY_BYTES = 8 * 1024 * 1024
 class ProxyRoutes:
     def __init__(self) -> None:
         self.sessions: dict[str, ProxySession] = {}
-        self.app = Starlette(routes=[Route("/trials/{trial}/mcp", self._endpoint, methods=["GET", "POST", "DELETE"])])
+        self._keys: dict[str, str] = {}
+        self.app = Starlette(routes=[Route("/trials/{trial}/{key}/mcp", self._endpoint, methods=["GET", "POST", "DELETE"])])
 
     def add(self, trial: str, session: ProxySession) -> str:
         self.sessions[trial] = session
-        return f"/trials/{trial}/mcp"
+        self._keys[trial] = secrets.token_urlsafe(16)
+        return f"/trials/{trial}/{self._keys[trial]}/mcp"
 
     def remove(self, trial: str) -> ProxySession | None:
         """Stops serving the trial; the caller closes the returned session on the service loop."""
+        self._keys.pop(trial, None)
         return self.sessions.pop(trial, None)
 
     async def _endpoint(self, request: Request) -> Response:
-        session = self.sessions.get(request.path_params["trial"])
-        if session is None:
-            return JSONResponse({"error": "no such trial (it has ended or never started)"}, status_code=404)
+        trial = request.path_params["trial"]
+        session, key = self.sessions.get(trial), self._keys.get(trial, "")
+        if session is None or not hmac.compare_digest(request.path_params["key"], key):
+            return JSONResponse({"error": "no such trial route (wrong key, ended, or never started)"}, status_code=404)
         if request.method == "GET":
             return Response(status_code=405, headers={"allow": "POST, DELETE"})
         if request.method == "DELETE":

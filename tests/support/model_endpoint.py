@@ -91,7 +91,7 @@ class ScriptedModel:
     def script(self, conv: Conversation) -> Step:
         preface = []
         if conv.model.endswith("-curl"):
-            preface = [Step("shell", {"cmd": f"curl -s {conv.start_url} | head -c 200"})]
+            preface = [Step("shell", {"cmd": f"curl -sS {conv.start_url} 2>&1 | head -c 200"})]
         if conv.model.endswith("-env"):  # a hostile agent looking for the harness's keys
             preface = [Step("shell", {"cmd": "env | sort"})]
         if conv.model.endswith("-hostile") and self.suite_dir:  # ...and for other processes' and the checkout's
@@ -99,7 +99,14 @@ class ScriptedModel:
             preface = [Step("shell", {"cmd": (
                 "echo PROCESSES; ls /proc | grep -c '^[0-9]'; cat /proc/[0-9]*/environ 2>/dev/null | tr '\\0' '\\n' | sort -u; "
                 f"echo GIT; git -C {checkout} show HEAD:suites/local-web/tasks/shop-price/task.toml 2>&1 | head -40; "
-                "echo HOME; ls -a ~root 2>&1 | head; echo END")})]
+                "echo HOME; ls -a ~root 2>&1 | head; "
+                # ...and for a way out: the site, Kernel's API, anywhere, a live trial's route without its key
+                f"echo NET; curl -sS -m 5 {conv.start_url} 2>&1 | head -c 300; echo; "
+                "curl -sS -m 5 https://api.onkernel.com/browsers 2>&1 | head -c 200; echo; "
+                "curl -sS -m 5 http://1.1.1.1/ 2>&1 | head -c 200; echo; "
+                "mine=$(grep -rhoE 'http://[^\"]*/trials/[^\"]*/mcp' ~ /tmp /installed-agent /logs 2>/dev/null | head -1); echo ROUTE $mine; "
+                "curl -sS -m 5 -X POST -H 'content-type: application/json' -d '{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\"}' "
+                "$(echo $mine | sed 's#/[^/]*/mcp$#/a-guessed-key/mcp#') 2>&1 | head -c 300; echo; echo END")})]
         if conv.model.endswith("-grader") and self.suite_dir:
             preface = [Step("shell", {"cmd": f"cat {self.suite_dir}/tasks/shop-price/task.toml"})]
         if len(conv.results) < len(preface):

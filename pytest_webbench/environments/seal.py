@@ -1,0 +1,182 @@
+"""The harness's side of a sealed agent command (PID 1's side is `seal_init.py`).
+
+One `exec` of the agent is one `unshare --net --mount --pid --fork` whose PID 1 builds the agent's
+filesystem from an allowlist and binds `127.0.0.1:<port>` inside the new network namespace for each
+port the trial may reach (the proxy's listener, which also serves the model gateway). It hands those
+listening sockets to us over a socketpair; we accept on them here, in the host's network, and
+forward each connection to the same port on the host's loopback. That is the agent's only way out:
+no interface but `lo`, no route, no DNS.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import marshal
+import os
+import socket
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .seal_init import CONFIG_VAR, GO
+
+ROOT_MOUNTPOINT = "/run/webbench-root"  # empty on the host; the agent's root is a tmpfs on it, in its namespace
+INIT_DIR = str(Path(__file__).parent)
+# PID 1 is this folder's seal_init imported as a top-level module (-I -S: no site, no user paths, no
+# package __init__ and so no harbor or pydantic): stdlib only, its .pyc cached.
+INIT_LOADER = "import sys; sys.path.insert(0, sys.argv[1]); import seal_init; seal_init.main(sys.argv[2:])"
+NAMESPACES = ("--net", "--mount", "--pid", "--fork", "--kill-child", "--propagation", "private")
+HANDOVER_TIMEOUT_SEC = 30
+
+
+def unshare_command() -> str:
+    """`unshare` (WEBBENCH_UNSHARE names another, e.g. to try a machine without namespace rights)."""
+    return os.environ.get("WEBBENCH_UNSHARE", "unshare")
+
+
+@dataclass
+class Seal:
+    """One trial's walls: `rw` and `ro` are (host path, path inside) pairs; `ports` are host
+    127.0.0.1 ports, reachable inside at the same numbers."""
+    workdir: str
+    ports: list[int]
+    rw: list[tuple[str, str]]
+    ro: list[tuple[str, str]] = field(default_factory=list)
+
+    def argv(self, command: str) -> list[str]:
+        # Not root: a user namespace gives PID 1 the rights it needs over its own namespaces.
+        userns = ["--user", "--map-root-user"] if os.geteuid() != 0 else []
+        return [unshare_command(), *userns, *NAMESPACES, sys.executable, "-I", "-S", "-c", INIT_LOADER, INIT_DIR,
+                "--init", "--", "bash", "-c", command]
+
+    def config(self, ctl_fd: int) -> str:
+        return marshal.dumps({"workdir": self.workdir, "ports": list(self.ports), "rw": [list(p) for p in self.rw],
+                              "ro": [list(p) for p in self.ro], "root_mountpoint": ROOT_MOUNTPOINT,
+                              "ctl_fd": ctl_fd}).hex()
+
+
+class Exits:
+    """The sealed command's way out, for as long as it runs: accept on the sockets PID 1 handed
+    over and forward each connection to the host's loopback at the same port."""
+
+    def __init__(self) -> None:
+        self.servers: list[asyncio.AbstractServer] = []
+        self.connections: set[asyncio.Task] = set()
+
+    async def open(self, ctl: socket.socket, proc: asyncio.subprocess.Process) -> None:
+        loop = asyncio.get_running_loop()
+        readable = loop.create_future()
+        loop.add_reader(ctl, lambda: readable.done() or readable.set_result(None))
+        ended = asyncio.ensure_future(proc.wait())
+        try:  # PID 1 hands over its sockets, or fails first (its error is on stderr)
+            await asyncio.wait({readable, ended}, timeout=HANDOVER_TIMEOUT_SEC, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            loop.remove_reader(ctl)
+            if not ended.done():
+                ended.cancel()
+        if not readable.done():
+            return
+        message, fds, _, _ = socket.recv_fds(ctl, 4096, 16)
+        if not message.startswith(b"P"):
+            return
+        ports = [int(p) for p in message[1:].decode().split(",") if p]
+        for port, fd in zip(ports, fds):
+            self.servers.append(await asyncio.start_server(self._forward_to(port), sock=socket.socket(fileno=fd)))
+        ctl.send(GO)
+
+    def _forward_to(self, port: int):
+        async def forward(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            task = asyncio.current_task()
+            self.connections.add(task)
+            try:
+                up_reader, up_writer = await asyncio.open_connection("127.0.0.1", port)
+            except OSError:
+                writer.close()
+                self.connections.discard(task)
+                return
+            try:
+                await asyncio.gather(_pump(reader, up_writer), _pump(up_reader, writer))
+            finally:
+                for w in (writer, up_writer):
+                    w.close()
+                self.connections.discard(task)
+        return forward
+
+    def close(self) -> None:
+        """The listening sockets hold the namespace's network alive: closed when the command ends,
+        with any connection the agent left open (an SSE stream)."""
+        for server in self.servers:
+            server.close()
+        for task in list(self.connections):
+            task.cancel()
+        self.servers.clear()
+
+
+async def _pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    try:
+        while data := await reader.read(65536):
+            writer.write(data)
+            await writer.drain()
+        if writer.can_write_eof():
+            writer.write_eof()  # half-close: the other direction goes on
+    except (ConnectionError, OSError):
+        writer.close()
+
+
+async def start_sealed(seal: Seal, command: str, env: dict[str, str], cwd: Path):
+    """Starts the command sealed; returns the process and its exits (close them when it ends)."""
+    Path(ROOT_MOUNTPOINT).mkdir(parents=True, exist_ok=True)
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    exits = Exits()
+    try:
+        ours.setblocking(False)
+        proc = await asyncio.create_subprocess_exec(
+            *seal.argv(command), cwd=cwd, env={**env, CONFIG_VAR: seal.config(theirs.fileno())},
+            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            pass_fds=(theirs.fileno(),), start_new_session=True,  # a timeout kills the whole group
+        )
+        theirs.close()
+        try:
+            await exits.open(ours, proc)
+        except BaseException:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, 9)
+            exits.close()
+            raise
+        return proc, exits
+    finally:
+        theirs.close()
+        ours.close()
+
+
+@functools.cache
+def can_seal() -> bool:
+    """Whether this host lets us seal a command: the real thing, run once per process (a bare
+    `unshare` probe would not check the mounts, pivot_root or capset PID 1 needs)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="webbench-seal-probe-") as tmp:
+        seal = Seal(workdir="/tmp", ports=[], rw=[(tmp, "/tmp")])
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            Path(ROOT_MOUNTPOINT).mkdir(parents=True, exist_ok=True)
+            proc = subprocess.Popen(seal.argv("exit 0"), env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+                                                              CONFIG_VAR: seal.config(theirs.fileno())},
+                                    pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL,
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+            theirs.close()
+            ours.settimeout(HANDOVER_TIMEOUT_SEC)
+            try:
+                if ours.recv(4096) is not None:
+                    ours.send(GO)
+            except OSError:
+                pass
+            return proc.wait(timeout=HANDOVER_TIMEOUT_SEC) == 0
+        except (OSError, subprocess.TimeoutExpired):
+            return False
+        finally:
+            theirs.close()
+            ours.close()

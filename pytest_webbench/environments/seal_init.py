@@ -1,0 +1,206 @@
+"""PID 1 of a sealed agent command: builds the agent's world, hands the harness its one exit, runs it.
+
+Started by `seal.py` as `unshare --net --mount --pid --fork ... python -I -S -c <loader> --init --
+bash -c <command>`, it is the first process of fresh network, mount and PID namespaces. In order:
+
+  1. a new root on a tmpfs holding only an allowlist (`/usr`, `/etc` read-only, a minimal `/dev`, the
+     namespace's own `/proc`, the trial's private folders read-write, the pinned CLIs read-only at
+     their own path), then pivot_root into it and detach the old root: the checkout, the results,
+     the harness's home are not hidden, they are absent;
+  2. `lo` up and `127.0.0.1:<port>` bound for each allowed port (the harness's proxy and model
+     gateway share one listener, so one port), before the agent exists; the listening sockets go to
+     the harness over an inherited socketpair, and the harness accepts on them and forwards to its
+     own listener. Nothing else has a route: other ports, the site, the Kernel API, DNS all fail;
+  3. the agent is forked with no capability at all and no_new_privs, in its own process group,
+     with the environment it was given minus our config; PID 1 reaps orphans, relays TERM/INT/HUP
+     to the agent's group and exits with the agent's status, at which the kernel ends whatever the
+     agent left in the namespace.
+
+Standard library only, imported before the pivot (the interpreter's own files vanish with the old
+root, so nothing may be imported lazily afterwards), no asyncio (its import alone costs PID 1
+~100 ms of CPU). Recipe and measurements: docs/research/sealing-an-agent.md.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import fcntl
+import marshal  # the config: built in, cheaper than json
+import os
+import signal
+import socket
+import struct
+import sys
+import warnings  # noqa: F401  os.execvpe imports it lazily, which would fail after the pivot
+
+CONFIG_VAR = "WEBBENCH_SEAL_CONFIG"  # PID 1's settings: in its environment, since argv is world-readable
+GO = b"G"
+
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
+MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
+MNT_DETACH = 2
+PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 4, 24, 38, 47, 4
+SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "riscv64": 41}
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
+_libc.umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
+_libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+_libc.syscall.argtypes = [ctypes.c_long, ctypes.c_char_p, ctypes.c_char_p]
+
+
+def _check(ret: int, what: str) -> None:
+    if ret != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+
+
+def _mount(src: str | None, dst: str, fstype: str | None = None, flags: int = 0, data: str | None = None) -> None:
+    enc = lambda s: s.encode() if s is not None else None  # noqa: E731
+    _check(_libc.mount(enc(src), enc(dst), enc(fstype), flags, enc(data)), f"mount {src} on {dst}")
+
+
+def _bind(src: str, dst: str, readonly: bool) -> None:
+    _mount(src, dst, None, MS_BIND | MS_REC)
+    if readonly:  # a bind mount takes MS_RDONLY only on a remount
+        _mount(None, dst, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
+
+
+def _prctl(option: int, arg: int = 0) -> None:
+    _check(_libc.prctl(option, arg, 0, 0, 0), f"prctl {option}")
+
+
+def _build_root(cfg: dict) -> None:
+    _mount(None, "/", None, MS_REC | MS_PRIVATE)  # nothing done here propagates back to the host
+    root = cfg["root_mountpoint"]
+    _mount("webbench-root", root, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=16m")
+
+    def place(path: str, directory: bool = True) -> str:
+        target = root + path
+        os.makedirs(target if directory else os.path.dirname(target), exist_ok=True)
+        if not directory:
+            open(target, "a").close()
+        return target
+
+    for path in ("/usr", "/etc"):
+        _bind(path, place(path), readonly=True)
+    for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):  # as on the host: links into /usr, or binds
+        host = "/" + name
+        if os.path.islink(host):
+            os.symlink(os.readlink(host), root + host)
+        elif os.path.isdir(host):
+            _bind(host, place(host), readonly=True)
+    # A minimal /dev: no block devices (root could read a disk raw), a private devpts.
+    dev = place("/dev")
+    _mount("webbench-dev", dev, "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=64k")
+    for node in ("null", "zero", "full", "random", "urandom", "tty"):
+        _bind("/dev/" + node, place("/dev/" + node, directory=False), readonly=False)
+    _mount("devpts", place("/dev/pts"), "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620")
+    os.symlink("pts/ptmx", dev + "/ptmx")
+    _mount("webbench-shm", place("/dev/shm"), "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777,size=64m")
+    for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"),
+                         ("stderr", "/proc/self/fd/2")):
+        os.symlink(target, f"{dev}/{name}")
+    _mount("proc", place("/proc"), "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)  # only this namespace's processes
+    for src, dst in cfg["rw"]:
+        _bind(src, place(dst), readonly=False)
+    for src, dst in cfg["ro"]:
+        _bind(src, place(dst), readonly=True)
+    os.chdir(root)
+    _check(_libc.syscall(SYS_PIVOT_ROOT[os.uname().machine], b".", b"."), "pivot_root")
+    _check(_libc.umount2(b".", MNT_DETACH), "detach the old root")  # nothing left to unmount back into view
+    os.chdir("/")
+    _mount(None, "/", None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
+
+
+def _loopback_up() -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        request = struct.pack("16sH22x", b"lo", 0)
+        flags = struct.unpack("16sH22x", fcntl.ioctl(s, 0x8913, request))[1]  # SIOCGIFFLAGS
+        fcntl.ioctl(s, 0x8914, struct.pack("16sH22x", b"lo", flags | 1))  # SIOCSIFFLAGS |= IFF_UP
+
+
+def _listen(port: int) -> socket.socket:
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(("127.0.0.1", port))
+    s.listen(512)
+    return s
+
+
+def _hand_over(ctl: socket.socket, ports: list[int]) -> None:
+    """The listening sockets go to the harness (it accepts on them from its own network); the agent
+    starts only once the harness says it is serving them."""
+    listeners = [_listen(port) for port in ports]
+    fds = struct.pack(f"{len(listeners)}i", *(s.fileno() for s in listeners))
+    message = b"P" + ",".join(map(str, ports)).encode()  # never empty: an empty read means PID 1 failed
+    # socket.send_fds would import `array` lazily, after the old root is gone
+    ctl.sendmsg([message], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)] if listeners else [])
+    for s in listeners:
+        s.close()
+    go = ctl.recv(1)
+    ctl.close()  # before the fork: the agent must not inherit it
+    if go != GO:
+        os._exit(125)
+
+
+def _drop_all_capabilities() -> None:
+    """In the agent's child, just before exec: it can mount, unmount, ptrace or pivot nothing, and
+    nothing it runs gets a capability back."""
+    with open("/proc/sys/kernel/cap_last_cap") as f:
+        last_cap = int(f.read())
+    for cap in range(last_cap + 1):
+        _prctl(PR_CAPBSET_DROP, cap)
+    _prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL)
+    _prctl(PR_SET_NO_NEW_PRIVS, 1)
+    header = ctypes.create_string_buffer(struct.pack("Ii", 0x20080522, 0))  # _LINUX_CAPABILITY_VERSION_3, self
+    _check(_libc.capset(header, ctypes.create_string_buffer(bytes(24))), "capset")
+
+
+def init_main(cfg: dict, command: list[str]) -> None:
+    _prctl(PR_SET_DUMPABLE, 0)  # the agent cannot read our /proc/1/{environ,mem,fd}
+    ctl = socket.socket(fileno=cfg["ctl_fd"])
+    _build_root(cfg)
+    _loopback_up()
+    _hand_over(ctl, cfg["ports"])
+    env = dict(os.environ)
+    agent = os.fork()
+    if agent == 0:
+        try:
+            os.setpgid(0, 0)
+            for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGPIPE):
+                signal.signal(sig, signal.SIG_DFL)
+            os.chdir(cfg["workdir"])
+            _drop_all_capabilities()
+            os.execvpe(command[0], command, env)
+        except BaseException as exc:  # noqa: BLE001 - reported on stderr, exit 127 as a shell would
+            os.write(2, f"webbench seal: cannot start {command[0]!r}: {exc}\n".encode())
+            os._exit(127)
+
+    def relay(sig: int, _frame) -> None:
+        try:
+            os.killpg(agent, sig)
+        except ProcessLookupError:
+            pass
+
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, relay)
+    while True:  # reap every orphan; the agent's end is ours, and the kernel then ends the rest
+        try:
+            pid, status = os.wait()
+        except ChildProcessError:
+            os._exit(125)
+        if pid == agent:
+            code = os.waitstatus_to_exitcode(status)
+            os._exit(128 - code if code < 0 else code)
+
+
+def main(argv: list[str]) -> None:
+    if argv[:2] != ["--init", "--"] or len(argv) < 3:
+        sys.exit("usage: seal_init --init -- COMMAND...")
+    try:
+        cfg = marshal.loads(bytes.fromhex(os.environ.pop(CONFIG_VAR)))
+        init_main(cfg, argv[2:])
+    except OSError as exc:  # a namespace the host does not grant: said on stderr, exit 126
+        os.write(2, f"webbench seal: {exc}\n".encode())
+        os._exit(126)

@@ -1,0 +1,126 @@
+"""The seal around an agent's commands (environments/seal.py, seal_init.py), exercised as Harbor's
+agents use it: `HostEnvironment.exec` with a shell command. The servers stand for the proxy's
+listener (the one allowed exit), the task's site and anything else on this machine."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from harbor.models.task.config import EnvironmentConfig
+from harbor.models.trial.paths import TrialPaths
+
+from pytest_webbench.environments.host import HostEnvironment
+from pytest_webbench.environments.seal import can_seal
+
+pytestmark = pytest.mark.seal
+CHECKOUT = Path(__file__).resolve().parents[1]
+
+
+async def _http_server(body: str) -> tuple[asyncio.AbstractServer, int]:
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readline()
+        writer.write(f"HTTP/1.0 200 OK\r\ncontent-type: text/plain\r\n\r\n{body}\n".encode())
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(answer, "127.0.0.1", 0)
+    return server, server.sockets[0].getsockname()[1]
+
+
+def _environment(tmp_path: Path, exit_ports: list[int], visible: list[str] | None = None) -> HostEnvironment:
+    trial_dir = tmp_path / "results" / "jobs" / "control" / "t1"
+    trial_dir.mkdir(parents=True)
+    return HostEnvironment(environment_dir=tmp_path, environment_name="t1", session_id="t1",
+                           trial_paths=TrialPaths(trial_dir), task_env_config=EnvironmentConfig(),
+                           exit_ports=exit_ports, visible_paths=visible or [])
+
+
+def _run(env: HostEnvironment, command: str, **kwargs):
+    async def go():
+        await env.start(force_build=False)
+        return await env.exec(command, **kwargs)
+
+    return asyncio.run(go())
+
+
+def test_this_machine_can_seal():
+    assert can_seal()  # root here; CI needs it for every test below to mean anything
+
+
+def test_a_sealed_command_reaches_its_exit_and_nothing_else(tmp_path):
+    async def scenario():
+        proxy, proxy_port = await _http_server("through-the-exit")
+        site, site_port = await _http_server("the-site-itself")
+        env = _environment(tmp_path, [proxy_port])
+        await env.start(force_build=False)
+        try:
+            return await env.exec(
+                f"curl -sS -m 5 http://127.0.0.1:{proxy_port}/; echo rc=$?; "
+                f"curl -sS -m 5 http://localhost:{proxy_port}/; echo rc=$?; "
+                f"curl -sS -m 5 http://127.0.0.1:{site_port}/; echo rc=$?; "
+                "curl -sS -m 5 https://api.onkernel.com/browsers; echo rc=$?; "
+                "curl -sS -m 5 http://10.255.255.1/; echo rc=$?; "
+                "ip -o link | cut -d: -f2; ip route; echo routes-end")
+        finally:
+            proxy.close()
+            site.close()
+
+    result = asyncio.run(scenario())
+    out = result.stdout
+    assert out.count("through-the-exit") == 2, result  # by address and by name
+    assert "the-site-itself" not in out  # another port of this machine: the namespace's own loopback
+    assert "Failed to connect" in result.stderr and "Could not resolve host: api.onkernel.com" in result.stderr
+    assert [line for line in out.splitlines() if line.startswith("rc=")] == ["rc=0", "rc=0", "rc=7", "rc=6", "rc=7"], out
+    assert out.split("routes-end")[0].split("rc=7\n")[-1].split() == ["lo"]  # one interface, no route at all
+
+
+def test_a_sealed_command_sees_its_folders_and_the_pinned_clis_and_nothing_of_the_harness(tmp_path, monkeypatch):
+    monkeypatch.setenv("WEBBENCH_SEAL_SENTINEL", "sentinel-in-the-harness-env-3f1a")
+    visible = tmp_path / "pinned-cli"
+    (visible / "bin").mkdir(parents=True)
+    (visible / "bin" / "tool").write_text("pinned\n")
+    results = tmp_path / "results"
+    (results / "answers.json").parent.mkdir(parents=True, exist_ok=True)
+    (results / "answers.json").write_text("secret answers")
+    env = _environment(tmp_path, [], visible=[str(visible)])
+    result = _run(env, (
+        f"echo TOP; ls /; echo CLI; cat {visible}/bin/tool; touch {visible}/bin/x 2>&1; "
+        f"echo CHECKOUT; ls {CHECKOUT} 2>&1; git -C {CHECKOUT} show HEAD:README.md 2>&1 | head -2; "
+        f"cat {results}/answers.json 2>&1; ls ~root 2>&1; "
+        "echo PROCS; ls /proc | grep -c '^[0-9]'; cat /proc/[0-9]*/environ 2>/dev/null | tr '\\0' '\\n' | sort -u; "
+        "echo CAPS; grep CapEff /proc/self/status; umount /usr 2>&1; "
+        "echo WRITE; echo made-inside > /app/out.txt; echo HOME=$HOME; echo END"))
+    out = result.stdout + result.stderr
+    top = out.split("TOP\n")[1].split("CLI\n")[0].split()
+    assert {"app", "home", "logs", "tmp", "usr", "etc", "proc", "dev"} <= set(top), top
+    assert not {"root", "work", "var", "opt", "srv", "mnt", "sys"} & set(top) - {CHECKOUT.parts[1], visible.parts[1]}
+    assert "pinned" in out and "Read-only file system" in out  # the CLI is there, and read-only
+    assert "README" not in out.split("CHECKOUT")[1].split("PROCS")[0]  # no checkout, no git history
+    assert "secret answers" not in out  # the results are absent
+    assert "sentinel-in-the-harness-env-3f1a" not in out  # no process of the harness visible
+    assert int(out.split("PROCS\n")[1].split()[0]) < 8  # PID 1, the shell and its pipeline
+    assert "CapEff:\t0000000000000000" in out
+    assert "must be superuser" in out or "Operation not permitted" in out  # root without capabilities
+    assert "HOME=/home/agent" in out and "END" in out
+    assert (env.root / "app" / "out.txt").read_text() == "made-inside\n"
+
+
+def test_a_sealed_command_that_times_out_leaves_no_process(tmp_path):
+    marker = f"webbench-seal-timeout-{os.getpid()}"
+    env = _environment(tmp_path, [])
+    result = _run(env, f"(setsid sleep 300 &) ; bash -c 'exec -a {marker} sleep 300'", timeout_sec=2)
+    assert result.return_code == 124 and "timed out" in result.stderr
+    left = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True)
+    assert left.stdout == "", "a sealed command's process outlived its timeout"
+
+
+def test_a_seal_that_cannot_be_built_is_a_clear_error(tmp_path):
+    env = _environment(tmp_path, [])
+    env.visible_paths = [str(tmp_path / "gone")]  # vanished after the trial was configured
+    result = _run(env, "echo should-not-run")
+    assert result.return_code == 126 and "should-not-run" not in result.stdout
+    assert "webbench seal:" in result.stderr and "gone" in result.stderr
