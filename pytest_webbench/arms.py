@@ -27,8 +27,10 @@ class ArmPolicy(BaseModel):
     tools: frozenset[str]
     webmcp_actions: frozenset[str] = frozenset()
     inject_tool_batch: bool = False
-    # The playwright arm may not reach WebMCP through code either.
+    # The playwright arm may not reach WebMCP through code either...
     forbid_webmcp_in_code: bool = False
+    # ...nor go around the page: direct HTTP, raw CDP, rerouting traffic (proxy/rules.py names them).
+    page_api_only: bool = False
     instructions: str
 
     def allows_tool(self, tool: str) -> bool:
@@ -63,6 +65,7 @@ ARM_POLICIES: dict[str, ArmPolicy] = {
         name="playwright",
         tools=frozenset({PLAYWRIGHT_TOOL}),
         forbid_webmcp_in_code=True,
+        page_api_only=True,
         instructions=_COMMON + """
 Use only the execute_playwright_code tool. Do not use WebMCP (no webmcp tool, no
 document.modelContext or navigator.modelContext in your code), the browser REPL, computer

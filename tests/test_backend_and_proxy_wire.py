@@ -101,3 +101,32 @@ def test_malformed_tool_batch_is_a_clear_error(stack):
         loop.run(backend.add_custom_tools("S1", "bad", "[{kind: 'page', match: {}, tool: {name: 'x', description: ''}, execute() {}}]"))
     with pytest.raises(Exception, match="did not evaluate"):
         loop.run(backend.add_custom_tools("S1", "bad", "[{ nope"))
+
+
+def test_the_playwright_arm_s_session_lacks_the_members_that_go_around_the_page(stack):
+    """Spellings the proxy's static rule cannot see (names built at run time) still find nothing:
+    the members are missing from the code's objects, and from objects reached through them."""
+    loop, backend, *_ = stack
+    from pytest_webbench.proxy.rules import goes_around_the_page
+
+    loop.run(backend.create_session("PW", page_api_only=True))
+    loop.run(backend.create_session("FREE"))
+    try:
+        hidden = {
+            "page": "return typeof page[['req', 'uest'].join('')]",
+            "context via page": "return typeof page.context()[['newCDP', 'Session'].join('')]",
+            "page via locator": "return typeof page.locator('h1').page()[['ro', 'ute'].join('')]",
+            "context": "return typeof context[['route', 'FromHAR'].join('')]",
+        }
+        for where, code in hidden.items():
+            assert goes_around_the_page(code) is None  # beyond the static rule
+            restricted = loop.run(backend.execute_playwright("PW", code))
+            assert not restricted["success"] and "not available in this arm" in restricted["error"], (where, restricted)
+            free = loop.run(backend.execute_playwright("FREE", code))
+            assert free["success"] and free["result"] in ("object", "function"), (where, free)
+        page_api = ("await page.setContent('<h1 id=h>Hello</h1>'); "
+                    "return [await page.locator('#h').textContent(), page.context().pages().length, typeof browser.version]")
+        assert loop.run(backend.execute_playwright("PW", page_api))["result"] == ["Hello", 1, "function"]
+    finally:
+        loop.run(backend.delete_session("PW"))
+        loop.run(backend.delete_session("FREE"))

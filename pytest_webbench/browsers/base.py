@@ -26,7 +26,9 @@ class BrowserBackend(Protocol):
     name: str
     billed: bool  # its browsers cost money while they run: a failed delete must not go unnoticed
 
-    async def create_session(self, session_id: str) -> dict[str, Any]: ...
+    # page_api_only: the playwright arm's session, whose code may not reach around the page (where
+    # the backend can enforce it at run time; the proxy's static rule applies everywhere).
+    async def create_session(self, session_id: str, page_api_only: bool = False) -> dict[str, Any]: ...
 
     async def delete_session(self, session_id: str) -> None: ...
 

@@ -102,7 +102,44 @@ async function runCode(s, code, timeoutMs, sandbox) {
   }
 }
 
+// The playwright arm drives the page through Playwright's page API only: these members (direct HTTP,
+// raw CDP, rerouting traffic) are missing from its code's objects at run time, as well as refused by
+// the proxy's static rule. Objects reached from them (page.context(), locator.page(), frames,
+// requests and responses) are wrapped the same way; objects handed to event listeners are not.
+const AROUND_THE_PAGE = new Set(['request', 'newCDPSession', 'newBrowserCDPSession', 'route', 'routeFromHAR',
+  'routeWebSocket', 'unroute', 'unrouteAll']);
+// (class names as Playwright's bundle spells them, less a leading underscore)
+const PLAYWRIGHT_OBJECTS = new Set(['Page', 'BrowserContext', 'Browser', 'Frame', 'Locator', 'FrameLocator',
+  'ElementHandle', 'Request', 'Response']);
+
+function pageApiOnly(root) {
+  const proxies = new WeakMap();
+  const handler = {
+    get(target, prop) {
+      if (AROUND_THE_PAGE.has(prop)) {
+        throw new Error(`${String(prop)} is not available in this arm: drive the page through Playwright's page API`);
+      }
+      const value = Reflect.get(target, prop, target);
+      return typeof value === 'function' ? (...args) => wrap(value.apply(target, args)) : value;
+    },
+  };
+  function wrap(v) {
+    if (v instanceof Promise) return v.then(wrap);
+    if (Array.isArray(v)) return v.map(wrap);
+    if (v && typeof v === 'object' && v.constructor && PLAYWRIGHT_OBJECTS.has(v.constructor.name.replace(/^_+/, ''))) {
+      if (!proxies.has(v)) proxies.set(v, new Proxy(v, handler));
+      return proxies.get(v);
+    }
+    return v;
+  }
+  return wrap(root);
+}
+
 function playwrightScope(s) {
+  if (s.pageApiOnly) {
+    return vm.createContext({ page: pageApiOnly(currentPage(s)), context: pageApiOnly(s.context),
+      browser: pageApiOnly(s.browser), setTimeout, clearTimeout, URL, Buffer });
+  }
   const page = currentPage(s);
   // Kernel puts a browser-wide `webmcp` client in scope beside page, context and browser.
   const webmcp = {
@@ -354,11 +391,12 @@ const OPS = {
     return { pong: true };
   },
 
-  async open({ session: id, viewport }) {
+  async open({ session: id, viewport, page_api_only }) {
     if (sessions.has(id)) throw new Error(`browser session ${id} already exists`);
     const browser = await getBrowser();
     const context = await browser.newContext({ viewport: viewport || { width: 1280, height: 800 } });
     const s = newSession(id, browser, context);
+    s.pageApiOnly = Boolean(page_api_only);
     sessions.set(id, s);
     await context.newPage();
     return { session_id: id };

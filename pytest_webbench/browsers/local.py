@@ -112,8 +112,8 @@ class LocalBackend:
             raise BackendError(reply.get("error") or f"{op} failed", code=reply.get("code"), body=reply.get("body"))
         return reply["result"]
 
-    async def create_session(self, session_id: str) -> dict[str, Any]:
-        await self.call("open", session=session_id)
+    async def create_session(self, session_id: str, page_api_only: bool = False) -> dict[str, Any]:
+        await self.call("open", session=session_id, page_api_only=page_api_only)
         return {"session_id": session_id, "backend": self.name}
 
     async def delete_session(self, session_id: str) -> None:

@@ -11,6 +11,20 @@ from ..arms import WEBMCP_TOOL, ArmPolicy
 # navigator["modelContext"], a bound executeTool... all contain one of these, case-insensitively.
 WEBMCP_IN_CODE = re.compile(r"web_?mcp|model_?context", re.IGNORECASE)
 CODE_ARGUMENTS = ("code",)
+# What the playwright arm's code may not do besides WebMCP: each a rule name and the spellings that
+# reach it. Static, like the WebMCP check; on the local backend the same members are also missing
+# from the code's scope at run time (browsers/driver.js), for what a spelling here misses.
+AROUND_THE_PAGE = (
+    ("direct_http_in_code", re.compile(
+        r"\b(?:page|context|browser|playwright)\s*(?:\(\s*\))?\s*\.\s*request\b"  # page.request, context().request
+        r"|\brequest\s*\.\s*newContext\b|\bAPIRequestContext\b"
+        r"|\.\s*request\s*\.\s*(?:get|post|put|patch|delete|head|fetch)\s*\("
+        r"|\bfetch\s*\(|\bXMLHttpRequest\b|\bsendBeacon\b|\bEventSource\b|\bnew\s+WebSocket\b"
+        r"|\[\s*['\"`](?:request|fetch)['\"`]\s*\]")),
+    ("cdp_in_code", re.compile(r"\bnewCDPSession\b|\bnewBrowserCDPSession\b|\bconnectOverCDP\b")),
+    ("routing_in_code", re.compile(r"\.\s*(?:route|routeFromHAR|routeWebSocket|unroute|unrouteAll)\s*\("
+                                   r"|\[\s*['\"`](?:route|routeFromHAR|routeWebSocket)['\"`]\s*\]")),
+)
 # Tools never advertised in any arm, whatever the upstream offers.
 NEVER_ADVERTISED = frozenset({"get_more_tools"})
 
@@ -36,11 +50,15 @@ def check_call(policy: ArmPolicy, session_id: str, tool: str, arguments: dict[st
                 "webmcp_action_forbidden",
                 f"webmcp action {action!r} is not allowed here (allowed: {', '.join(sorted(policy.webmcp_actions))})",
             )
-    if policy.forbid_webmcp_in_code:
-        for key in CODE_ARGUMENTS:
-            code = arguments.get(key)
-            if isinstance(code, str) and mentions_webmcp(code):
-                raise Rejection("webmcp_in_code", "code that refers to WebMCP is not allowed in this arm")
+    for key in CODE_ARGUMENTS:
+        code = arguments.get(key)
+        if not isinstance(code, str):
+            continue
+        if policy.forbid_webmcp_in_code and mentions_webmcp(code):
+            raise Rejection("webmcp_in_code", "code that refers to WebMCP is not allowed in this arm")
+        if policy.page_api_only and (rule := goes_around_the_page(code)):
+            raise Rejection(rule, "this arm drives the page through Playwright's page API only: no direct HTTP "
+                                  "(fetch, page.request, XMLHttpRequest), no CDP session, no routing of traffic")
 
 
 _JS_ESCAPE = re.compile(r"\\u\{([0-9a-fA-F]{1,6})\}|\\u([0-9a-fA-F]{4})|\\x([0-9a-fA-F]{2})")
@@ -55,6 +73,16 @@ def mentions_webmcp(code: str) -> bool:
         return True
     unescaped = _JS_ESCAPE.sub(lambda m: _char(int(next(g for g in m.groups() if g), 16)), code)
     return bool(WEBMCP_IN_CODE.search(_STRING_JOIN.sub("", unescaped)))
+
+
+def goes_around_the_page(code: str) -> str | None:
+    """The rule a piece of code breaks by going around the page, if any (same disguises looked
+    through as for WebMCP)."""
+    plain = _STRING_JOIN.sub("", _JS_ESCAPE.sub(lambda m: _char(int(next(g for g in m.groups() if g), 16)), code))
+    for rule, pattern in AROUND_THE_PAGE:
+        if pattern.search(code) or pattern.search(plain):
+            return rule
+    return None
 
 
 def _char(code_point: int) -> str:
