@@ -10,9 +10,13 @@ Side by side in one run, alternating rounds:
   context and page, `goto` the same start page (served the same way), and close the context: what
   any harness that gives each trial a fresh page pays.
 
+- an untraced harness round (`--no-trace`), beside the traced one: what the browser trace
+  (Playwright tracing with screenshots and DOM snapshots, saved as trace.zip) adds per trial.
+
     .venv/bin/python benchmarks/trial_overhead.py [--rounds 3]
 
-Needs Chromium. Target (issue 8): median overhead <= 1.5x the bare median.
+Needs Chromium. Targets: median overhead <= 1.5x the bare median (issue 8); tracing adds at most
+5% to a trial of a real agent, taken as one minute (issue 17: stated share of a trial's time).
 """
 
 from __future__ import annotations
@@ -32,19 +36,23 @@ ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
 
 
-def harness_round(tmp: Path, n: int) -> tuple[list[float], list[float], float]:
-    """Overheads and agent times (s) of one suite run, and the first item's set-up (session start)."""
+REAL_TRIAL_SEC = 60.0  # a real agent's trial, for the tracing share
+
+
+def harness_round(tmp: Path, n: int, *extra: str) -> tuple[list[float], list[float], float, list[float]]:
+    """Overheads and agent times (s) of one suite run, the first item's set-up (session start), and
+    the item times of the trials counted."""
     junit = tmp / f"junit-{n}.xml"
     results = tmp / "results"
     experiment = f"overhead-{n}"
     subprocess.run([sys.executable, "-m", "pytest", "--suite", "local-web", "--runner", "reference", "--attempts", "1",
                     "-p", "no:randomly", "-p", "no:cacheprovider", "-q", "--results-dir", str(results),
-                    "--experiment-id", experiment, f"--junitxml={junit}", "-o", "junit_duration_report=total"],
+                    "--experiment-id", experiment, f"--junitxml={junit}", "-o", "junit_duration_report=total", *extra],
                    cwd=ROOT, env=ENV, check=True, capture_output=True)
     item_sec = {case.get("name", "").split("[", 1)[-1].rstrip("]"): float(case.get("time", 0))
                 for case in ET.parse(junit).getroot().iter("testcase")}
     first_id, last_id = next(iter(item_sec)), list(item_sec)[-1]
-    overheads, agents = [], []
+    overheads, agents, items = [], [], []
     for record_file in sorted((results / experiment / "trials").glob("*.json")):
         record = json.loads(record_file.read_text())
         agent = record["timings"]["agent_sec"]
@@ -53,7 +61,8 @@ def harness_round(tmp: Path, n: int) -> tuple[list[float], list[float], float]:
         if record["trial_id"] not in (first_id, last_id):  # they also start and stop the session's services
             overheads.append(item_sec[record["trial_id"]] - agent)
             agents.append(agent)
-    return overheads, agents, item_sec[first_id]
+            items.append(item_sec[record["trial_id"]])
+    return overheads, agents, item_sec[first_id], items
 
 
 def bare_round(browser, start_urls: list[str]) -> list[float]:
@@ -86,17 +95,19 @@ def main() -> None:
     services = RunServices.start(suite, "local")  # the bundled sites, served as in a run
     arms = len(suite.spec.arms)
     start_urls = [services.site_urls[t.meta.site] + t.meta.start_path for t in suite.tasks for _ in range(arms)]
-    overheads, agents, firsts, bare = [], [], [], []
+    overheads, agents, firsts, bare, traced, untraced = [], [], [], [], [], []
     try:
         with sync_playwright() as playwright:
             browser = playwright.chromium.launch(executable_path=chromium_path(), args=["--no-sandbox", "--disable-gpu"])
             bare_round(browser, start_urls[:3])  # Chromium and the sites warm up
             with tempfile.TemporaryDirectory() as tmp:
                 for n in range(args.rounds):
-                    o, a, first = harness_round(Path(tmp), n)
+                    o, a, first, items = harness_round(Path(tmp), n)
                     overheads += o
                     agents += a
                     firsts.append(first)
+                    traced += items
+                    untraced += harness_round(Path(tmp), 1000 + n, "--no-trace")[3]
                     bare += bare_round(browser, start_urls)
             browser.close()
     finally:
@@ -109,6 +120,11 @@ def main() -> None:
     print(f"  bare context + goto + close: median {b * 1000:.0f} ms")
     print(f"  ratio {o / b:.2f}x")
     print(f"target <= 1.5x: {'met' if o / b <= 1.5 else 'NOT met'}")
+    t, u = statistics.median(traced), statistics.median(untraced)
+    share = (t - u) / REAL_TRIAL_SEC
+    print(f"  tracing: item median {t * 1000:.0f} ms traced against {u * 1000:.0f} ms untraced: +{(t - u) * 1000:.0f} ms, "
+          f"{(t - u) / u:.0%} of a reference trial, {share:.2%} of a {REAL_TRIAL_SEC:.0f} s agent trial")
+    print(f"target tracing <= 5% of a {REAL_TRIAL_SEC:.0f} s trial: {'met' if share <= 0.05 else 'NOT met'}")
 
 
 if __name__ == "__main__":

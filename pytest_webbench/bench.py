@@ -23,7 +23,7 @@ def test_trial(webbench_trial, browser_session, mcp_proxy, model_gateway, agent_
     )
     # A call that went around the browser tools is flagged for the report; it never changes the score.
     record = trial_recorder.record(outcome, grade, calls, page_value, flags=agent_runner.trajectory_flags(), lost=lost,
-                                   page=page, gateway=model_gateway)
+                                   page=page, gateway=model_gateway, trace=agent_runner.trace)
     assert record.outcome == "passed", (
         f"{webbench_trial.trial_id}: {record.stop_reason}: {record.detail} (expected {grade.expected}, "
         f"answer {grade.answer!r})"

@@ -54,7 +54,7 @@ def browser_session(request, webbench_services: RunServices, webbench_trial: Tri
     start_url = webbench_services.site_urls[webbench_trial.task.meta.site] + webbench_trial.task.meta.start_path
     handle = BrowserSessionHandle(session_id, start_url, webbench_services)
     try:
-        handle.run(open_browser_session(webbench_services, webbench_trial, session_id, start_url))
+        handle.run(open_browser_session(webbench_services, webbench_trial, session_id, start_url, st.options.trace))
         yield handle
     finally:
         handle.save_screenshot(_trial_dir(st, webbench_trial) / SCREENSHOT)  # if the agent never ran
@@ -104,6 +104,7 @@ class AgentRunner:
     def __init__(self, st: WebbenchState, spec: TrialSpec, browser: BrowserSessionHandle, proxy: ProxyHandle, gateway=None):
         self.st, self.spec, self.browser, self.proxy, self.gateway = st, spec, browser, proxy, gateway
         self.outcome: AgentOutcome | None = None
+        self.trace: dict | None = None  # the browser trace's file and URLs (records.BrowserTrace)
 
     def run(self) -> AgentOutcome:
         from .trial import run_harbor_trial
@@ -115,8 +116,10 @@ class AgentRunner:
                              self.gateway),
             timeout=timeout,
         )
-        # the page as the agent left it, before a page check moves it
+        # the page as the agent left it, before a page check moves it; the trace ends here too
         self.browser.save_screenshot(_trial_dir(self.st, self.spec) / SCREENSHOT)
+        if self.st.options.trace:
+            self.trace = self.browser.save_trace(_trial_dir(self.st, self.spec))
         return self.outcome
 
     def trajectory_flags(self) -> list[str]:
@@ -157,7 +160,7 @@ class TrialRecorder:
         )
 
     def record(self, outcome: AgentOutcome, grade: Grade, calls, page_value, flags: list[str] | None = None,
-               lost: str | None = None, page=None, gateway=None) -> TrialRecord:
+               lost: str | None = None, page=None, gateway=None, trace: dict | None = None) -> TrialRecord:
         from .trial import record_reward_in_harbor
         from .verdict import decide
 
@@ -181,7 +184,7 @@ class TrialRecorder:
                      "model_sec": round(meter.model_sec, 6) if meter is not None else None},
             tokens=tokens, tokens_cli=outcome.tokens if meter is not None else None,
             model_requests=meter.requests if meter is not None else None, model_refused=meter.refused if meter else 0,
-            calls=calls, flags=flags or [],
+            calls=calls, flags=flags or [], trace=trace,
             harbor_trial_dir=str(outcome.harbor_trial_dir.relative_to(self.st.experiment_dir)),
         )
         record_reward_in_harbor(outcome.harbor_trial_dir, record.reward)

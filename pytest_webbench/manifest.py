@@ -34,7 +34,7 @@ def build_manifest(st: WebbenchState, keys: list[TrialKey]) -> RunManifest:
         experiment_id=opts.experiment_id, created_at=datetime.now(UTC).isoformat(), suite=st.suite.name,
         suite_path=str(st.suite.path), runner=opts.runner, model=runner.check_model(opts.model), browser=opts.browser,
         runner_preset=runner.model_dump(mode="json"), model_base_url=opts.model_base_url, environment=opts.environment,
-        model_price=opts.model_price, allow_unpriced=opts.allow_unpriced,
+        model_price=opts.model_price, allow_unpriced=opts.allow_unpriced, trace=opts.trace,
         cli_version=installed_version(runner.cli.package) if runner.cli else None,
         attempts=opts.attempts, arms=list(opts.arms or st.suite.spec.arms), paired=opts.paired,
         shard=f"{opts.shard[0]}/{opts.shard[1]}" if opts.shard else None,

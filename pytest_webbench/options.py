@@ -43,6 +43,7 @@ class RunOptions(BaseModel):
     allow_unsealed: bool = False  # run agents on this host without a mount namespace where none can be made
     model_price: str | None = None  # --model-price IN,OUT[,CACHED] ($ per million tokens) for the gateway
     allow_unpriced: bool = False  # let a model without a price run (its spend cap cannot hold)
+    trace: bool = True  # a browser trace per trial (Playwright's trace.zip locally, Kernel's replay)
 
 
 def is_worker(config: pytest.Config) -> bool:
@@ -74,7 +75,7 @@ def options_from_config(config: pytest.Config) -> RunOptions:
         paired=False if get("unpaired") else None, sequential=True if get("sequential") else None,
         model_base_url=get("model_base_url"), browser=get("browser"),
         environment=get("environment"), shard=_shard(get("shard")), model_price=get("model_price"),
-        allow_unpriced=True if get("allow_unpriced") else None,
+        allow_unpriced=True if get("allow_unpriced") else None, trace=False if get("no_trace") else None,
     )
     experiment_id = (config.workerinput.get("webbench_experiment_id") if is_worker(config) else None) \
         or get("resume") or get("experiment_id") or new_experiment_id()
@@ -95,7 +96,7 @@ def options_from_config(config: pytest.Config) -> RunOptions:
             results_dir=results_dir(config), model_base_url=given["model_base_url"], shard=given["shard"],
             environment=environment, proxy_listen=_proxy_listen(get("proxy_listen")), proxy_url=get("proxy_url"),
             allow_unsealed=bool(get("allow_unsealed")), model_price=given.get("model_price"),
-            allow_unpriced=bool(given.get("allow_unpriced")),
+            allow_unpriced=bool(given.get("allow_unpriced")), trace=given.get("trace") is not False,
             browser=given["browser"] or config.getini("webbench_browser"),
         )
     except ValueError as exc:
@@ -155,7 +156,7 @@ def _from_manifest(experiment_id: str, results: Path, given: dict) -> dict:
         arms=tuple(manifest.arms), paired=manifest.paired, sequential=manifest.sequential is not None,
         model_base_url=manifest.model_base_url,
         browser=manifest.browser, environment=manifest.environment, model_price=manifest.model_price,
-        allow_unpriced=True if manifest.allow_unpriced else None,
+        allow_unpriced=True if manifest.allow_unpriced else None, trace=manifest.trace,
         shard=tuple(int(x) for x in manifest.shard.split("/")) if manifest.shard else None,
     )
     for name, value in given.items():

@@ -49,6 +49,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     "spend limit cannot be enforced; the report counts such trials)")
     group.addoption("--allow-unsealed", action="store_true", help="where this machine cannot give agents a private mount "
                     "namespace, run them unsealed anyway (the report says so); without it such a run is refused")
+    group.addoption("--no-trace", action="store_true", help="no browser trace per trial (Playwright's trace.zip on "
+                    "the local backend, Kernel's replay); each trial still gets its timeline page")
     group.addoption("--publish", choices=("braintrust",), help="after the report, publish the run (one experiment per arm; "
                     "needs BRAINTRUST_API_KEY)")
     group.addoption("--publish-project", help="Braintrust project (default: webbench-<suite>)")

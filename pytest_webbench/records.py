@@ -68,6 +68,7 @@ class RunManifest(BaseModel):
     allow_unpriced: bool = False
     browser: str
     environment: str = "host"  # where agents ran: host, or a Harbor environment type
+    trace: bool = True  # browser traces recorded (--no-trace turns them off)
     isolation: str | None = None  # the agents' walls: mount+net (sealed), none (unsealed), sandbox:<type> (manifest.py)
     attempts: int
     arms: list[str]
@@ -110,6 +111,14 @@ class BrowserCalls(BaseModel):
     tool_sec: float = 0.0  # summed duration of the forwarded browser calls
 
 
+class BrowserTrace(BaseModel):
+    """What shows the trial's browser: Playwright's trace (local), Kernel's live view and replay."""
+    file: str | None = None  # in the trial's Harbor folder: trace.zip, for `playwright show-trace`
+    live_view_url: str | None = None
+    replay_url: str | None = None
+    error: str | None = None  # why the trace could not be had
+
+
 class TrialRecord(PlannedTrial):
     schema_version: RecordSchema = RECORD_SCHEMA
     experiment_id: str
@@ -136,6 +145,7 @@ class TrialRecord(PlannedTrial):
     # outside the arm's browser tools). A flag is reported; it never changes the score.
     flags: list[str] = Field(default_factory=list)
     harbor_trial_dir: str | None = None  # relative to the experiment directory (see trial_dir)
+    trace: BrowserTrace | None = None  # None: traces were off, or the trial ended before its agent ran
     worker: str = Field(default_factory=lambda: os.environ.get("PYTEST_XDIST_WORKER", "main"))
     started_at: str | None = None
     finished_at: str = Field(default_factory=lambda: datetime.now(UTC).isoformat())

@@ -40,6 +40,13 @@ class BrowserSessionHandle:
             return  # the session never opened, the browser died, or the disk refused: no picture, same grade
         self.screenshot_saved = True
 
+    def save_trace(self, folder: Path) -> dict | None:
+        """The session's trace into the trial's folder (once), before the harness reads the page."""
+        try:
+            return self.run(self.services.backend.save_trace(self.session_id, folder), timeout=150)
+        except Exception as exc:  # noqa: BLE001 - a lost trace is reported, never a changed grade
+            return {"error": f"{type(exc).__name__}: {exc}"[:500]}
+
     def run(self, coro, timeout: float | None = 120):
         return self.services.loop.run(coro, timeout=timeout)
 
@@ -51,11 +58,12 @@ class BrowserSessionHandle:
             return None
 
 
-async def open_browser_session(services: RunServices, spec: TrialSpec, session_id: str, start_url: str) -> None:
+async def open_browser_session(services: RunServices, spec: TrialSpec, session_id: str, start_url: str,
+                               trace: bool = False) -> None:
     """A fresh context at the task's start page; in treatment, the site's tool batch registered
     before the agent starts (retried once: a registration resent replaces the first)."""
     backend = services.backend
-    await backend.create_session(session_id, page_api_only=spec.policy.page_api_only)
+    await backend.create_session(session_id, page_api_only=spec.policy.page_api_only, trace=trace)
     goto = f"await page.goto({start_url!r}, {{waitUntil: 'load'}}); return page.url();"
     result = await backend.execute_playwright(session_id, goto, timeout_sec=30)
     if not result.get("success"):

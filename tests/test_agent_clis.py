@@ -74,6 +74,18 @@ def test_a_pair_passes_with_the_real_cli_and_its_own_token_figures(runner, pytes
     manifest = json.loads((exp / "manifest.json").read_text())
     assert manifest["runner_preset"]["cli"]["version"] == manifest["cli_version"]
     assert manifest["model"] == f"{CLIS[runner][0]}/webbench-script"
+    # Harbor's own viewer (`harbor view <run>/jobs --jobs`) still reads each trial's ATIF trajectory,
+    # and the trial's page shows the model turns the gateway logged beside the browser calls
+    from fastapi.testclient import TestClient
+    from harbor.viewer.server import create_app
+
+    with TestClient(create_app(exp / "jobs", mode="jobs")) as client:
+        for arm, record in records.items():
+            trajectory = client.get(f"/api/jobs/{arm}/trials/{record.trial_id}/trajectory").json()
+            assert trajectory["schema_version"].startswith("ATIF") and len(trajectory["steps"]) > 2, arm
+    page = (exp / "pages" / f"{records['control'].trial_id}.html").read_text()
+    assert page.count('data-kind="model"') == records["control"].model_requests
+    assert page.count('data-kind="browser"') == 2
 
 
 @pytest.mark.parametrize("runner", CLIS)

@@ -320,7 +320,7 @@ def test_report_json_validates_against_its_versioned_model(run_dir):
 
     write_report(run_dir)
     data = json.loads((run_dir / "report.json").read_text())
-    assert data["schema_version"] == REPORT_SCHEMA == 4
+    assert data["schema_version"] == REPORT_SCHEMA == 5
     report = Report.model_validate(data)
     assert report.pooled.task_names == ["alpha", "beta"] and report.playwright_vs_control  # the version's new fields
     assert Report.model_validate_json(report.model_dump_json()) == report

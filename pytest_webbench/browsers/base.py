@@ -6,6 +6,7 @@ them directly to open sessions, register the treatment's tool batch and read the
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Protocol
 
 
@@ -22,13 +23,21 @@ class BackendError(RuntimeError):
         self.body = body
 
 
+TRACE_FILE = "trace.zip"  # a trial's Playwright trace, in its Harbor folder
+
+
 class BrowserBackend(Protocol):
     name: str
     billed: bool  # its browsers cost money while they run: a failed delete must not go unnoticed
 
     # page_api_only: the playwright arm's session, whose code may not reach around the page (where
     # the backend can enforce it at run time; the proxy's static rule applies everywhere).
-    async def create_session(self, session_id: str, page_api_only: bool = False) -> dict[str, Any]: ...
+    # trace: record the session (Playwright tracing locally, Kernel's replay), saved by save_trace.
+    async def create_session(self, session_id: str, page_api_only: bool = False, trace: bool = False) -> dict[str, Any]: ...
+
+    # The trace so far, into the trial's folder: {"file": name in folder} and/or live view and
+    # replay URLs, and "error" where none could be had.
+    async def save_trace(self, session_id: str, folder: Path) -> dict[str, Any]: ...
 
     async def delete_session(self, session_id: str) -> None: ...
 

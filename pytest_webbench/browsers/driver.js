@@ -391,12 +391,16 @@ const OPS = {
     return { pong: true };
   },
 
-  async open({ session: id, viewport, page_api_only }) {
+  async open({ session: id, viewport, page_api_only, trace }) {
     if (sessions.has(id)) throw new Error(`browser session ${id} already exists`);
     const browser = await getBrowser();
     const context = await browser.newContext({ viewport: viewport || { width: 1280, height: 800 } });
     const s = newSession(id, browser, context);
     s.pageApiOnly = Boolean(page_api_only);
+    if (trace) {
+      await context.tracing.start({ screenshots: true, snapshots: true, title: id });
+      s.tracing = true;
+    }
     sessions.set(id, s);
     await context.newPage();
     return { session_id: id };
@@ -406,6 +410,15 @@ const OPS = {
   async status({ session: id }) {
     const s = sessions.get(id);
     return { open: Boolean(s), crashed: Boolean(s && (s.crashed || !s.browser.isConnected())) };
+  },
+
+  // Playwright's trace.zip of the session so far; tracing ends with it.
+  async trace_save({ session: id, path }) {
+    const s = session(id);
+    if (!s.tracing) return { saved: false };
+    s.tracing = false;
+    await s.context.tracing.stop({ path });
+    return { saved: true };
   },
 
   async close({ session: id }) {

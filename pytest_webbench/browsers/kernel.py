@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 from typing import Any
 
 from .base import BackendError
@@ -47,6 +48,7 @@ class KernelBackend:
         self._no_retry = self._client.with_options(max_retries=0)
         self.headless = headless
         self.session_ids: dict[str, str] = {}  # our name -> Kernel's session id
+        self.traces: dict[str, dict[str, Any]] = {}  # our name -> live view URL, replay id and view URL
 
     async def _call(self, what: str, coro) -> Any:
         import kernel
@@ -66,12 +68,30 @@ class KernelBackend:
         before any trial starts."""
         await self._call("access check", self._client.browsers.list(limit=1))
 
-    async def create_session(self, session_id: str, page_api_only: bool = False) -> dict[str, Any]:
+    async def create_session(self, session_id: str, page_api_only: bool = False, trace: bool = False) -> dict[str, Any]:
         # Kernel's hosted server runs the code as it is: there the proxy's static rule is the ban.
         created = await self._call("browser create", self._client.browsers.create(
             name=session_id, stealth=True, headless=self.headless))
         self.session_ids[session_id] = created.session_id
+        self.traces[session_id] = {"live_view_url": getattr(created, "browser_live_view_url", None)}
+        if trace:  # Kernel's replay (a video of the session) is its trace; a failed start costs the trial nothing
+            try:
+                replay = await self._call("replay start", self._client.browsers.replays.start(created.session_id))
+                self.traces[session_id].update(replay_id=replay.replay_id, replay_url=replay.replay_view_url)
+            except BackendError as exc:
+                self.traces[session_id]["error"] = str(exc)
         return {"session_id": session_id, "kernel_session_id": created.session_id, "backend": self.name}
+
+    async def save_trace(self, session_id: str, folder: Path) -> dict[str, Any]:
+        """Stops the session's replay; the record keeps its view URL and the live view's."""
+        trace = dict(self.traces.get(session_id) or {})
+        if (replay_id := trace.pop("replay_id", None)) is not None:
+            try:
+                await self._call("replay stop", self._client.browsers.replays.stop(
+                    replay_id, id_or_name=self.session_ids.get(session_id, session_id)))
+            except BackendError as exc:
+                trace["error"] = str(exc)
+        return trace
 
     async def delete_session(self, session_id: str) -> None:
         """Deletes the browser (a billed one keeps running otherwise): the SDK retries transient

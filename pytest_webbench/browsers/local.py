@@ -16,7 +16,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from .base import BackendError
+from .base import TRACE_FILE, BackendError
 
 DRIVER_JS = Path(__file__).with_name("driver.js")
 DEFAULT_CHROMIUM = "/usr/bin/chromium"
@@ -112,8 +112,8 @@ class LocalBackend:
             raise BackendError(reply.get("error") or f"{op} failed", code=reply.get("code"), body=reply.get("body"))
         return reply["result"]
 
-    async def create_session(self, session_id: str, page_api_only: bool = False) -> dict[str, Any]:
-        await self.call("open", session=session_id, page_api_only=page_api_only)
+    async def create_session(self, session_id: str, page_api_only: bool = False, trace: bool = False) -> dict[str, Any]:
+        await self.call("open", session=session_id, page_api_only=page_api_only, trace=trace)
         return {"session_id": session_id, "backend": self.name}
 
     async def delete_session(self, session_id: str) -> None:
@@ -149,6 +149,14 @@ class LocalBackend:
 
     async def list_custom_tools(self, session_id: str) -> dict:
         return await self.call("list_custom", session=session_id)
+
+    async def save_trace(self, session_id: str, folder: Path) -> dict[str, Any]:
+        """Playwright's trace of the session (screenshots, DOM snapshots, every action), for
+        `playwright show-trace`; tracing stops here, before the harness reads the page."""
+        path = folder / TRACE_FILE
+        folder.mkdir(parents=True, exist_ok=True)
+        saved = await self.call("trace_save", session=session_id, path=str(path), timeout=120)
+        return {"file": TRACE_FILE} if saved.get("saved") else {}
 
     async def screenshot(self, session_id: str) -> bytes:
         return base64.b64decode((await self.call("screenshot", session=session_id))["image"])

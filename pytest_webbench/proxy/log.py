@@ -14,6 +14,7 @@ from typing import Any, Literal, TextIO
 from pydantic import BaseModel, Field, ValidationError
 
 MAX_ARGUMENT_CHARS = 4000
+MAX_RESULT_CHARS = 2000
 
 
 class CallRecord(BaseModel):
@@ -30,6 +31,7 @@ class CallRecord(BaseModel):
     latency_ms: float = 0.0
     webmcp: dict[str, Any] | None = None
     cap_reached: bool = False
+    result: str | None = None  # what the agent got back (its text parts, bounded), for the trial's timeline
 
 
 def bounded(value: Any, limit: int = MAX_ARGUMENT_CHARS) -> Any:

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ..arms import WEBMCP_TOOL, ArmPolicy
-from .log import CallLog, CallRecord, bounded
+from .log import MAX_RESULT_CHARS, CallLog, CallRecord, bounded
 from .rules import Rejection, check_call, filter_tools
 
 PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INTERNAL_ERROR = -32700, -32600, -32601, -32603
@@ -298,7 +298,7 @@ class ProxySession:
             time=time.time(), trial=self.trial, seq=next(self._seq), method=method, tool=tool,
             arguments=bounded(arguments) if arguments is not None else None, decision=decision, rule=rule,
             outcome=outcome, detail=detail, latency_ms=(time.perf_counter() - started) * 1000,
-            webmcp=webmcp, cap_reached=cap_reached,
+            webmcp=webmcp, cap_reached=cap_reached, result=_bounded_text(reply) if method == "tools/call" else None,
         ))
 
 
@@ -339,6 +339,13 @@ def _result_text(reply: dict) -> str:
     if not isinstance(content, list):
         return ""
     return "\n".join(str(c.get("text", "")) for c in content if isinstance(c, dict) and c.get("type") == "text")
+
+
+def _bounded_text(reply: dict) -> str | None:
+    text = _result_text(reply) if "result" in reply else str((reply.get("error") or {}).get("message", ""))
+    if len(text) > MAX_RESULT_CHARS:
+        return text[:MAX_RESULT_CHARS] + f"... ({len(text) - MAX_RESULT_CHARS} more characters)"
+    return text or None
 
 
 def _result_json(reply: dict) -> Any:

@@ -32,7 +32,7 @@ from .unpaired import StratifiedEffect, UnpairedRow, adjust_unpaired_rows, strat
 # 4: the pooled paired interval is the design-effect Tango score interval (never zero-width), over
 # the headline tasks only (task_names), with a sensitivity line; the playwright arm is compared
 # with control (Fisher, Newcombe, CMH); per-task p-values carry Holm's adjustment. 3: browsers_not_deleted.
-REPORT_SCHEMA = 4
+REPORT_SCHEMA = 5
 HEADLINE_GRADING = ("page", "pinned")
 FEW_ATTEMPTS = 5  # below this a run screens for large effects only
 NOT_A_PASS = ("failed", "errored", "missing")
@@ -124,6 +124,7 @@ class Report(BaseModel):
     sequential: SequentialSummary | None = None  # --sequential: the rule, each task's decision, what it saved
     usage: list[ArmUsage]
     stop_reasons: dict[str, dict[str, int]]  # arm -> reason -> trials that did not pass
+    not_passed: list[TrialNote] = Field(default_factory=list)  # failed and errored trials, with why
     flagged: list[TrialNote]
     rejected: list[TrialNote]
     cap_hits: list[TrialNote]
@@ -282,6 +283,7 @@ def build_report(manifest: RunManifest, records: list[TrialRecord], problems: li
         sequential=summarize(manifest, decisions or {}, planned, set(by_id), skipped),
         usage=[_usage(arm, by_arm.get(arm, [])) for arm in manifest.arms],
         stop_reasons={arm: dict(sorted(v.items())) for arm, v in sorted(stop_reasons.items(), key=lambda kv: arm_order.get(kv[0], 99))},
+        not_passed=[_note(r, f"{r.outcome}: {r.stop_reason or ''}: {r.detail[:200]}") for r in ordered if r.outcome != "passed"],
         flagged=[_note(r, "; ".join(r.flags)) for r in ordered if r.flags],
         rejected=[_note(r, ", ".join(f"{k} x{v}" for k, v in sorted(r.calls.rejected_rules.items())) or f"{r.calls.rejected} call(s)")
                   for r in ordered if r.calls.rejected],

@@ -10,7 +10,8 @@ from __future__ import annotations
 import math
 from html import escape
 
-from .build import Rate, Report
+from ..viewer.pages import PAGES, pair_page_name, trial_page_name
+from .build import Rate, Report, TrialNote
 from .format import ci, num, pct, pval, signed_pct
 
 ARM_COLOURS = {"control": "#4c72b0", "treatment": "#dd8452", "playwright": "#55a868"}
@@ -91,6 +92,36 @@ def _speedup_plot(report: Report) -> str:
     return "".join(parts) + "</svg>"
 
 
+SHOWN_PER_LIST = 200  # links per list here; pages/index.html lists every trial
+
+
+def _trial_links(title: str, notes: list[TrialNote], anchor: str) -> str:
+    if not notes:
+        return ""
+    items = "".join(f'<li><a href="{PAGES}/{escape(trial_page_name(n.trial_id))}">{escape(n.trial_id)}</a>: {escape(n.note)}</li>'
+                    for n in notes[:SHOWN_PER_LIST])
+    more = f"<li>and {len(notes) - SHOWN_PER_LIST} more in <a href=\"{PAGES}/index.html\">all trials</a></li>" \
+        if len(notes) > SHOWN_PER_LIST else ""
+    return f'<h3 id="{anchor}">{escape(title)}</h3><ul>{items}{more}</ul>'
+
+
+def _trials_section(report: Report) -> str:
+    """Every figure's trials, each one click away: discordant pairs and failures first."""
+    pairs = [(r.task, p) for r in report.paired for p in r.discordant]
+    out = [f'<h2 id="trials">Trials</h2><p>Each trial has a page with its timeline (model turns, browser calls and '
+           f'what came back, the page after each call) and its browser trace; <a href="{PAGES}/index.html">all trials</a>.</p>']
+    if pairs:
+        out.append('<h3 id="discordant-pairs">Discordant pairs (one arm passed)</h3><ul>' + "".join(
+            f'<li><a href="{PAGES}/{escape(pair_page_name(p))}">{escape(p)}</a> ({escape(task)})</li>'
+            for task, p in pairs[:SHOWN_PER_LIST]) + "</ul>")
+    out.append(_trial_links("Failed and errored trials (stop reasons)", report.not_passed, "not-passed"))
+    out.append(_trial_links("Flagged trials", report.flagged, "flagged"))
+    out.append(_trial_links("Trials with rejected calls", report.rejected, "rejected"))
+    out.append(_trial_links("Call-cap hits", report.cap_hits, "cap-hits"))
+    out.append(_trial_links("Over the spend limit", report.over_spend, "over-spend"))
+    return "".join(out)
+
+
 def render_html(report: Report) -> str:
     e = escape
     body = [f"<h1>webbench report: {e(report.experiment_id)}</h1>",
@@ -107,6 +138,7 @@ def render_html(report: Report) -> str:
                     "(they may still be running and billed):<ul>"
                     + "".join(f"<li><code>{e(b.name)}</code>: {e(b.error)}</li>" for b in report.browsers_not_deleted)
                     + "</ul></div>")
+    body.append(_trials_section(report))
     body.append("<h2>Headline: pass rate on page- or pin-checked tasks</h2><table><tr><th>arm</th><th>passes</th><th>rate</th><th>95% Wilson CI</th></tr>")
     body += [f"<tr><td>{e(arm)}</td>{_rate_cells(f'headline.{arm}', r)}</tr>" for arm, r in report.headline.items()]
     body.append("</table>" + _rates_plot(report.headline))

@@ -35,6 +35,7 @@ class PairedRow(BaseModel):
     sign_p: float | None
     agree_on: list[str] = Field(default_factory=list)
     agreement: Rate | None = None  # pairs where both answered and agree on `agree_on`
+    discordant: list[str] = Field(default_factory=list)  # pair ids where exactly one arm passed
 
 
 class PooledSensitivity(BaseModel):
@@ -103,6 +104,7 @@ def paired_row(task: str, placebo: bool, grading: str, agree_on: list[str], pair
         mcnemar_p=mcnemar_exact(c_only, t_only), median_speedup=median(speedups) if speedups else None,
         speedups=sorted(speedups), treatment_faster=t_fast, control_faster=c_fast, sign_p=sign_test(t_fast, c_fast),
         agree_on=agree_on, agreement=_agreement(agree_on, tested),
+        discordant=sorted(c.pair_id for c, t in tested if passed(c) != passed(t) and c.pair_id),
     )
 
 

@@ -39,7 +39,12 @@ def _text(path: Path) -> str | None:
 def call_extras(record: TrialRecord, experiment_dir: Path) -> list[dict]:
     from pytest_html import extras
 
+    from ..viewer.pages import PAGES, trial_page_name
+
+    # the trial's page is written with the run's report: the same one report.html links
+    page = (experiment_dir / PAGES / trial_page_name(record.trial_id)).resolve()
     out = [
+        extras.url(page.as_uri(), name="trial page: timeline and trace"),
         extras.json({"answer": record.answer, "raw": record.answer_raw}, name="answer"),
         extras.json({"outcome": record.outcome, "stop_reason": record.stop_reason, "detail": record.detail,
                      "expected": record.expected, "page_value": record.page_value, "flags": record.flags}, name="grade"),

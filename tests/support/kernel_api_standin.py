@@ -37,6 +37,7 @@ class KernelApiStandin:
         self.requests: list[tuple[str, str, bytes]] = []
         self.fail_next: dict[str, list[int]] = {}  # path suffix -> statuses to answer first
         self.failing_deletes: dict[str, int] = {}  # browser name -> deletes to fail (HTTP 500) before one succeeds
+        self.replays: dict[str, str] = {}  # replay id -> "recording" or "stopped"
         b = "/browsers/{id}"
         self.app = Starlette(routes=[
             Route("/browsers", self.list_browsers, methods=["GET"]),
@@ -50,6 +51,8 @@ class KernelApiStandin:
             Route(b + "/webmcp/custom-tools", self.list_custom, methods=["GET"]),
             Route(b + "/webmcp/custom-tools/{tool}", self.remove_custom, methods=["DELETE"]),
             Route(b + "/computer/screenshot", self.screenshot, methods=["POST"]),
+            Route(b + "/replays", self.replay_start, methods=["POST"]),
+            Route(b + "/replays/{replay}/stop", self.replay_stop, methods=["POST"]),
         ])
 
     async def _enter(self, request: Request) -> tuple[dict, Response | None]:
@@ -99,7 +102,28 @@ class KernelApiStandin:
             "headless": bool(body.get("headless")), "cdp_ws_url": f"wss://standin/{session_id}/cdp",
             "webdriver_ws_url": f"wss://standin/{session_id}/wd", "created_at": "2026-12-02T00:00:00Z",
             "timeout_seconds": 60, "region": "us-east", "memory": {"size_mb": 4096},
+            "browser_live_view_url": f"https://live.standin/{session_id}",
         })
+
+    async def replay_start(self, request: Request):
+        """Kernel's replays API: a recording per browser, viewed at its URL once stopped."""
+        _, browser, refused = await self._enter_browser(request)
+        if refused:
+            return refused
+        replay_id = f"rp_{browser.session_id}"
+        self.replays[replay_id] = "recording"
+        return JSONResponse({"replay_id": replay_id, "replay_view_url": f"https://replays.standin/{replay_id}",
+                             "started_at": "2026-12-02T00:00:01Z"})
+
+    async def replay_stop(self, request: Request):
+        _, browser, refused = await self._enter_browser(request)
+        if refused:
+            return refused
+        replay_id = request.path_params["replay"]
+        if self.replays.get(replay_id) != "recording":
+            return JSONResponse({"code": "not_found", "message": f"no replay {replay_id} recording"}, status_code=404)
+        self.replays[replay_id] = "stopped"
+        return Response(status_code=200)
 
     def end(self, name: str) -> None:
         """Kernel ends a session itself (its `timeout_seconds` of inactivity ran out)."""

@@ -1,0 +1,152 @@
+"""Every trial one click from the report: report.html -> a trial's or a pair's page (timeline from the
+logs on disk, a screenshot per browser call from the trace) -> trace.zip. Checked in a real browser
+(Playwright for Python on the system Chromium), on a local-web run whose shop-price pairs are
+discordant (the seeded reference agent answers wrongly in control)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from pytest_webbench.proxy.log import read_call_log
+from pytest_webbench.records import read_trial_records
+
+pytestmark = pytest.mark.chromium
+ROOT = Path(__file__).resolve().parents[1]
+LOCAL_WEB = ROOT / "suites" / "local-web"
+PRESET = """
+name = "reference-control-wrong"
+agent = "pytest_webbench.runners.reference:ReferenceAgent"
+takes_trial_context = true
+[options]
+seed = "viewer-test"
+[options.wrong_answers.shop-price]
+control = 1.0
+"""
+
+
+def _run(tmp: Path, exp: str, *extra: str) -> Path:
+    preset = tmp / "preset.toml"
+    preset.write_text(PRESET)
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--suite", str(LOCAL_WEB), "--runner", str(preset),
+         f"--results-dir={tmp / 'results'}", "--experiment-id", exp, "-k", "shop-price or codehub-merged-pr", *extra],
+        cwd=tmp, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]  # control fails shop-price: a failed test
+    return tmp / "results" / exp
+
+
+@pytest.fixture(scope="module")
+def traced(tmp_path_factory) -> Path:
+    tmp = tmp_path_factory.mktemp("viewer")
+    return _run(tmp, "traced", f"--html={tmp / 'pytest.html'}")
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path="/usr/bin/chromium")
+        yield chromium
+        chromium.close()
+
+
+def _tool_calls(exp: Path, trial_id: str) -> list:
+    [record] = [r for r in read_trial_records(exp)[0] if r.trial_id == trial_id]
+    log = exp / record.harbor_trial_dir / "proxy-log.jsonl"
+    return [c for c in read_call_log(log).records if c.method == "tools/call" or c.decision == "rejected"]
+
+
+def test_a_discordant_pair_is_one_click_from_the_report_with_both_timelines(traced, browser):
+    page = browser.new_page()
+    page.goto((traced / "report.html").as_uri())
+    link = page.locator("#discordant-pairs + ul a", has_text="shop-price-a1")
+    assert link.count() == 1
+    link.click()
+    page.wait_for_load_state()
+    assert page.url.endswith("/pages/pair-shop-price-a1.html")
+    for arm, outcome in (("control", "failed"), ("treatment", "passed")):
+        side = page.locator(f'section[data-arm="{arm}"]')
+        assert outcome in side.locator("b").nth(2).inner_text()
+        rows = side.locator('tr[data-kind="browser"]')
+        calls = _tool_calls(traced, f"shop-price-a1-{arm}")
+        assert calls and rows.count() == len(calls)  # each call the proxy logged, in order
+        for i, call in enumerate(calls):
+            assert call.tool in rows.nth(i).inner_text()
+        # the page after each call, from the trace
+        assert side.locator('tr[data-kind="browser"] img.frame').count() == len(calls)
+        assert side.locator('a[href$="trace.zip"]').count() == 1
+    # treatment's invoke of the injected tool is marked so
+    assert "(injected)" in page.locator('section[data-arm="treatment"]').inner_text()
+
+
+def test_every_trial_has_a_page_reached_from_the_report(traced, browser):
+    records, _ = read_trial_records(traced)
+    page = browser.new_page()
+    page.goto((traced / "report.html").as_uri())
+    page.locator('a[href="pages/index.html"]').first.click()
+    page.wait_for_load_state()
+    listed = page.locator("table a:not([href^=pair])")
+    assert sorted(listed.all_inner_texts()) == sorted(r.trial_id for r in records)
+    first = listed.first.inner_text()
+    assert first.endswith("-control") and first.startswith("shop-price")  # failures first
+    listed.first.click()
+    page.wait_for_load_state()
+    assert page.locator("h2").first.inner_text() == first and "failed" in page.content()
+    # the failed trial is also listed under the report's stop reasons, linking the same page
+    page.goto((traced / "report.html").as_uri())
+    assert page.locator("#not-passed + ul a").all_inner_texts() == ["shop-price-a1-control"]
+
+
+def test_the_trace_is_playwright_s_trace_zip_listing_the_calls(traced):
+    [record] = [r for r in read_trial_records(traced)[0] if r.trial_id == "shop-price-a1-playwright"]
+    assert record.trace is not None and record.trace.file == "trace.zip"
+    with zipfile.ZipFile(traced / record.harbor_trial_dir / "trace.zip") as archive:
+        events = [json.loads(line) for line in archive.read("trace.trace").decode().splitlines()]
+        frames = [e for e in events if e["type"] == "screencast-frame"]
+        assert frames and all(archive.getinfo(e.get("file") or f"resources/{e['sha1']}") for e in frames)
+    methods = [f"{e['class']}.{e['method']}" for e in events if e["type"] == "before"]
+    assert "Frame.goto" in methods  # the start page
+    # the agent's own Playwright code, as its call in the proxy log sent it
+    [call] = _tool_calls(traced, "shop-price-a1-playwright")
+    assert "click" in call.arguments["code"] and any(m.endswith(".click") for m in methods)
+
+
+def test_pytest_html_links_the_same_trial_page(traced):
+    html = (traced.parents[1] / "pytest.html").read_text()
+    for record in read_trial_records(traced)[0]:
+        assert (traced / "pages" / f"{record.trial_id}.html").resolve().as_uri() in html
+
+
+def test_without_traces_each_trial_still_has_its_timeline(tmp_path, browser):
+    exp = _run(tmp_path, "untraced", "--no-trace")
+    records, _ = read_trial_records(exp)
+    assert records and all(r.trace is None for r in records)
+    assert not list(exp.glob("jobs/*/*/trace.zip"))
+    page = browser.new_page()
+    page.goto((exp / "pages" / "shop-price-a1-treatment.html").as_uri())
+    assert "No browser trace (tracing was off)" in page.content()
+    assert page.locator('tr[data-kind="browser"]').count() == len(_tool_calls(exp, "shop-price-a1-treatment"))
+    assert json.loads((exp / "manifest.json").read_text())["trace"] is False
+
+
+def test_harbor_s_viewer_lists_every_trial_of_the_run(traced):
+    """`harbor view results/<id>/jobs --jobs` reads the arms' job folders as Harbor wrote them."""
+    from fastapi.testclient import TestClient
+    from harbor.viewer.server import create_app
+
+    with TestClient(create_app(traced / "jobs", mode="jobs")) as client:
+        jobs = client.get("/api/jobs").json()
+        assert sorted(j["name"] for j in jobs["items"]) == ["control", "playwright", "treatment"]
+        for arm in ("control", "treatment", "playwright"):
+            trials = client.get(f"/api/jobs/{arm}/trials").json()["items"]
+            expected = sorted(r.trial_id for r in read_trial_records(traced)[0] if r.arm == arm)
+            assert sorted(t["name"] for t in trials) == expected
+            result = client.get(f"/api/jobs/{arm}/trials/{expected[0]}").json()
+            assert result["trial_name"] == expected[0]
