@@ -172,6 +172,16 @@ def test_a_public_web_pair_runs_end_to_end_on_kernel_stand_ins(pytester, monkeyp
     calls = [json.loads(line) for line in mcp_record.read_text().splitlines()]
     assert [c["tool"] for c in calls] == ["execute_playwright_code", "execute_playwright_code"]
     assert auth_seen and set(auth_seen) == {f"Bearer {KEY}"}
+    # each browser recorded as Kernel's replay (started before the agent, stopped after it) and
+    # linked from the record and the trial's page, with the live view
+    assert sorted(api.replays.items()) == [("rp_kb_0001", "stopped"), ("rp_kb_0002", "stopped")]
+    from pytest_webbench.records import read_trial_records
+
+    [exp] = (pytester.path / "results").iterdir()
+    for record in read_trial_records(exp)[0]:
+        assert record.trace.replay_url.startswith("https://replays.standin/rp_kb_000") and record.trace.file is None
+        assert record.trace.live_view_url.startswith("https://live.standin/kb_000") and record.trace.error is None
+        assert record.trace.replay_url in (exp / "pages" / f"{record.trial_id}.html").read_text()
     for path in (pytester.path / "results").rglob("*"):
         assert not path.is_file() or KEY.encode() not in path.read_bytes(), path
 

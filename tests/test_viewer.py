@@ -90,6 +90,12 @@ def test_every_trial_has_a_page_reached_from_the_report(traced, browser):
     records, _ = read_trial_records(traced)
     page = browser.new_page()
     page.goto((traced / "report.html").as_uri())
+    # one click: every trial is linked from its arm and task's row
+    linked = {h.removeprefix("pages/").removesuffix(".html") for h in
+              page.locator("td.trials a").evaluate_all("links => links.map(a => a.getAttribute('href'))")}
+    assert linked == {r.trial_id for r in records}
+    for href in page.locator("a[href^='pages/']").evaluate_all("links => links.map(a => a.href)"):
+        assert Path(href.removeprefix("file://")).is_file(), href  # no link leads nowhere
     page.locator('a[href="pages/index.html"]').first.click()
     page.wait_for_load_state()
     listed = page.locator("table a:not([href^=pair])")

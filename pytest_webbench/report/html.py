@@ -105,6 +105,17 @@ def _trial_links(title: str, notes: list[TrialNote], anchor: str) -> str:
     return f'<h3 id="{anchor}">{escape(title)}</h3><ul>{items}{more}</ul>'
 
 
+OUTCOME_MARKS = {"passed": "✓", "failed": "✗", "errored": "!"}
+
+
+def _row_links(trials: dict[str, str]) -> str:
+    """Every trial of an arm and task, one link each (its outcome as the mark)."""
+    links = [f'<a href="{PAGES}/{escape(trial_page_name(t))}" title="{escape(t)}: {escape(o)}">{OUTCOME_MARKS.get(o, "?")}</a>'
+             for t, o in list(trials.items())[:SHOWN_PER_LIST]]
+    more = f' <a href="{PAGES}/index.html">+{len(trials) - SHOWN_PER_LIST}</a>' if len(trials) > SHOWN_PER_LIST else ""
+    return " ".join(links) + more
+
+
 def _trials_section(report: Report) -> str:
     """Every figure's trials, each one click away: discordant pairs and failures first."""
     pairs = [(r.task, p) for r in report.paired for p in r.discordant]
@@ -167,13 +178,14 @@ def render_html(report: Report) -> str:
                         f"<td>{_v(f'{path}.mcnemar_p', pval(r.mcnemar_p), 'p')}</td><td>{e(speed)}</td><td>{e(pval(r.sign_p))}</td></tr>")
         body.append("</table>" + _paired_plot(report) + "<h3>Speedups of pairs where both passed</h3>" + _speedup_plot(report))
     body.append("<h2>Per arm and task</h2><table><tr><th>arm</th><th>task</th><th>grading</th><th>passed</th><th>failed</th>"
-                "<th>errored</th><th>missing</th><th>rate</th><th>95% CI</th><th>stop reasons</th></tr>")
+                "<th>errored</th><th>missing</th><th>rate</th><th>95% CI</th><th>stop reasons</th><th>trials</th></tr>")
     for i, row in enumerate(report.by_arm_task):
         path = f"by_arm_task.{i}"
         cells = "".join(f"<td>{_v(f'{path}.{k}', str(getattr(row, k)), 'int')}</td>" for k in ("passed", "failed", "errored", "missing"))
         reasons = ", ".join(f"{k} {v}" for k, v in row.stop_reasons.items()) or "–"
         body.append(f"<tr><td>{e(row.arm)}</td><td>{e(row.task)}</td><td>{e(row.grading)}</td>{cells}"
-                    f"<td>{_v(f'{path}.rate.rate', pct(row.rate.rate), 'pct')}</td><td>{e(ci(row.rate))}</td><td>{e(reasons)}</td></tr>")
+                    f"<td>{_v(f'{path}.rate.rate', pct(row.rate.rate), 'pct')}</td><td>{e(ci(row.rate))}</td><td>{e(reasons)}</td>"
+                    f"<td class=trials>{_row_links(row.trials)}</td></tr>")
     body.append("</table><h2>Usage</h2><table><tr><th>arm</th><th>trials</th><th>median agent s</th><th>tokens in/cached/out</th>"
                 "<th>cost $ (priced)</th><th>browser calls</th><th>trials w/ rejected calls</th><th>cap hits</th></tr>")
     for i, u in enumerate(report.usage):

@@ -38,6 +38,7 @@ class KernelApiStandin:
         self.fail_next: dict[str, list[int]] = {}  # path suffix -> statuses to answer first
         self.failing_deletes: dict[str, int] = {}  # browser name -> deletes to fail (HTTP 500) before one succeeds
         self.replays: dict[str, str] = {}  # replay id -> "recording" or "stopped"
+        self.created = 0
         b = "/browsers/{id}"
         self.app = Starlette(routes=[
             Route("/browsers", self.list_browsers, methods=["GET"]),
@@ -94,7 +95,8 @@ class KernelApiStandin:
         body, refused = await self._enter(request)
         if refused:
             return refused
-        session_id = f"kb_{len(self.browsers) + 1:04d}"
+        self.created += 1
+        session_id = f"kb_{self.created:04d}"  # never reused, as Kernel's ids are not
         browser = Browser(session_id, body.get("name") or session_id)
         self.browsers[session_id] = browser
         return JSONResponse({
