@@ -27,7 +27,7 @@ def build_manifest(st: WebbenchState, keys: list[TrialKey]) -> RunManifest:
     opts = st.options
     runner = runner_spec(opts.runner)
     limits = {t.name: TaskLimits(grading=t.meta.grading, turn_cap=t.meta.turn_cap, spend_limit_usd=t.meta.spend_limit_usd,
-                                 placebo=t.meta.placebo, tool_batch=t.meta.tool_batch, timeout_sec=t.timeout_sec,
+                                 placebo=t.meta.placebo, shortcut=t.meta.shortcut, tool_batch=t.meta.tool_batch, timeout_sec=t.timeout_sec,
                                  agree_on=t.meta.agree_on)
               for t in st.suite.tasks}
     return RunManifest(

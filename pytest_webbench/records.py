@@ -50,6 +50,7 @@ class TaskLimits(BaseModel):
     placebo: bool
     tool_batch: str | None
     timeout_sec: float
+    shortcut: bool = True  # the batch offers a shortcut over control's tools (suite.WebbenchMeta)
     agree_on: list[str] = Field(default_factory=list)
 
 

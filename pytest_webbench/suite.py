@@ -74,6 +74,10 @@ class WebbenchMeta(_Strict):
     spend_limit_usd: float = Field(ge=0)
     token_limit: int | None = Field(None, gt=0, description="model tokens (input + output) the gateway lets through")
     placebo: bool = False
+    # Whether the injected batch offers a shortcut over control's own tools. False where the site's
+    # native WebMCP tools already do the task or the batch adds nothing to it: there no difference
+    # between the arms is expected (a control for "tools help only where they add something").
+    shortcut: bool = True
     tool_batch: str | None = None  # the site whose injected batch covers this task
     # Answer fields on which a pair's two answers should agree (the report's answer agreement).
     agree_on: list[str] = Field(default_factory=list)

@@ -29,12 +29,12 @@ def test_reference_runner_passes_every_item_and_leaves_a_complete_experiment(pyt
     assert all(r.outcome == "passed" and r.calls.forwarded > 0 for r in records)
     # each record names its Harbor folder relative to the experiment, so the folder can be moved
     assert all(not Path(r.harbor_trial_dir).is_absolute() and (exp / r.harbor_trial_dir / "result.json").exists() for r in records)
-    assert set(manifest.content_hashes) >= {"suite", "tool_batch:codehub", "tool_batch:shop", "tool_batch:wiki"}
+    assert set(manifest.content_hashes) >= {"suite", "tool_batch:codehub", "tool_batch:shop", "tool_batch:wiki", "tool_batch:market"}
     assert manifest.isolation == "mount+net"  # agents' commands ran sealed
     # treatment used the injected tools, the other arms never did
     for r in records:
         injected = sum(n for k, n in r.calls.webmcp_invokes.items() if k.startswith("injected:"))
-        assert (injected > 0) == (r.arm == "treatment" and r.task != "codehub-latest-release"), r.trial_id
+        assert (injected > 0) == (r.arm == "treatment" and r.task not in ("codehub-latest-release", "market-product-id")), r.trial_id
     # the exact instructions each agent got are kept, with the arm's rules
     pw = next(r for r in records if r.arm == "playwright")
     assert "Do not use WebMCP" in pw.instruction and pw.instruction.startswith(Path(LOCAL_WEB / "tasks" / pw.task / "instruction.md").read_text())
@@ -48,25 +48,32 @@ def test_reference_runner_passes_every_item_and_leaves_a_complete_experiment(pyt
     trial = TrialResult.model_validate_json((exp / "jobs" / "control" / "shop-cart-a1-control" / "result.json").read_text())
     assert trial.verifier_result.rewards == {"reward": 1.0}
     report = json.loads((exp / "report.json").read_text())
-    assert report["complete"] and report["headline"]["treatment"]["passes"] == 5
+    headline_tasks = len(TASKS) - 1  # all but the format-only task
+    assert report["complete"] and report["headline"]["treatment"]["passes"] == headline_tasks
     md = (exp / "report.md").read_text()
     for section in ("## Paired control vs treatment", "## Pooled paired effect", "## Usage, tools and validity",
                     "## What each test assumes", "Minimum detectable effect"):
         assert section in md
     # every treatment pair passed both arms: no discordance, so no effect is detectable at this size
     # the pooled effect covers the page- and pin-checked tasks, the placebo and the format-only task left out
-    assert report["pooled"]["task_names"] == ["codehub-merged-pr", "shop-cart", "shop-price", "wiki-population"]
-    assert report["pooled"]["pairs"] == 4 and report["pooled"]["difference"] == 0 and report["pooled"]["mde"] is None
+    assert report["pooled"]["task_names"] == [t for t in TASKS if t not in ("codehub-latest-release", "wiki-random-article")]
+    assert report["pooled"]["pairs"] == headline_tasks - 1 and report["pooled"]["difference"] == 0
     assert report["pooled"]["ci_low"] < 0 < report["pooled"]["ci_high"]  # all pairs agree: still a real interval
     treatment = next(u for u in report["usage"] if u["arm"] == "treatment")
-    assert treatment["webmcp"]["injected:tried"] == treatment["webmcp"]["injected:completed"] >= 5
+    assert treatment["webmcp"]["injected:tried"] == treatment["webmcp"]["injected:completed"] >= headline_tasks - 2
+    # where the batch offers a shortcut, treatment's path takes fewer browser calls than control's
+    rows = {(row["task"], row["arm"]): row for row in report["by_arm_task"]}
+    shortcut = sorted(t for (t, arm), row in rows.items() if arm == "control" and row["shortcut"])
+    assert len(shortcut) >= 11 and "market-product-id" not in shortcut and "codehub-latest-release" not in shortcut
+    for task in shortcut:
+        assert rows[(task, "treatment")]["median_calls"] < rows[(task, "control")]["median_calls"], task
     assert all(u["toolset_invalid"] == 0 for u in report["usage"])
     # re-rendering from disk gives the same bytes
     before = (exp / "report.json").read_bytes()
     from pytest_webbench.report.__main__ import main
 
     assert main([str(exp)]) == 0 and (exp / "report.json").read_bytes() == before
-    result.stdout.fnmatch_lines(["*webbench*", "*treatment*5/5 passed*", "*pooled effect*"])
+    result.stdout.fnmatch_lines(["*webbench*", f"*treatment*{headline_tasks}/{headline_tasks} passed*", "*pooled effect*"])
 
 
 def test_nop_runner_fails_every_item_with_the_full_denominator(pytester):
@@ -77,8 +84,8 @@ def test_nop_runner_fails_every_item_with_the_full_denominator(pytester):
     assert all(r.outcome == "failed" and r.reward == 0 and r.stop_reason == "no_browser_call" for r in records)
     report = json.loads((exp / "report.json").read_text())
     assert {arm: (r["passes"], r["n"]) for arm, r in report["headline"].items()} == {
-        "control": (0, 5), "treatment": (0, 5), "playwright": (0, 5)}
-    assert report["stop_reasons"] == {arm: {"no_browser_call": 6} for arm in ("control", "treatment", "playwright")}
+        arm: (0, len(TASKS) - 1) for arm in ("control", "treatment", "playwright")}
+    assert report["stop_reasons"] == {arm: {"no_browser_call": len(TASKS)} for arm in ("control", "treatment", "playwright")}
     assert report["pooled"]["difference"] == 0 and report["pooled"]["control_rate"] == 0 and report["pooled"]["tasks"] == 4
     assert all(row["pass_at_k"] == {"1": 0.0} for row in report["by_arm_task"])
 

@@ -67,6 +67,8 @@ class ArmTaskRow(BaseModel):
     pass_hat_k: dict[int, float] = Field(default_factory=dict)
     stop_reasons: dict[str, int] = Field(default_factory=dict)
     median_agent_sec: float | None = None
+    median_calls: float | None = None  # browser calls the proxy forwarded, per recorded trial
+    shortcut: bool = True  # the batch offers a shortcut here (suite: shortcut, and not a placebo)
     trials: dict[str, str] = Field(default_factory=dict)  # trial id -> outcome, for the report's links
 
 
@@ -234,6 +236,8 @@ def build_report(manifest: RunManifest, records: list[TrialRecord], problems: li
             pass_at_k={k: round(pass_at_k(ended, counts["passed"], k), 6) for k in ks},
             pass_hat_k={k: round(pass_hat_k(ended, counts["passed"], k), 6) for k in ks},
             median_agent_sec=_median(r.timings.agent_sec for r in recs if r is not None), **counts,
+            median_calls=_median(r.calls.forwarded for r in recs if r is not None),
+            shortcut=limits.shortcut and not limits.placebo,
             trials={r.trial_id: r.outcome for r in recs if r is not None},
         ))
         acc = (format_counts if limits.grading == "format" else headline_counts).setdefault(arm, [0, 0])

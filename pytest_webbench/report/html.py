@@ -178,13 +178,15 @@ def render_html(report: Report) -> str:
                         f"<td>{_v(f'{path}.mcnemar_p', pval(r.mcnemar_p), 'p')}</td><td>{e(speed)}</td><td>{e(pval(r.sign_p))}</td></tr>")
         body.append("</table>" + _paired_plot(report) + "<h3>Speedups of pairs where both passed</h3>" + _speedup_plot(report))
     body.append("<h2>Per arm and task</h2><table><tr><th>arm</th><th>task</th><th>grading</th><th>passed</th><th>failed</th>"
-                "<th>errored</th><th>missing</th><th>rate</th><th>95% CI</th><th>stop reasons</th><th>trials</th></tr>")
+                "<th>errored</th><th>missing</th><th>rate</th><th>95% CI</th><th>median agent s</th><th>median calls</th><th>stop reasons</th>"
+                "<th>trials</th></tr>")
     for i, row in enumerate(report.by_arm_task):
         path = f"by_arm_task.{i}"
         cells = "".join(f"<td>{_v(f'{path}.{k}', str(getattr(row, k)), 'int')}</td>" for k in ("passed", "failed", "errored", "missing"))
         reasons = ", ".join(f"{k} {v}" for k, v in row.stop_reasons.items()) or "–"
         body.append(f"<tr><td>{e(row.arm)}</td><td>{e(row.task)}</td><td>{e(row.grading)}</td>{cells}"
-                    f"<td>{_v(f'{path}.rate.rate', pct(row.rate.rate), 'pct')}</td><td>{e(ci(row.rate))}</td><td>{e(reasons)}</td>"
+                    f"<td>{_v(f'{path}.rate.rate', pct(row.rate.rate), 'pct')}</td><td>{e(ci(row.rate))}</td>"
+                    f"<td>{e(num(row.median_agent_sec))}</td><td>{e(num(row.median_calls))}</td><td>{e(reasons)}</td>"
                     f"<td class=trials>{_row_links(row.trials)}</td></tr>")
     body.append("</table><h2>Usage</h2><table><tr><th>arm</th><th>trials</th><th>median agent s</th><th>tokens in/cached/out</th>"
                 "<th>cost $ (priced)</th><th>browser calls</th><th>trials w/ rejected calls</th><th>cap hits</th></tr>")

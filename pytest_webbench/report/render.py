@@ -108,11 +108,12 @@ def render_markdown(report: Report) -> str:
 
     out += ["", "## Per arm and task", ""]
     out += _table(
-        ["arm", "task", "grading", "passed", "failed", "errored", "missing", "rate", "95% CI", "pass@k", "pass^k", "median agent s", "stop reasons"],
-        [[row.arm, row.task + (" (placebo)" if row.placebo else ""), row.grading, str(row.passed), str(row.failed),
+        ["arm", "task", "grading", "passed", "failed", "errored", "missing", "rate", "95% CI", "pass@k", "pass^k", "median agent s",
+         "median calls", "stop reasons"],
+        [[row.arm, row.task + (" (placebo)" if row.placebo else "" if row.shortcut else " (no shortcut)"), row.grading, str(row.passed), str(row.failed),
           str(row.errored), str(row.missing), pct(row.rate.rate), ci(row.rate),
           " ".join(f"@{k} {pct(v)}" for k, v in row.pass_at_k.items()) or "–",
-          " ".join(f"^{k} {pct(v)}" for k, v in row.pass_hat_k.items()) or "–", num(row.median_agent_sec),
+          " ".join(f"^{k} {pct(v)}" for k, v in row.pass_hat_k.items()) or "–", num(row.median_agent_sec), num(row.median_calls),
           ", ".join(f"{k} {v}" for k, v in row.stop_reasons.items()) or "–"] for row in report.by_arm_task])
 
     if report.paired:

@@ -53,7 +53,7 @@ class ReferenceBrowser:
         self._tools = {t["tool"]["name"]: t for t in listed["tools"]}
         return self._tools
 
-    async def webmcp(self, name: str, **tool_input: Any) -> Any:
+    async def webmcp(self, name: str, /, **tool_input: Any) -> Any:  # a tool may take a `name` too
         if name not in self._tools:
             await self.webmcp_tools()
         if name not in self._tools:

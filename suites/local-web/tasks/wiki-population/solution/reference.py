@@ -6,10 +6,14 @@ async def solve(browser, arm):
     if arm == "treatment":
         facts = (await browser.webmcp("get_infobox", title="Corvain"))["facts"]
         return {"population": int(facts["Population"].replace(",", ""))}
-    text = await browser.playwright("""
+    if arm == "control":
+        await browser.webmcp_tools()
+    await browser.playwright("""
         await page.fill('input[name=q]', 'Corvain');
-        await page.press('input[name=q]', 'Enter');
-        await page.click('text=Corvain');
+        await Promise.all([page.waitForURL('**/search**'), page.press('input[name=q]', 'Enter')]);
+    """)
+    text = await browser.playwright("""
+        await Promise.all([page.waitForURL('**/wiki/**'), page.click('text=Corvain')]);
         return await page.locator('.infobox tr', { hasText: 'Population' }).locator('td').textContent();
     """)
     return {"population": int(text.replace(",", ""))}
