@@ -86,7 +86,7 @@ def test_nop_runner_fails_every_item_with_the_full_denominator(pytester):
     assert {arm: (r["passes"], r["n"]) for arm, r in report["headline"].items()} == {
         arm: (0, len(TASKS) - 1) for arm in ("control", "treatment", "playwright")}
     assert report["stop_reasons"] == {arm: {"no_browser_call": len(TASKS)} for arm in ("control", "treatment", "playwright")}
-    assert report["pooled"]["difference"] == 0 and report["pooled"]["control_rate"] == 0 and report["pooled"]["tasks"] == 4
+    assert report["pooled"]["difference"] == 0 and report["pooled"]["control_rate"] == 0 and report["pooled"]["tasks"] == len(TASKS) - 2  # not the placebo or the format-only task
     assert all(row["pass_at_k"] == {"1": 0.0} for row in report["by_arm_task"])
 
 

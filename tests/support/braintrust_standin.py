@@ -68,7 +68,11 @@ class BraintrustStandin:
         body = await self._authorised(request)
         if body is None:
             return JSONResponse({"error": "unauthorised"}, status_code=401)
-        self.rows.extend(body.get("rows", []))
+        # Braintrust keys rows by id: a row sent again (the SDK retries a slow request) replaces
+        # the first, as the real service does, instead of counting twice.
+        for row in body.get("rows", []):
+            key = (row.get("experiment_id"), row.get("id"))
+            self.rows = [r for r in self.rows if (r.get("experiment_id"), r.get("id")) != key] + [row]
         return JSONResponse({})
 
     def rows_by_experiment(self) -> dict[str, list[dict]]:
