@@ -113,6 +113,8 @@ def test_the_shop_cart_task_expects_the_cheapest_blue_mug():
     cheapest = best(mugs, lambda p: -p["price_cents"], "cheapest blue mug")
     meta = tomllib.loads((LOCAL_WEB / "tasks" / "shop-cart" / "task.toml").read_text())["metadata"]["webbench"]
     assert meta["page"]["expect"]["items"] == {cheapest["sku"]: 2, "LAN-TRL-X": 1}
+    assert meta["page"]["expect"]["coupon"] == only(list(shop.COUPON_BANNER.values()), "advertised coupon")
+    assert meta["page"]["expect"]["coupon"] not in (LOCAL_WEB / "tasks" / "shop-cart" / "instruction.md").read_text()
 
 
 def test_the_data_is_generated_from_the_suite_s_seed():

@@ -1,5 +1,6 @@
 """Shoply: a shop modelled on a small online store: categories, search, paginated listings,
-product pages and a cart kept per browser (cookie). Its own WebMCP tool searches products."""
+product pages and a cart kept per browser (cookie), with a coupon advertised on one category's
+page and applied on the cart page. Its own WebMCP tool searches products."""
 
 from __future__ import annotations
 
@@ -17,6 +18,9 @@ KINDS = {
     "mugs": ("Mug", 899), "lanterns": ("Lantern", 2450), "bottles": ("Bottle", 1299), "socks": ("Socks", 650),
 }
 PER_PAGE = 8
+# One coupon, advertised only on the lanterns page: finding it is a hop of its own.
+COUPONS = {"LANTERN15": 15}  # code -> percent off the cart
+COUPON_BANNER = {"lanterns": "LANTERN15"}
 
 
 def _catalogue() -> list[dict]:
@@ -36,6 +40,7 @@ def _catalogue() -> list[dict]:
 PRODUCTS = _catalogue()
 BY_SKU = {p["sku"]: p for p in PRODUCTS}
 CARTS: dict[str, dict[str, int]] = {}
+CART_COUPONS: dict[str, str] = {}  # cart -> applied coupon code
 
 NATIVE_TOOLS = """
 document.modelContext.registerTool({
@@ -84,7 +89,9 @@ async def category(request):
     name = request.path_params["name"]
     items = sorted((p for p in PRODUCTS if p["category"] == name), key=lambda p: p["name"])
     shown, pages = paginate(items, page_number(request), PER_PAGE)
-    body = f"<h1>{esc(name.title())}</h1>{_listing(shown)}{pager(f'/c/{name}', page_number(request), pages)}"
+    banner = (f"<p class='card promo'>This week: {COUPONS[COUPON_BANNER[name]]}% off your whole cart with code "
+              f"<code class='coupon-code'>{COUPON_BANNER[name]}</code></p>") if name in COUPON_BANNER else ""
+    body = f"<h1>{esc(name.title())}</h1>{banner}{_listing(shown)}{pager(f'/c/{name}', page_number(request), pages)}"
     return _shell(request, name.title(), body)
 
 
@@ -131,17 +138,36 @@ async def cart_remove(request: Request):
     return RedirectResponse("/cart", status_code=303)
 
 
+async def cart_coupon(request: Request):
+    form = await request.form()
+    code, cart_id = str(form.get("code", "")).strip().upper(), _cart_id(request)
+    if code not in COUPONS or not cart_id or not CARTS.get(cart_id):
+        return RedirectResponse("/cart?coupon=invalid", status_code=303)
+    CART_COUPONS[cart_id] = code
+    return RedirectResponse("/cart", status_code=303)
+
+
+def cart_total(items: dict[str, int], coupon: str | None) -> int:
+    subtotal = sum(BY_SKU[s]["price_cents"] * q for s, q in items.items())
+    return subtotal - subtotal * COUPONS.get(coupon or "", 0) // 100
+
+
 async def cart(request):
     items = CARTS.get(_cart_id(request) or "", {})
+    coupon = CART_COUPONS.get(_cart_id(request) or "")
     rows = "".join(
         f"<tr class='cart-item' data-sku='{sku}' data-qty='{qty}'><td>{esc(BY_SKU[sku]['name'])}</td><td>{qty}</td>"
         f"<td>{money(BY_SKU[sku]['price_cents'] * qty)}</td><td><form method='post' action='/cart/remove'>"
         f"<input type='hidden' name='sku' value='{sku}'><button>Remove</button></form></td></tr>"
         for sku, qty in items.items()
     )
-    total = sum(BY_SKU[s]["price_cents"] * q for s, q in items.items())
-    body = (f"<h1>Your cart</h1><table>{rows or '<tr><td>Your cart is empty.</td></tr>'}</table>"
-            f"<p>Total: <strong id='cart-total'>{money(total)}</strong></p>")
+    invalid = "<p class='error'>That coupon code is not valid.</p>" if request.query_params.get("coupon") == "invalid" else ""
+    applied = (f"<p>Coupon <code id='cart-coupon' data-code='{coupon}'>{coupon}</code>: {COUPONS[coupon]}% off</p>"
+               if coupon else "")
+    body = (f"<h1>Your cart</h1><table>{rows or '<tr><td>Your cart is empty.</td></tr>'}</table>{invalid}{applied}"
+            "<form method='post' action='/cart/coupon'><label>Coupon code <input name='code'></label> "
+            "<button id='apply-coupon'>Apply</button></form>"
+            f"<p>Total: <strong id='cart-total'>{money(cart_total(items, coupon))}</strong></p>")
     return _shell(request, "Cart", body)
 
 
@@ -165,5 +191,5 @@ def create_app() -> Starlette:
         Route("/_fault/bot-block", fault_bot_block), Route("/_fault/error", fault_error),
         Route("/", home), Route("/c/{name}", category), Route("/search", search), Route("/api/products", api_products),
         Route("/p/{sku}", product), Route("/cart", cart), Route("/cart/add", cart_add, methods=["POST"]),
-        Route("/cart/remove", cart_remove, methods=["POST"]),
+        Route("/cart/remove", cart_remove, methods=["POST"]), Route("/cart/coupon", cart_coupon, methods=["POST"]),
     ])

@@ -29,6 +29,41 @@
     kind: 'page',
     match: { url_patterns: ['http://shop.localhost/*'] },
     tool: {
+      name: 'current_coupons',
+      description: 'The coupon codes Shoply advertises on its category pages, with their discounts.',
+      inputSchema: { type: 'object', properties: {} },
+    },
+    execute: async () => {
+      const home = new DOMParser().parseFromString(await (await fetch('/')).text(), 'text/html');
+      const coupons = [];
+      for (const link of home.querySelectorAll('main a[href^="/c/"]')) {
+        const doc = new DOMParser().parseFromString(await (await fetch(link.getAttribute('href'))).text(), 'text/html');
+        for (const promo of doc.querySelectorAll('.promo')) {
+          coupons.push({ code: promo.querySelector('.coupon-code').textContent, offer: promo.textContent.trim() });
+        }
+      }
+      return { coupons };
+    },
+  },
+  {
+    kind: 'page',
+    match: { url_patterns: ['http://shop.localhost/*'] },
+    tool: {
+      name: 'apply_coupon',
+      description: 'Apply a coupon code to the cart; returns the new cart total.',
+      inputSchema: { type: 'object', properties: { code: { type: 'string' } }, required: ['code'] },
+    },
+    execute: async ({ code }) => {
+      const res = await fetch('/cart/coupon', { method: 'POST', body: new URLSearchParams({ code }) });
+      if (res.url.includes('coupon=invalid')) throw new Error(`the cart refused coupon ${code}`);
+      const doc = new DOMParser().parseFromString(await res.text(), 'text/html');
+      return { total: doc.querySelector('#cart-total').textContent };
+    },
+  },
+  {
+    kind: 'page',
+    match: { url_patterns: ['http://shop.localhost/*'] },
+    tool: {
       name: 'add_to_cart',
       description: 'Add a quantity of a product (by sku) to the cart; returns the cart total.',
       inputSchema: {

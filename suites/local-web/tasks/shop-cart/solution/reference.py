@@ -1,5 +1,6 @@
-"""Reference solution: treatment uses the injected find_products and add_to_cart tools; the other
-arms search and use the product pages' forms with Playwright."""
+"""Reference solution: treatment uses the injected find_products, add_to_cart, current_coupons and
+apply_coupon tools; the other arms search, use the product pages' forms, look through the category
+pages for the advertised coupon and apply it on the cart page, with Playwright."""
 
 
 # Search, and pick the cheapest result; then its page, the quantity and Add to cart: a call each.
@@ -17,17 +18,35 @@ await page.fill('input[name=qty]', '%d');
 await Promise.all([page.waitForURL('**/cart'), page.click('#add-to-cart')]);
 """
 
+PROMO = """
+await page.goto(new URL(%r, page.url()).href);
+return (await page.locator('.coupon-code').count()) ? (await page.textContent('.coupon-code')).trim() : null;
+"""
+COUPON = """
+await page.goto(new URL('/cart', page.url()).href);
+await page.fill('input[name=code]', %r);
+await Promise.all([page.waitForURL('**/cart'), page.click('#apply-coupon')]);
+return (await page.textContent('#cart-total')).trim();
+"""
+
 
 async def solve(browser, arm):
     if arm == "treatment":
         mugs = (await browser.webmcp("find_products", words="blue mug"))["products"]
         lantern = (await browser.webmcp("find_products", words="trail lantern"))["products"][0]
         await browser.webmcp("add_to_cart", sku=mugs[0]["sku"], quantity=2)
-        out = await browser.webmcp("add_to_cart", sku=lantern["sku"], quantity=1)
-        return {"total": out["total"]}
+        await browser.webmcp("add_to_cart", sku=lantern["sku"], quantity=1)
+        [coupon] = (await browser.webmcp("current_coupons"))["coupons"]
+        return {"total": (await browser.webmcp("apply_coupon", code=coupon["code"]))["total"]}
     if arm == "control":
         await browser.webmcp_tools()
     for query, qty in (("blue mug", 2), ("trail lantern", 1)):
         href = await browser.playwright(SEARCH % query)
         await browser.playwright(ADD % (href, qty))
-    return {"total": await browser.playwright("return (await page.textContent('#cart-total')).trim();")}
+    # the coupon: each category page in turn until one advertises a code, then the cart's form
+    categories = await browser.playwright("return await page.locator('header a[href^=\"/c/\"]').evaluateAll((as) => as.map((a) => a.getAttribute('href')));")
+    for href in categories:
+        code = await browser.playwright(PROMO % href)
+        if code:
+            break
+    return {"total": await browser.playwright(COUPON % code)}
