@@ -1,8 +1,9 @@
 """How the report scales: build and render it from disk for 1,000, 10,000 and 100,000 trials.
 
-Each size is a synthetic experiment directory (a manifest and one record file per trial, as a
-run leaves them: tasks x attempts x three arms, mixed outcomes, tokens, calls). The report is
-then built and written in a fresh subprocess, which reports its wall time and peak memory
+Each size is a synthetic experiment directory (a manifest, one record file per trial and the
+trial and pair pages each trial writes as it ends, as a run leaves them: tasks x attempts x three
+arms, mixed outcomes, tokens, calls). The report is then re-rendered in a fresh subprocess (every
+form, the pages checked and the index written), which reports its wall time and peak memory
 (ru_maxrss), so one size's allocations never flatter the next.
 
     .venv/bin/python benchmarks/report_scale.py [--sizes 1000 10000 100000]
@@ -50,6 +51,8 @@ def make_experiment(root: Path, trials: int, seed: int = 7) -> Path:
         runner="codex", model="m", browser="local", attempts=ATTEMPTS, arms=list(ARMS), paired=True, trials=planned,
         task_limits=limits, content_hashes={}))
     (directory / "trials").mkdir(exist_ok=True)
+    from pytest_webbench.viewer.pages import write_trial_pages
+
     for trial in planned:
         outcome = rng.choices(["passed", "failed", "errored"], weights=[6, 3, 1])[0]
         record = TrialRecord(
@@ -62,6 +65,7 @@ def make_experiment(root: Path, trials: int, seed: int = 7) -> Path:
                                webmcp_invokes={"injected:completed": rng.randint(0, 3)} if trial.arm == "treatment" else {}),
         )
         (directory / "trials" / f"{trial.trial_id}.json").write_text(record.model_dump_json(indent=2))
+        write_trial_pages(directory, record)  # as the trial's worker does when it records it
     return directory
 
 

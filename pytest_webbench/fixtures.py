@@ -190,7 +190,17 @@ class TrialRecorder:
         record_reward_in_harbor(outcome.harbor_trial_dir, record.reward)
         write_trial_record(self.st.experiment_dir, record)
         self.written = record
+        self._pages(record)
         return record
+
+    def _pages(self, record: TrialRecord) -> None:
+        from .viewer.pages import write_trial_pages
+
+        try:
+            write_trial_pages(self.st.experiment_dir, record)
+        except Exception as exc:  # noqa: BLE001 - a page the report can build later never fails a trial
+            print(f"webbench: the page of {record.trial_id} was not written ({type(exc).__name__}: {exc}); "
+                  "the report will build it")
 
     def record_error(self, exc: BaseException | None, detail: str) -> None:
         """The trial broke before grading: it stays in the denominator, its reason by the error's type."""
@@ -199,6 +209,7 @@ class TrialRecorder:
         record = TrialRecord(**self.base(), **error_before_grading(exc, detail).fields())
         write_trial_record(self.st.experiment_dir, record)
         self.written = record
+        self._pages(record)
 
 
 @pytest.fixture

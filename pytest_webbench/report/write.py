@@ -13,7 +13,7 @@ from .render import render_markdown
 
 def write_report(experiment_dir: Path) -> Report:
     report = build_report_from_dir(experiment_dir)
-    write_pages(experiment_dir)  # every trial one click from report.html
+    write_pages(experiment_dir, report)  # every trial one click from report.html
     atomic_write(experiment_dir / "report.json", report.model_dump_json(indent=2))
     atomic_write(experiment_dir / "report.md", render_markdown(report))
     atomic_write(experiment_dir / "report.html", render_html(report))

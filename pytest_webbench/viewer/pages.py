@@ -2,7 +2,7 @@
 nothing fetched), written to `<experiment>/pages/` and opened from the file system.
 
 `pages/<trial-id>.html` is one trial; `pages/pair-<pair-id>.html` shows control and treatment side
-by side; `pages/index.html` lists every trial, failures and discordant pairs first. A page is
+by side; `pages/index.html` lists every trial, failures first, discordant pairs above them. A page is
 rebuilt only when its records are newer than it, so re-rendering a large run costs a stat per trial.
 """
 
@@ -15,7 +15,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from ..records import TrialRecord, atomic_write, read_trial_records
+from ..records import TrialRecord, atomic_write
 from .frames import frame_bytes
 from .timeline import Timeline, build_timeline
 
@@ -129,63 +129,113 @@ def render_pair_page(pair_id: str, sides: list[Timeline], experiment_dir: Path) 
     return _page(f"pair {pair_id}", body)
 
 
-def _first(record: TrialRecord) -> tuple:
-    return (record.outcome == "passed", record.trial_id)
-
-
-def write_pages(experiment_dir: Path) -> int:
-    """Writes every trial's and pair's page that is missing or older than its records, and the
-    index; returns how many pages were (re)built."""
+def write_trial_pages(experiment_dir: Path, record: TrialRecord) -> None:
+    """A trial's page as soon as its record is written (and its pair's, once both are), so a run
+    spreads the work over its trials and the report only checks that the pages are current."""
     pages = experiment_dir / PAGES
-    records, _ = read_trial_records(experiment_dir)
-    stamp = {r.trial_id: _mtime(experiment_dir / "trials" / f"{r.trial_id}.json") for r in records}
+    timeline = build_timeline(experiment_dir, record)
+    atomic_write(pages / trial_page_name(record.trial_id), render_trial_page(timeline, experiment_dir))
+    key = _key(record.trial_id)
+    if key is None or not key.pair_id:
+        return
+    from ..pairing import PAIRED_ARMS, TrialKey
+
+    other = TrialKey(key.task, key.attempt, next(a for a in PAIRED_ARMS if a != key.arm)).trial_id
+    partner = _read(experiment_dir, {other})
+    if partner:
+        sides = [timeline, build_timeline(experiment_dir, partner[0])]
+        atomic_write(pages / pair_page_name(key.pair_id), render_pair_page(key.pair_id, sides, experiment_dir))
+
+
+def write_pages(experiment_dir: Path, report) -> int:
+    """Writes every trial's and pair's page that is missing or older than its record(s), and the
+    index (from the report, which has read every record already); returns how many pages were
+    (re)built. Only the records of stale pages are read, so re-rendering a large run costs a stat
+    per trial."""
+    pages = experiment_dir / PAGES
+    stamps = _mtimes(experiment_dir / "trials")
+    built = _mtimes(pages)
+    stale = {t for t, when in stamps.items() if built.get(trial_page_name(t), -1.0) < when}
+    pairs: dict[str, list[str]] = {}
+    for trial_id in stamps:
+        key = _key(trial_id)
+        if key is not None and key.pair_id:
+            pairs.setdefault(key.pair_id, []).append(trial_id)
+    stale_pairs = {p for p, members in pairs.items()
+                   if built.get(pair_page_name(p), -1.0) < max(stamps[m] for m in members)}
+    wanted = stale | {m for p in stale_pairs for m in pairs[p]}
+    records = {r.trial_id: r for r in _read(experiment_dir, wanted)}
     timelines: dict[str, Timeline] = {}
 
-    def timeline(record: TrialRecord) -> Timeline:
-        if record.trial_id not in timelines:
-            timelines[record.trial_id] = build_timeline(experiment_dir, record)
-        return timelines[record.trial_id]
+    def timeline(trial_id: str) -> Timeline:
+        if trial_id not in timelines:
+            timelines[trial_id] = build_timeline(experiment_dir, records[trial_id])
+        return timelines[trial_id]
 
-    built = 0
-    pairs: dict[str, list[TrialRecord]] = {}
-    for record in records:
-        page = pages / trial_page_name(record.trial_id)
-        if _mtime(page) < stamp[record.trial_id]:
-            atomic_write(page, render_trial_page(timeline(record), experiment_dir))
-            built += 1
-        if record.pair_id and record.arm in ("control", "treatment"):
-            pairs.setdefault(record.pair_id, []).append(record)
-    for pair_id, members in pairs.items():
-        page = pages / pair_page_name(pair_id)
-        if _mtime(page) < max(stamp[m.trial_id] for m in members):
-            atomic_write(page, render_pair_page(pair_id, [timeline(m) for m in members], experiment_dir))
-            built += 1
-    atomic_write(pages / "index.html", _index(records, pairs))
-    return built
+    count = 0
+    for trial_id in sorted(stale & set(records)):
+        atomic_write(pages / trial_page_name(trial_id), render_trial_page(timeline(trial_id), experiment_dir))
+        count += 1
+    for pair_id in sorted(stale_pairs):
+        members = [m for m in pairs[pair_id] if m in records]
+        if members:
+            atomic_write(pages / pair_page_name(pair_id), render_pair_page(pair_id, [timeline(m) for m in members], experiment_dir))
+            count += 1
+    newest = max(stamps.values(), default=0.0)
+    if count or built.get("index.html", -1.0) < newest:  # the index changes only when a record does
+        atomic_write(pages / "index.html", _index(report, set(pairs)))
+    return count
 
 
-def discordant(members: list[TrialRecord]) -> bool:
-    outcomes = {m.arm: m.outcome for m in members}
-    return len(outcomes) == 2 and "errored" not in outcomes.values() and len(set(outcomes.values())) == 2
+def _key(trial_id: str):
+    from ..pairing import TrialKey
+
+    try:
+        return TrialKey.parse(trial_id)
+    except ValueError:
+        return None
 
 
-def _index(records: list[TrialRecord], pairs: dict[str, list[TrialRecord]]) -> str:
+def _read(experiment_dir: Path, trial_ids: set[str]) -> list[TrialRecord]:
+    out = []
+    for trial_id in trial_ids:
+        try:
+            out.append(TrialRecord.model_validate_json((experiment_dir / "trials" / f"{trial_id}.json").read_bytes()))
+        except (OSError, ValueError):
+            continue  # unreadable: the report counts it among its problems
+    return out
+
+
+def _mtimes(folder: Path) -> dict[str, float]:
+    """File name (a trial id for records) -> modification time, from one directory scan."""
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return {}
+    return {e.name.removesuffix(".json") if folder.name == "trials" else e.name: e.stat().st_mtime
+            for e in entries if e.is_file()}
+
+
+def _index(report, pair_ids: set[str]) -> str:
+    """Every trial, failures first, then discordant pairs' members, from the report's own lists."""
     e = escape
-    rows = [f'<tr><td><a href="{e(trial_page_name(r.trial_id))}">{e(r.trial_id)}</a></td><td class="{e(r.outcome)}">'
-            f"{e(r.outcome)}</td><td>{e(r.stop_reason or '')}</td><td>{len(r.flags)}</td><td>{r.calls.rejected}</td>"
-            f"<td>{f'<a href={e(pair_page_name(r.pair_id))}>pair</a>' if r.pair_id in pairs else ''}</td></tr>"
-            for r in sorted(records, key=_first)]
-    split = sorted(p for p, m in pairs.items() if discordant(m))
+    why = {n.trial_id: n.note for n in report.not_passed}
+    flags = {n.trial_id for n in report.flagged}
+    rejected = {n.trial_id for n in report.rejected}
+    trials = [(t, o) for row in report.by_arm_task for t, o in row.trials.items()]
+    trials.sort(key=lambda item: (item[1] == "passed", item[0]))
+    rows = []
+    for trial_id, outcome in trials:
+        key = _key(trial_id)
+        pair = key.pair_id if key is not None and key.pair_id in pair_ids else None
+        rows.append(f'<tr><td><a href="{e(trial_page_name(trial_id))}">{e(trial_id)}</a></td><td class="{e(outcome)}">'
+                    f"{e(outcome)}</td><td>{e(why.get(trial_id, ''))}</td><td>{'flagged' if trial_id in flags else ''}</td>"
+                    f"<td>{'yes' if trial_id in rejected else ''}</td>"
+                    f"<td>{f'<a href={e(pair_page_name(pair))}>pair</a>' if pair else ''}</td></tr>")
+    split = [p for row in report.paired for p in row.discordant]
     body = ('<p><a href="../report.html">report</a></p><h1>Trials</h1>'
             + (f"<h2>Discordant pairs</h2><ul>{''.join(f'<li><a href={e(pair_page_name(p))}>{e(p)}</a></li>' for p in split)}</ul>"
                if split else "")
-            + "<table><tr><th>trial</th><th>outcome</th><th>stop reason</th><th>flags</th><th>rejected calls</th><th></th></tr>"
+            + "<table><tr><th>trial</th><th>outcome</th><th>why not passed</th><th>flags</th><th>rejected calls</th><th></th></tr>"
             + "".join(rows) + "</table>")
     return _page("trials", body)
-
-
-def _mtime(path: Path) -> float:
-    try:
-        return path.stat().st_mtime
-    except OSError:
-        return -1.0
