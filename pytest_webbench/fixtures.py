@@ -208,8 +208,7 @@ class TrialRecorder:
 
         record = TrialRecord(**self.base(), **error_before_grading(exc, detail).fields())
         write_trial_record(self.st.experiment_dir, record)
-        self.written = record
-        self._pages(record)
+        self.written = record  # its page is the report's to build: the screenshot comes at teardown
 
 
 @pytest.fixture

@@ -117,6 +117,8 @@ def test_the_playwright_arm_s_session_lacks_the_members_that_go_around_the_page(
             "context via page": "return typeof page.context()[['newCDP', 'Session'].join('')]",
             "page via locator": "return typeof page.locator('h1').page()[['ro', 'ute'].join('')]",
             "context": "return typeof context[['route', 'FromHAR'].join('')]",
+            "a private member": "return typeof page['_browser' + 'Context']",
+            "a descriptor": "return typeof Object.getOwnPropertyDescriptor(page, ['req', 'uest'].join(''))",
         }
         for where, code in hidden.items():
             assert goes_around_the_page(code) is None  # beyond the static rule
@@ -125,8 +127,13 @@ def test_the_playwright_arm_s_session_lacks_the_members_that_go_around_the_page(
             free = loop.run(backend.execute_playwright("FREE", code))
             assert free["success"] and free["result"] in ("object", "function"), (where, free)
         page_api = ("await page.setContent('<h1 id=h>Hello</h1>'); "
-                    "return [await page.locator('#h').textContent(), page.context().pages().length, typeof browser.version]")
-        assert loop.run(backend.execute_playwright("PW", page_api))["result"] == ["Hello", 1, "function"]
+                    "return [await page.locator('#h').textContent(), page.context().pages().length, typeof browser.version, "
+                    "await page.evaluate((el) => el.id, await page.$('#h'))]")
+        assert loop.run(backend.execute_playwright("PW", page_api))["result"] == ["Hello", 1, "function", "h"]
+        # a response's own request() is part of the page API
+        url = "http://site.localhost:" + stack[3].rsplit(":", 1)[1]  # any page that answers: the proxy's 404 will do
+        asked = loop.run(backend.execute_playwright("PW", f"return (await page.goto({url!r})).request().method()"))
+        assert asked["success"] and asked["result"] == "GET", asked
     finally:
         loop.run(backend.delete_session("PW"))
         loop.run(backend.delete_session("FREE"))

@@ -341,6 +341,8 @@ AROUND = [
     ("return await page.evaluate(() => fetch('/api').then(r => r.text()))", "direct_http_in_code"),
     ("return await page.evaluate(() => { const x = new XMLHttpRequest(); x.open('GET', '/'); })", "direct_http_in_code"),
     ("return await page['req' + 'uest'].get(u)", "direct_http_in_code"),
+    ("return await page?.request?.get(u)", "direct_http_in_code"),
+    ("const { request } = page; return await request.get(u)", "direct_http_in_code"),
     ("const cdp = await context.newCDPSession(page); await cdp.send('Network.enable')", "cdp_in_code"),
     ("await page.route('**/*', (r) => r.fulfill({body: 'x'}))", "routing_in_code"),
     ("await context.routeFromHAR('x.har')", "routing_in_code"),
@@ -350,6 +352,7 @@ PAGE_API = [
     "await page.locator('.fetch-more').click(); return await page.textContent('h1')",
     "const r = await page.waitForResponse('**/api/*'); return r.status()",
     "await page.waitForRequest('**/api/*')",
+    "const r = await page.goto(u); return r.request().method()",
     "return (await page.$$eval('.product', els => els.map(e => e.textContent)))",
 ]
 

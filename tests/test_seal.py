@@ -93,6 +93,9 @@ def test_a_sealed_command_sees_its_folders_and_the_pinned_clis_and_nothing_of_th
         f"cat {results}/answers.json 2>&1; ls ~root 2>&1; "
         "echo PROCS; ls /proc | grep -c '^[0-9]'; cat /proc/[0-9]*/environ 2>/dev/null | tr '\\0' '\\n' | sort -u; "
         "echo CAPS; grep CapEff /proc/self/status; umount /usr 2>&1; "
+        # uid 0 without capabilities may still write parts of /proc: they are read-only or masked
+        "echo PROC; sh -c 'echo 1 > /proc/sys/vm/drop_caches' 2>&1; sh -c 'echo x > /proc/sys/kernel/core_pattern' 2>&1; "
+        "echo MASKED $(cat /proc/timer_list 2>/dev/null | wc -c); "
         "echo WRITE; echo made-inside > /app/out.txt; echo HOME=$HOME; echo END"))
     out = result.stdout + result.stderr
     top = out.split("TOP\n")[1].split("CLI\n")[0].split()
@@ -105,6 +108,8 @@ def test_a_sealed_command_sees_its_folders_and_the_pinned_clis_and_nothing_of_th
     assert int(out.split("PROCS\n")[1].split()[0]) < 8  # PID 1, the shell and its pipeline
     assert "CapEff:\t0000000000000000" in out
     assert "must be superuser" in out or "Operation not permitted" in out  # root without capabilities
+    proc = out.split("PROC\n")[1].split("WRITE")[0]
+    assert proc.count("Read-only file system") == 2 and "MASKED 0" in proc, proc  # the host's timer_list is not empty
     assert "HOME=/home/agent" in out and "END" in out
     assert (env.root / "app" / "out.txt").read_text() == "made-inside\n"
 

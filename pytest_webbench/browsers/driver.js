@@ -103,31 +103,51 @@ async function runCode(s, code, timeoutMs, sandbox) {
 }
 
 // The playwright arm drives the page through Playwright's page API only: these members (direct HTTP,
-// raw CDP, rerouting traffic) are missing from its code's objects at run time, as well as refused by
-// the proxy's static rule. Objects reached from them (page.context(), locator.page(), frames,
-// requests and responses) are wrapped the same way; objects handed to event listeners are not.
-const AROUND_THE_PAGE = new Set(['request', 'newCDPSession', 'newBrowserCDPSession', 'route', 'routeFromHAR',
-  'routeWebSocket', 'unroute', 'unrouteAll']);
+// raw CDP, rerouting traffic) and every private `_` member are missing from its code's objects at
+// run time, as well as refused by the proxy's static rule. Objects reached from them (page.context(),
+// locator.page(), frames, requests and responses) are wrapped the same way; objects handed to event
+// listeners are not. Best effort, not a boundary: node's vm is not one (a function's constructor
+// reaches the host realm), which is why the proxy's rule and the report's flags stand beside it.
+const ROUTING = ['route', 'routeFromHAR', 'routeWebSocket', 'unroute', 'unrouteAll'];
+const AROUND_THE_PAGE = {  // per class: Response.request() and Route-less classes stay usable
+  Page: new Set(['request', ...ROUTING]), BrowserContext: new Set(['request', 'newCDPSession', ...ROUTING]),
+  Browser: new Set(['newBrowserCDPSession']),
+};
 // (class names as Playwright's bundle spells them, less a leading underscore)
 const PLAYWRIGHT_OBJECTS = new Set(['Page', 'BrowserContext', 'Browser', 'Frame', 'Locator', 'FrameLocator',
   'ElementHandle', 'Request', 'Response']);
 
 function pageApiOnly(root) {
   const proxies = new WeakMap();
+  const targets = new WeakMap();  // proxy -> the object it wraps
+  const refuse = (target, prop) => {
+    const banned = AROUND_THE_PAGE[target.constructor.name.replace(/^_+/, '')];
+    if ((banned && banned.has(prop)) || (typeof prop === 'string' && prop.startsWith('_'))) {
+      throw new Error(`${String(prop)} is not available in this arm: drive the page through Playwright's page API`);
+    }
+  };
   const handler = {
     get(target, prop) {
-      if (AROUND_THE_PAGE.has(prop)) {
-        throw new Error(`${String(prop)} is not available in this arm: drive the page through Playwright's page API`);
-      }
+      refuse(target, prop);
       const value = Reflect.get(target, prop, target);
-      return typeof value === 'function' ? (...args) => wrap(value.apply(target, args)) : value;
+      // objects of ours passed back in (a handle to evaluate, a locator to and()) go in unwrapped
+      return typeof value === 'function' ? (...args) => wrap(value.apply(target, args.map((a) => targets.get(a) || a)))
+        : wrap(value);
+    },
+    getOwnPropertyDescriptor(target, prop) {
+      refuse(target, prop);
+      return Reflect.getOwnPropertyDescriptor(target, prop);
     },
   };
   function wrap(v) {
     if (v instanceof Promise) return v.then(wrap);
     if (Array.isArray(v)) return v.map(wrap);
     if (v && typeof v === 'object' && v.constructor && PLAYWRIGHT_OBJECTS.has(v.constructor.name.replace(/^_+/, ''))) {
-      if (!proxies.has(v)) proxies.set(v, new Proxy(v, handler));
+      if (!proxies.has(v)) {
+        const proxy = new Proxy(v, handler);
+        proxies.set(v, proxy);
+        targets.set(proxy, v);
+      }
       return proxies.get(v);
     }
     return v;

@@ -23,13 +23,28 @@ from pathlib import Path
 
 from .seal_init import CONFIG_VAR, GO
 
-ROOT_MOUNTPOINT = "/run/webbench-root"  # empty on the host; the agent's root is a tmpfs on it, in its namespace
+def _root_mountpoint() -> str:
+    """An empty folder on the host; the agent's root is a tmpfs on it, in its namespace only.
+    Root uses /run; another user (seal by user namespace) a folder of its own under the temp dir."""
+    if os.geteuid() == 0:
+        return "/run/webbench-root"
+    import tempfile
+
+    return f"{tempfile.gettempdir()}/webbench-root-{os.geteuid()}"
+
+
+ROOT_MOUNTPOINT = _root_mountpoint()
 INIT_DIR = str(Path(__file__).parent)
 # PID 1 is this folder's seal_init imported as a top-level module (-I -S: no site, no user paths, no
 # package __init__ and so no harbor or pydantic): stdlib only, its .pyc cached.
 INIT_LOADER = "import sys; sys.path.insert(0, sys.argv[1]); import seal_init; seal_init.main(sys.argv[2:])"
-NAMESPACES = ("--net", "--mount", "--pid", "--fork", "--kill-child", "--propagation", "private")
+# uts and ipc too: a hostname or a shared-memory segment the agent makes stays in its namespace.
+NAMESPACES = ("--net", "--mount", "--pid", "--uts", "--ipc", "--fork", "--kill-child", "--propagation", "private")
 HANDOVER_TIMEOUT_SEC = 30
+
+
+class SealError(RuntimeError):
+    """The seal could not be set up for a command."""
 
 
 def unshare_command() -> str:
@@ -78,13 +93,23 @@ class Exits:
             if not ended.done():
                 ended.cancel()
         if not readable.done():
-            return
+            if not ended.done():  # PID 1 neither handed over nor ended: the command cannot run
+                raise SealError(f"the seal's PID 1 did not hand over its sockets within {HANDOVER_TIMEOUT_SEC} s")
+            return  # it ended first: its own error is on the command's stderr
         message, fds, _, _ = socket.recv_fds(ctl, 4096, 16)
-        if not message.startswith(b"P"):
+        sockets = [socket.socket(fileno=fd) for fd in fds]  # owned from here: closed on any failure
+        if not message.startswith(b"P"):  # PID 1 failed before the handover: its error is on stderr
+            for sock in sockets:
+                sock.close()
             return
-        ports = [int(p) for p in message[1:].decode().split(",") if p]
-        for port, fd in zip(ports, fds):
-            self.servers.append(await asyncio.start_server(self._forward_to(port), sock=socket.socket(fileno=fd)))
+        try:
+            ports = [int(p) for p in message[1:].decode().split(",") if p]
+            for port, sock in zip(ports, sockets):
+                self.servers.append(await asyncio.start_server(self._forward_to(port), sock=sock))
+        except BaseException:
+            for sock in sockets:
+                sock.close()
+            raise
         ctl.send(GO)
 
     def _forward_to(self, port: int):
@@ -175,7 +200,11 @@ def can_seal() -> bool:
             except OSError:
                 pass
             return proc.wait(timeout=HANDOVER_TIMEOUT_SEC) == 0
-        except (OSError, subprocess.TimeoutExpired):
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, 9)
+            proc.wait()
+            return False
+        except OSError:
             return False
         finally:
             theirs.close()

@@ -41,6 +41,8 @@ MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
 MNT_DETACH = 2
 PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 4, 24, 38, 47, 4
 SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "riscv64": 41}
+PROC_READ_ONLY = ("/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/proc/fs")
+PROC_MASKED = ("/proc/kcore", "/proc/keys", "/proc/timer_list", "/proc/kmsg")
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
@@ -102,6 +104,15 @@ def _build_root(cfg: dict) -> None:
                          ("stderr", "/proc/self/fd/2")):
         os.symlink(target, f"{dev}/{name}")
     _mount("proc", place("/proc"), "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)  # only this namespace's processes
+    # The agent may be uid 0 without capabilities, and uid 0 may write some of /proc with none
+    # (core_pattern runs a program as host root; sysrq reboots): those parts read-only, as
+    # container runtimes make them; the kernel's memory and keyring masked.
+    for path in PROC_READ_ONLY:
+        if os.path.exists(root + path):
+            _bind(root + path, root + path, readonly=True)
+    for path in PROC_MASKED:
+        if os.path.exists(root + path):
+            _mount(root + "/dev/null", root + path, None, MS_BIND)
     for src, dst in cfg["rw"]:
         _bind(src, place(dst), readonly=False)
     for src, dst in cfg["ro"]:

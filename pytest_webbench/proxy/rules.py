@@ -16,13 +16,14 @@ CODE_ARGUMENTS = ("code",)
 # from the code's scope at run time (browsers/driver.js), for what a spelling here misses.
 AROUND_THE_PAGE = (
     ("direct_http_in_code", re.compile(
-        r"\b(?:page|context|browser|playwright)\s*(?:\(\s*\))?\s*\.\s*request\b"  # page.request, context().request
-        r"|\brequest\s*\.\s*newContext\b|\bAPIRequestContext\b"
-        r"|\.\s*request\s*\.\s*(?:get|post|put|patch|delete|head|fetch)\s*\("
+        r"\b(?:page|context|browser|playwright)\s*(?:\(\s*\))?\s*\??\.\s*request\b"  # page.request, context()?.request
+        r"|\brequest\s*\??\.\s*newContext\b|\bAPIRequestContext\b"
+        r"|\??\.\s*request\s*\??\.\s*(?:get|post|put|patch|delete|head|fetch)\s*\("
+        r"|\{[^}]*\brequest\b[^}]*\}\s*=\s*(?:await\s+)?(?:page|context|browser|playwright)\b"  # const { request } = page
         r"|\bfetch\s*\(|\bXMLHttpRequest\b|\bsendBeacon\b|\bEventSource\b|\bnew\s+WebSocket\b"
         r"|\[\s*['\"`](?:request|fetch)['\"`]\s*\]")),
     ("cdp_in_code", re.compile(r"\bnewCDPSession\b|\bnewBrowserCDPSession\b|\bconnectOverCDP\b")),
-    ("routing_in_code", re.compile(r"\.\s*(?:route|routeFromHAR|routeWebSocket|unroute|unrouteAll)\s*\("
+    ("routing_in_code", re.compile(r"\??\.\s*(?:route|routeFromHAR|routeWebSocket|unroute|unrouteAll)\s*\("
                                    r"|\[\s*['\"`](?:route|routeFromHAR|routeWebSocket)['\"`]\s*\]")),
 )
 # Tools never advertised in any arm, whatever the upstream offers.

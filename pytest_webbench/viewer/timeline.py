@@ -46,9 +46,10 @@ class Timeline(BaseModel):
 
 
 def build_timeline(experiment_dir: Path, record: TrialRecord) -> Timeline:
-    folder = trial_dir(experiment_dir, record)
+    # a trial that broke before grading names no folder, but its logs may be in the usual place
+    folder = trial_dir(experiment_dir, record) or experiment_dir / "jobs" / record.arm / record.trial_id
     timeline = Timeline(record=record)
-    if folder is None:
+    if not folder.is_dir():
         return timeline
     events = _browser_events(folder / "proxy-log.jsonl") + _model_events(folder / "model-log.jsonl") \
         + _agent_events(folder / "agent" / "trajectory.json")

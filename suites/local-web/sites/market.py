@@ -116,7 +116,10 @@ let offset = 0, busy = false, done = false;
 async function more() {
   if (busy || done) return;
   busy = true;
-  const batch = await (await fetch('/api/deals?offset=' + offset + '&limit=8')).json();
+  let batch;
+  try { batch = await (await fetch('/api/deals?offset=' + offset + '&limit=8')).json(); }
+  catch (e) { busy = false; return; }  // a failed load may be retried by the next scroll
+  if (!batch.deals) { busy = false; return; }
   for (const d of batch.deals) {
     const row = document.createElement('div');
     row.className = 'card deal'; row.dataset.id = d.id; row.dataset.percent = d.percent_off;
