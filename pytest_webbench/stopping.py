@@ -41,6 +41,8 @@ class TaskDecision(BaseModel):
     speed: Literal["effect", "futility"]
     speed_favours: Literal["treatment", "control"] | None = None
     pairs: int  # tested pairs (both trials ended) the decision rests on
+    # their attempts: under -n they end out of order, so the pairs seen are not always 1..pairs
+    attempts: list[int] = Field(default_factory=list)
     last_attempt: int  # the highest attempt whose pair had run when it was decided
     control_only: int
     treatment_only: int
@@ -71,10 +73,12 @@ def _read_record(path: Path) -> dict | None:
         return None
 
 
-def task_counts(experiment_dir: Path, task: str, attempts: int) -> tuple[int, int, int, int, int, int]:
-    """(tested pairs, control only, treatment only, treatment faster, control faster, last attempt run)
-    from the task's records on disk; a pair counts once both its trials ended (passed or failed)."""
-    pairs = c_only = t_only = t_fast = c_fast = last = 0
+def task_counts(experiment_dir: Path, task: str, attempts: int) -> tuple[list[int], int, int, int, int, int]:
+    """(the tested pairs' attempts, control only, treatment only, treatment faster, control faster,
+    last attempt run) from the task's records on disk; a pair counts once both its trials ended
+    (passed or failed)."""
+    tested: list[int] = []
+    c_only = t_only = t_fast = c_fast = last = 0
     trials = experiment_dir / "trials"
     for attempt in range(1, attempts + 1):
         c = _read_record(trials / f"{TrialKey(task, attempt, 'control').trial_id}.json")
@@ -83,7 +87,7 @@ def task_counts(experiment_dir: Path, task: str, attempts: int) -> tuple[int, in
             last = attempt
         if not (c and t and c.get("outcome") in ("passed", "failed") and t.get("outcome") in ("passed", "failed")):
             continue
-        pairs += 1
+        tested.append(attempt)
         cp, tp = c["outcome"] == "passed", t["outcome"] == "passed"
         c_only += cp and not tp
         t_only += tp and not cp
@@ -92,7 +96,7 @@ def task_counts(experiment_dir: Path, task: str, attempts: int) -> tuple[int, in
             if cs and ts:
                 t_fast += ts < cs
                 c_fast += cs < ts
-    return pairs, c_only, t_only, t_fast, c_fast, last
+    return tested, c_only, t_only, t_fast, c_fast, last
 
 
 def read_decision(experiment_dir: Path, task: str) -> TaskDecision | None:
@@ -116,7 +120,8 @@ def decide_task(experiment_dir: Path, task: str, attempts: int) -> TaskDecision 
     if (known := read_decision(experiment_dir, task)) is not None:
         return known
     rule = rule_for(attempts)
-    pairs, c_only, t_only, t_fast, c_fast, last = task_counts(experiment_dir, task, attempts)
+    tested, c_only, t_only, t_fast, c_fast, last = task_counts(experiment_dir, task, attempts)
+    pairs = len(tested)
     if pairs == 0:
         return None
     outcome = rule.decide(c_only, t_only, pairs)
@@ -125,7 +130,7 @@ def decide_task(experiment_dir: Path, task: str, attempts: int) -> TaskDecision 
         return None
     decision = TaskDecision(
         task=task, outcome=outcome, favours=_favours(outcome, t_only, c_only), speed=speed,
-        speed_favours=_favours(speed, t_fast, c_fast), pairs=pairs, last_attempt=last, control_only=c_only,
+        speed_favours=_favours(speed, t_fast, c_fast), pairs=pairs, attempts=tested, last_attempt=last, control_only=c_only,
         treatment_only=t_only, treatment_faster=t_fast, control_faster=c_fast,
     )
     folder = experiment_dir / DECISIONS

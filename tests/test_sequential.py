@@ -28,12 +28,13 @@ control = 1.0
 """
 
 
-def replay(records: list, task: str, rule: SequentialRule) -> tuple[str, int]:
-    """The rule applied by hand to the task's pairs in attempt order: the first pair count at which
-    both the pass/fail and the speed verdicts have stopped, and the pass/fail verdict there."""
+def replay(records: list, task: str, rule: SequentialRule, seen: list[int] | None = None) -> tuple[str, int]:
+    """The rule applied by hand to the task's pairs in attempt order (only those in `seen`, the
+    pairs a decision rested on, when given: under -n pairs end out of order): the first pair count
+    at which both the pass/fail and the speed verdicts have stopped, and the pass/fail verdict there."""
     by_attempt: dict[int, dict[str, object]] = {}
     for r in records:
-        if r.task == task and r.arm in ("control", "treatment"):
+        if r.task == task and r.arm in ("control", "treatment") and (seen is None or r.attempt in seen):
             by_attempt.setdefault(r.attempt, {})[r.arm] = r
     pairs = c_only = t_only = faster = slower = 0
     for attempt in sorted(by_attempt):
@@ -48,6 +49,22 @@ def replay(records: list, task: str, rule: SequentialRule) -> tuple[str, int]:
         if verdict != "continue" and rule.decide_speed(faster, slower, pairs) != "continue":
             return verdict, pairs
     return "continue", pairs
+
+
+def verdict_on(records: list, task: str, rule: SequentialRule, seen: list[int]) -> str:
+    """The rule applied by hand to exactly the pairs `seen` (a decision's), all at once: its
+    pass/fail verdict if both it and the speed verdict stop there, else "continue"."""
+    c_only = t_only = faster = slower = 0
+    for attempt in seen:
+        pair = {r.arm: r for r in records if r.task == task and r.attempt == attempt}
+        c, t = pair["control"].outcome == "passed", pair["treatment"].outcome == "passed"
+        c_only += c and not t
+        t_only += t and not c
+        if c and t:
+            faster += pair["treatment"].timings.agent_sec < pair["control"].timings.agent_sec
+            slower += pair["control"].timings.agent_sec < pair["treatment"].timings.agent_sec
+    verdict = rule.decide(c_only, t_only, len(seen))
+    return verdict if rule.decide_speed(faster, slower, len(seen)) != "continue" else "continue"
 
 
 def test_a_sequential_run_under_xdist_stops_decided_tasks_and_reports_the_saving(pytester):
@@ -76,16 +93,19 @@ def test_a_sequential_run_under_xdist_stops_decided_tasks_and_reports_the_saving
     assert shop["treatment_only"] == shop["pairs"] and shop["control_only"] == 0
     assert rule.majority_needed(shop["pairs"]) == shop["pairs"]  # the first pair count where all-one-way rejects
     assert rule.majority_needed(shop["pairs"] - 1) is None  # ...and one fewer could not
-    assert replay(records, "shop-price", rule) == ("effect", shop["pairs"])
+    assert replay(records, "shop-price", rule) == ("effect", shop["pairs"])  # every pair alike: order is moot
+    assert verdict_on(records, "shop-price", rule, shop["attempts"]) == "effect"
     shop_pairs_run = len({r.attempt for r in records if r.task == "shop-price" and r.arm != "playwright"})
     assert shop_pairs_run < MAX_PAIRS  # stopped early (a pair or two already in flight on the other worker may finish)
     # wiki-population: every pair agrees (both pass): the rule stops it for futility, as the replay says
     wiki = decisions["wiki-population"]
-    verdict, at = replay(records, "wiki-population", rule)
     if wiki is None:  # ran to its cap undecided
+        verdict, at = replay(records, "wiki-population", rule)
         assert verdict == "continue" and len({r.attempt for r in records if r.task == "wiki-population"}) == MAX_PAIRS
-    else:
-        assert (wiki["outcome"], wiki["pairs"]) == (verdict, at) == ("futility", at)
+    else:  # decided on the pairs it had seen (under -n, not always the first ones): the rule applied to
+        # exactly those stops both verdicts, with the decision's outcome
+        assert len(wiki["attempts"]) == wiki["pairs"] and wiki["outcome"] == "futility"
+        assert verdict_on(records, "wiki-population", rule, wiki["attempts"]) == "futility"
 
     # not run is not missing: the report is complete, and its counts add up
     assert report["complete"], report["incomplete_because"]
