@@ -70,20 +70,22 @@ def mentions_webmcp(code: str) -> bool:
     """A static check, so it also looks through the cheap disguises: JS escapes in names
     (`model\\u0043ontext`) and split string literals (`'model' + 'Context'`). Code built at run
     time (fromCharCode, atob) is beyond it; the arm's instructions forbid WebMCP too."""
-    if WEBMCP_IN_CODE.search(code):
-        return True
-    unescaped = _JS_ESCAPE.sub(lambda m: _char(int(next(g for g in m.groups() if g), 16)), code)
-    return bool(WEBMCP_IN_CODE.search(_STRING_JOIN.sub("", unescaped)))
+    return bool(WEBMCP_IN_CODE.search(code) or WEBMCP_IN_CODE.search(_undisguised(code)))
 
 
 def goes_around_the_page(code: str) -> str | None:
     """The rule a piece of code breaks by going around the page, if any (same disguises looked
     through as for WebMCP)."""
-    plain = _STRING_JOIN.sub("", _JS_ESCAPE.sub(lambda m: _char(int(next(g for g in m.groups() if g), 16)), code))
+    plain = _undisguised(code)
     for rule, pattern in AROUND_THE_PAGE:
         if pattern.search(code) or pattern.search(plain):
             return rule
     return None
+
+
+def _undisguised(code: str) -> str:
+    """The code with JS escapes decoded and split string literals joined."""
+    return _STRING_JOIN.sub("", _JS_ESCAPE.sub(lambda m: _char(int(next(g for g in m.groups() if g), 16)), code))
 
 
 def _char(code_point: int) -> str:
