@@ -150,3 +150,25 @@ def test_a_stream_passes_through_as_it_arrives(stack, tmp_path):
     chunks = client()
     assert b"response.created" in chunks[0] and b"response.completed" in b"".join(chunks)
     assert (route.meter.usage.input, route.meter.usage.output) == (5, 1)
+
+
+def test_prices_are_litellm_s_own_and_read_without_importing_it():
+    """The bundled cost map is read as a file (importing litellm costs seconds per run); every
+    priced entry must come out as litellm itself gives it."""
+    import subprocess
+
+    code = ("import sys\nfrom pytest_webbench.gateway.meter import price_from_table\n"
+            "print(price_from_table('gpt-4o'), 'litellm' in sys.modules)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                          env={**__import__("os").environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"})
+    assert done.stdout.strip().endswith("False") and "Price(" in done.stdout
+    import litellm
+
+    from pytest_webbench.gateway.meter import price_from_table
+
+    priced = {k: v for k, v in litellm.model_cost.items()
+              if v.get("input_cost_per_token") is not None and v.get("output_cost_per_token") is not None}
+    assert len(priced) > 500
+    for key, entry in priced.items():
+        assert price_from_table(key) == Price(entry["input_cost_per_token"], entry["output_cost_per_token"],
+                                              entry.get("cache_read_input_token_cost")), key

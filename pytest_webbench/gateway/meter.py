@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import importlib.util
+import json
+import os
 import threading
 import time
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +16,8 @@ from pydantic import BaseModel
 
 from ..proxy.log import CallLog
 from .protocols import Usage
+
+BUNDLED_COST_MAP = "model_prices_and_context_window_backup.json"  # litellm's own copy, in its package
 
 
 @dataclass(frozen=True)
@@ -33,14 +39,49 @@ def price_from_table(model: str) -> Price | None:
     """The model's price in litellm's cost map (Harbor brings litellm; set
     LITELLM_LOCAL_MODEL_COST_MAP=True to use its bundled copy offline), under `provider/model` or
     `model`; None when the table does not list it."""
-    import litellm
-
     name = model.split("/", 1)[1] if "/" in model else model
     for key in (model, name):
-        entry = litellm.model_cost.get(key)
+        entry = cost_map().get(key)
         if entry and entry.get("input_cost_per_token") is not None and entry.get("output_cost_per_token") is not None:
             return Price(entry["input_cost_per_token"], entry["output_cost_per_token"], entry.get("cache_read_input_token_cost"))
     return None
+
+
+@lru_cache(maxsize=1)
+def cost_map() -> dict[str, Any]:
+    """litellm's cost map. Where litellm would read its bundled copy (LITELLM_LOCAL_MODEL_COST_MAP
+    or LITELLM_OFFLINE_MODE), the same file is read here without importing litellm, which takes
+    about 10 s on this machine in every run and worker that prices a model; otherwise litellm
+    loads it as it does (fetching the current map)."""
+    if (os.environ.get("LITELLM_LOCAL_MODEL_COST_MAP", "").lower() == "true"
+            or os.environ.get("LITELLM_OFFLINE_MODE", "").strip().lower() == "true"):
+        spec = importlib.util.find_spec("litellm")  # finds the package without running it
+        if spec is not None and spec.submodule_search_locations:
+            bundled = Path(spec.submodule_search_locations[0]) / BUNDLED_COST_MAP
+            if bundled.exists():
+                return _with_aliases(json.loads(bundled.read_bytes()))
+    import litellm
+
+    return litellm.model_cost
+
+
+def _with_aliases(rows: dict[str, Any]) -> dict[str, Any]:
+    """Names served as another row, as litellm expands them: a row's `alias_of` points at its
+    owner, an owner's `aliases` list adds names; a name already taken keeps its first meaning."""
+    pointers = {name: row["alias_of"] for name, row in rows.items() if isinstance(row, dict) and isinstance(row.get("alias_of"), str)}
+    served = {name: row for name, row in rows.items() if name not in pointers}
+    claimed: set[str] = set()
+    for name, row in list(served.items()):
+        aliases = row.get("aliases") if isinstance(row, dict) else None
+        for alias in aliases if isinstance(aliases, list) else []:
+            if alias not in served and alias not in claimed:
+                claimed.add(alias)
+                served[alias] = row
+    for alias, owner in pointers.items():
+        if owner in rows and owner not in pointers and alias not in claimed:
+            claimed.add(alias)
+            served[alias] = rows[owner]
+    return served
 
 
 class ModelCall(BaseModel):
