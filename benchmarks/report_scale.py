@@ -1,35 +1,47 @@
-"""How the report scales: build and render it from disk for 1,000, 10,000 and 100,000 trials.
+"""How the report scales: re-render it as a user does for 1,000, 10,000 and 100,000 trials.
 
-Each size is a synthetic experiment directory (a manifest, one record file per trial and the
-trial and pair pages each trial writes as it ends, as a run leaves them: tasks x attempts x three
-arms, mixed outcomes, tokens, calls). The report is then re-rendered in a fresh subprocess (every
-form, the pages checked and the index written), which reports its wall time and peak memory
-(ru_maxrss), so one size's allocations never flatter the next.
+Each size is a synthetic experiment directory left as a run leaves it: a manifest, one record
+file per trial of real size (~2.2 KB: an instruction, answer, expected value, timings, tokens,
+calls, trace), each written with its index line (`trials/index.jsonl`), and the trial and pair
+pages each trial writes as it ends: tasks x attempts x three arms, mixed outcomes. The trial
+folders (jobs/) are left out, as in results copied off a CI machine. The report is then timed as
+a user runs it: `python -m pytest_webbench.report DIR`, start-up included, every form written
+and the pages checked, with the child's own peak memory (wait4's ru_maxrss). A second render of
+the same directory is timed too.
 
     .venv/bin/python benchmarks/report_scale.py [--sizes 1000 10000 100000]
 
-Target (issue 4): 100,000 trials in < 5 s and < 1 GiB peak, growing linearly.
+Target (issue 19): 100,000 trials in < 5 s and < 1 GiB peak, growing linearly.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import os
 import random
-import resource
 import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
+ROOT = Path(__file__).resolve().parents[1]
+INSTRUCTION = ("On Shoply, how much does the Large Green Bottle cost, in dollars?\n\nAnswer with a JSON object: "
+               "`{\"price\": <the price as a number, e.g. 12.34>}`.\n\n\nYou work in a real web browser through the "
+               "MCP server named `browser`. Your browser session id is\n`{sid}`: pass it as `session_id` in every "
+               "browser tool call. Start at http://shop.localhost:35699/.\nDo the task without signing in anywhere. "
+               "When you are done, write your final answer as one JSON\nobject to the file `answer.json` in your "
+               "working directory, and also reply with that JSON object\nalone as your last message.\nYou may use "
+               "Playwright code, the persistent browser REPL, computer actions, and the WebMCP tools\nthe page offers.")
 ARMS = ("control", "treatment", "playwright")
 ATTEMPTS = 5
 
 
 def make_experiment(root: Path, trials: int, seed: int = 7) -> Path:
+    from pytest_webbench.record_index import write_trial_record
     from pytest_webbench.records import (
-        BrowserCalls, PlannedTrial, RunManifest, TaskLimits, Timings, Tokens, TrialRecord, write_manifest,
+        BrowserCalls, BrowserTrace, PlannedTrial, RunManifest, TaskLimits, Timings, Tokens, TrialRecord, write_manifest,
     )
 
     rng = random.Random(seed)
@@ -51,51 +63,69 @@ def make_experiment(root: Path, trials: int, seed: int = 7) -> Path:
         runner="codex", model="m", browser="local", attempts=ATTEMPTS, arms=list(ARMS), paired=True, trials=planned,
         task_limits=limits, content_hashes={}))
     (directory / "trials").mkdir(exist_ok=True)
-    from pytest_webbench.viewer.pages import write_trial_pages
-
     for trial in planned:
         outcome = rng.choices(["passed", "failed", "errored"], weights=[6, 3, 1])[0]
-        record = TrialRecord(
-            **trial.model_dump(), experiment_id=directory.name, runner="codex", grading=limits[trial.task].grading,
+        value = rng.randint(0, 3)
+        write_trial_record(directory, TrialRecord(
+            **trial.model_dump(), experiment_id=directory.name, runner="codex", model="openai/gpt-5", grading=limits[trial.task].grading,
             outcome=outcome, stop_reason=None if outcome == "passed" else rng.choice(["wrong_answer", "call_cap", "agent_error"]),
-            answer={"value": rng.randint(0, 3)}, timings=Timings(trial_sec=30, agent_sec=rng.uniform(5, 60)),
-            tokens=Tokens(input=rng.randint(1000, 90000), cached=rng.randint(0, 500), output=rng.randint(100, 3000),
-                          cost_usd=rng.choice([None, rng.uniform(0.01, 0.5)])),
-            calls=BrowserCalls(forwarded=rng.randint(1, 40), rejected=rng.choice([0, 0, 0, 1]),
+            detail="answer matches" if outcome == "passed" else "answer differs: price 17.49 != 17.99",
+            answer={"value": value}, answer_raw=f'{{"value": {value}}}', expected={"value": 2},
+            instruction=INSTRUCTION.replace("{sid}", f"{directory.name}-{trial.trial_id}"),
+            timings=Timings(trial_sec=30, agent_sec=rng.uniform(5, 60), model_sec=rng.uniform(3, 40), tool_sec=rng.uniform(1, 9)),
+            tokens=Tokens(turns=rng.randint(2, 20), input=rng.randint(1000, 90000), cached=rng.randint(0, 500),
+                          output=rng.randint(100, 3000), cost_usd=rng.choice([None, rng.uniform(0.01, 0.5)]), source="gateway"),
+            calls=BrowserCalls(forwarded=rng.randint(1, 40), rejected=rng.choice([0, 0, 0, 1]), tool_sec=rng.uniform(1, 9),
                                webmcp_invokes={"injected:completed": rng.randint(0, 3)} if trial.arm == "treatment" else {}),
-        )
-        (directory / "trials" / f"{trial.trial_id}.json").write_text(record.model_dump_json(indent=2))
-        write_trial_pages(directory, record)  # as the trial's worker does when it records it
+            harbor_trial_dir=f"jobs/{trial.arm}/{trial.trial_id}", trace=BrowserTrace(file="trace.zip"),
+            started_at="2026-12-03T14:46:01.689327+00:00", model_requests=rng.randint(2, 20),
+        ))
+    # each trial's pages, as its worker writes them when it records it (on every core: it is setup, not measured)
+    ids = [t.trial_id for t in planned]
+    with ProcessPoolExecutor(os.cpu_count()) as pool:
+        list(pool.map(_pages, [(str(directory), ids[i:i + 500]) for i in range(0, len(ids), 500)]))
     return directory
 
 
-def measure(directory: Path) -> dict:
-    """In this process: build and write the report, then report time and peak RSS."""
-    from pytest_webbench.report.write import write_report
+def _pages(job: tuple[str, list[str]]) -> None:
+    from pytest_webbench.records import TrialRecord
+    from pytest_webbench.viewer.pages import write_trial_pages
 
+    directory = Path(job[0])
+    for trial_id in job[1]:
+        write_trial_pages(directory, TrialRecord.model_validate_json((directory / "trials" / f"{trial_id}.json").read_bytes()))
+
+
+def render(directory: Path) -> dict:
+    """`python -m pytest_webbench.report DIR` as a user runs it: wall time and the child's peak RSS."""
     started = time.perf_counter()
-    report = write_report(directory)
+    child = subprocess.Popen([sys.executable, "-m", "pytest_webbench.report", str(directory)], cwd=ROOT,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(child.pid, 0)
     elapsed = time.perf_counter() - started
-    return {"seconds": elapsed, "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-            "recorded": report.recorded_trials}
+    child.returncode = os.waitstatus_to_exitcode(status)
+    if child.returncode != 0:
+        sys.exit(f"{directory}: the report failed ({child.returncode}): {child.stderr.read().decode()[-2000:]}")
+    return {"seconds": elapsed, "peak_mib": usage.ru_maxrss / 1024}
 
 
 def main() -> None:
-    if len(sys.argv) == 3 and sys.argv[1] == "--measure":
-        print(json.dumps(measure(Path(sys.argv[2]))))
-        return
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10_000, 100_000])
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as d:
         rows = []
         for size in args.sizes:
+            made = time.perf_counter()
             directory = make_experiment(Path(d), size)
-            out = subprocess.run([sys.executable, __file__, "--measure", str(directory)], capture_output=True, text=True, check=True)
-            result = json.loads(out.stdout)
-            rows.append((size, result))
-            print(f"{result['recorded']:>7,} trials: {result['seconds']:6.2f} s, peak {result['peak_mib']:7.1f} MiB "
-                  f"({result['seconds'] / result['recorded'] * 1e6:.0f} us per trial)", flush=True)
+            trials = sum(1 for _ in (directory / "trials").glob("*.json"))
+            print(f"{trials:>7,} trials made in {time.perf_counter() - made:.0f} s", flush=True)
+            first, second = render(directory), render(directory)
+            rows.append((trials, first))
+            for label, result in (("first render", first), ("again", second)):
+                print(f"  {label:>12}: {result['seconds']:6.2f} s, peak {result['peak_mib']:7.1f} MiB "
+                      f"({result['seconds'] / trials * 1e6:.0f} us per trial)", flush=True)
+            os.system(f"rm -rf {directory}")
         if len(rows) > 1:
             (n0, r0), (n1, r1) = rows[0], rows[-1]
             print(f"growth {n0:,} -> {n1:,} trials: time x{r1['seconds'] / r0['seconds']:.1f} for x{n1 / n0:.0f} trials")

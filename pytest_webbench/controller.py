@@ -60,7 +60,8 @@ class RunController:
         counted, reported and rerun by --resume-errored."""
         if "[" not in crashitem:
             return
-        from .records import read_manifest, trial_record_path, write_trial_record
+        from .record_index import write_trial_record
+        from .records import read_manifest, trial_record_path
         from .verdict import worker_crash_record
 
         trial_id = crashitem.rsplit("[", 1)[1].rstrip("]")

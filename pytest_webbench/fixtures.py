@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING
 import pytest
 
 from .pairing import TrialKey
-from .records import Tokens, TrialRecord, record_undeleted_browser, supersede_trial_dir, trial_record_path, write_trial_record
+from .record_index import write_trial_record
+from .records import Tokens, TrialRecord, record_undeleted_browser, supersede_trial_dir, trial_record_path
 from .runners import runner_spec
 from .state import STATE_KEY, WebbenchState, state
 from .suite import TrialSpec

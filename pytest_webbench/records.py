@@ -192,16 +192,6 @@ def trial_record_path(experiment_dir: Path, trial_id: str) -> Path:
     return experiment_dir / "trials" / f"{trial_id}.json"
 
 
-def write_trial_record(experiment_dir: Path, record: TrialRecord) -> Path:
-    """A record is never overwritten: one already there (a trial run again after a worker crash or
-    by --resume-errored) moves to trials/superseded/ first."""
-    path = trial_record_path(experiment_dir, record.trial_id)
-    if path.exists():
-        supersede_record(experiment_dir, record.trial_id)
-    atomic_write(path, record.model_dump_json(indent=2))
-    return path
-
-
 def supersede_record(experiment_dir: Path, trial_id: str) -> None:
     _supersede(experiment_dir, trial_record_path(experiment_dir, trial_id), trial_id, ".json")
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .record_index import rebuild_index
 from .records import RunManifest, read_manifest, read_trial_records, supersede_record
 
 
@@ -39,12 +40,16 @@ def trials_to_skip(experiment_dir: Path, rerun_errored: bool) -> set[str]:
     for trial in manifest.trials:
         if trial.pair_id:
             members.setdefault(trial.pair_id, []).append(trial.trial_id)
+    moved = False
     for pair in members.values():
         if not all(tid in done for tid in pair):
             for tid in pair:
                 if tid in records:
                     supersede_record(experiment_dir, tid)
+                    moved = True
                 done.discard(tid)
+    if moved:
+        rebuild_index(experiment_dir)  # so the index holds no line of a record moved aside
     return done
 
 

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from pytest_webbench.record_index import write_trial_record
 from pytest_webbench.records import (
-    BrowserCalls, PlannedTrial, RunManifest, TaskLimits, Timings, Tokens, TrialRecord, write_manifest, write_trial_record,
+    BrowserCalls, PlannedTrial, RunManifest, TaskLimits, Timings, Tokens, TrialRecord, write_manifest,
 )
 from pytest_webbench.report.__main__ import main as report_main
 from pytest_webbench.report.build import build_report_from_dir
@@ -324,3 +325,4 @@ def test_report_json_validates_against_its_versioned_model(run_dir):
     report = Report.model_validate(data)
     assert report.pooled.task_names == ["alpha", "beta"] and report.playwright_vs_control  # the version's new fields
     assert Report.model_validate_json(report.model_dump_json()) == report
+

@@ -8,7 +8,8 @@ from pathlib import Path
 
 from pytest_webbench.browsers.base import BackendError
 from pytest_webbench.harbor_jobs import write_job_results
-from pytest_webbench.records import TrialRecord, read_trial_records, trial_dir, write_trial_record
+from pytest_webbench.record_index import write_trial_record
+from pytest_webbench.records import TrialRecord, read_trial_records, trial_dir
 from pytest_webbench.verdict import error_before_grading
 
 

@@ -13,16 +13,13 @@ from collections.abc import Iterable
 from contextlib import contextmanager
 from pathlib import Path
 from statistics import median
-from typing import Any
 
 from pydantic import BaseModel, Field
 
 from ..harbor_jobs import read_job_problems
+from ..record_index import RecordScan, scan_records
+from ..records import RunManifest, TrialRecord, UndeletedBrowser, read_manifest, read_undeleted_browsers
 from ..stopping import read_decisions
-from ..records import (
-    BrowserCalls, PlannedTrial, RunManifest, Timings, Tokens, TrialRecord, UndeletedBrowser, read_manifest,
-    read_trial_records, read_undeleted_browsers,
-)
 from ..stats import ASSUMPTIONS, pass_at_k, pass_hat_k
 from .paired import PairedRow, PooledEffect, adjust_paired_rows, paired_row, pooled_effect
 from .rates import Rate, passed, rate
@@ -36,21 +33,6 @@ REPORT_SCHEMA = 5
 HEADLINE_GRADING = ("page", "pinned")
 FEW_ATTEMPTS = 5  # below this a run screens for large effects only
 NOT_A_PASS = ("failed", "errored", "missing")
-
-
-class ReportedTrial(PlannedTrial):
-    """The fields of a TrialRecord the report reads (the instruction, raw answer and page value
-    are left on disk), so a report over 100,000 trials stays small in memory."""
-
-    outcome: str
-    stop_reason: str | None = None
-    detail: str = ""
-    answer: Any = None
-    flags: list[str] = Field(default_factory=list)
-    timings: Timings = Field(default_factory=Timings)
-    tokens: Tokens = Field(default_factory=Tokens)
-    tokens_cli: Tokens | None = None
-    calls: BrowserCalls = Field(default_factory=BrowserCalls)
 
 
 class ArmTaskRow(BaseModel):
@@ -305,13 +287,15 @@ def build_report(manifest: RunManifest, records: list[TrialRecord], problems: li
     )
 
 
-def build_report_from_dir(experiment_dir: Path) -> Report:
+def build_report_from_dir(experiment_dir: Path, scan: RecordScan | None = None) -> Report:
+    """From the run's records: those of `scan` when given (the report writer's, which repairs
+    the index), read from the index and the files otherwise."""
     # Reading 100,000 records makes millions of objects that live to the end: without this the
     # cyclic collector re-scans them again and again (a third of the time at that size).
     with _no_cyclic_gc():
         manifest = read_manifest(experiment_dir)
-        records, problems = read_trial_records(experiment_dir, ReportedTrial)
-        return build_report(manifest, records, problems + read_job_problems(experiment_dir),
+        scan = scan or scan_records(experiment_dir)
+        return build_report(manifest, scan.records, scan.problems + read_job_problems(experiment_dir),
                             list(read_undeleted_browsers(experiment_dir).values()), read_decisions(experiment_dir))
 
 

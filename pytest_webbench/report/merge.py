@@ -3,7 +3,7 @@
 The shards must be one run: the same experiment ID (so the same pair order), suite files, runner,
 model, attempts, arms and pairing, every shard 1..N present once, and no trial in two shards.
 The merged directory gets one manifest (the whole plan, in run order), every trial's record
-(superseded ones too) and its Harbor folder, and then the report over the whole run.
+(superseded ones too), their index and its Harbor folder, and then the report over the whole run.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import shutil
 from pathlib import Path
 
 from ..pairing import TrialKey, broken_pairs, order_trials
+from ..record_index import rebuild_index
 from ..records import ExperimentExists, RunManifest, claim_experiment_dir, read_manifest, write_manifest
 
 SAME = ("experiment_id", "suite", "runner", "model", "browser", "environment", "attempts", "arms", "paired", "content_hashes")
@@ -60,6 +61,7 @@ def merge_shards(out_dir: Path, shard_dirs: list[Path]) -> RunManifest:
         for sub in ("trials", "jobs"):
             if (directory / sub).is_dir():
                 shutil.copytree(directory / sub, out / sub, dirs_exist_ok=True)
+    rebuild_index(out)  # each shard's index was copied over the last one's: one index from all the records
     planned = {t.trial_id: t for m in manifests for t in m.trials}
     # the order an unsharded run collects in: suite task order, attempts, arms; then pairs balanced
     every = [TrialKey(task, attempt, arm) for task in first.task_limits for attempt in range(1, first.attempts + 1)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..record_index import scan_records
 from ..records import atomic_write
 from ..viewer.pages import write_pages
 from .build import Report, build_report_from_dir
@@ -12,8 +13,9 @@ from .render import render_markdown
 
 
 def write_report(experiment_dir: Path) -> Report:
-    report = build_report_from_dir(experiment_dir)
-    write_pages(experiment_dir, report)  # every trial one click from report.html
+    scan = scan_records(experiment_dir, repair=True)  # a stale index is rewritten, so the next render is fast
+    report = build_report_from_dir(experiment_dir, scan)
+    write_pages(experiment_dir, report, scan.mtimes)  # every trial one click from report.html
     atomic_write(experiment_dir / "report.json", report.model_dump_json(indent=2))
     atomic_write(experiment_dir / "report.md", render_markdown(report))
     atomic_write(experiment_dir / "report.html", render_html(report))

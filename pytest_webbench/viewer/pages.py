@@ -147,13 +147,13 @@ def write_trial_pages(experiment_dir: Path, record: TrialRecord) -> None:
         atomic_write(pages / pair_page_name(key.pair_id), render_pair_page(key.pair_id, sides, experiment_dir))
 
 
-def write_pages(experiment_dir: Path, report) -> int:
+def write_pages(experiment_dir: Path, report, record_mtimes: dict[str, float] | None = None) -> int:
     """Writes every trial's and pair's page that is missing or older than its record(s), and the
     index (from the report, which has read every record already); returns how many pages were
     (re)built. Only the records of stale pages are read, so re-rendering a large run costs a stat
-    per trial."""
+    per trial (none more when the caller has the records' mtimes from its own scan)."""
     pages = experiment_dir / PAGES
-    stamps = _mtimes(experiment_dir / "trials")
+    stamps = _mtimes(experiment_dir / "trials") if record_mtimes is None else record_mtimes
     built = _mtimes(pages)
     stale = {t for t, when in stamps.items() if built.get(trial_page_name(t), -1.0) < when}
     pairs: dict[str, list[str]] = {}
@@ -212,8 +212,9 @@ def _mtimes(folder: Path) -> dict[str, float]:
         entries = list(os.scandir(folder))
     except OSError:
         return {}
-    return {e.name.removesuffix(".json") if folder.name == "trials" else e.name: e.stat().st_mtime
-            for e in entries if e.is_file()}
+    if folder.name == "trials":  # records only, not the index
+        return {e.name[:-5]: e.stat().st_mtime for e in entries if e.name.endswith(".json") and e.is_file()}
+    return {e.name: e.stat().st_mtime for e in entries if e.is_file()}
 
 
 def _index(report, pair_ids: set[str]) -> str:

@@ -1,0 +1,177 @@
+"""The records' index (trials/index.jsonl) never disagrees with the per-trial files.
+
+The oracle is each record file read on its own with the report's model; the index's answer must
+equal it after every kind of change a results directory sees: records written and rewritten,
+moved aside by a resume, deleted, replaced by hand, the directory copied (new inodes), the index
+torn or garbled, and workers appending at once. The fast path is checked too: after a write or a
+repair the index, not the files, must serve every record.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import random
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from pytest_webbench.record_index import INDEX, ReportedTrial, scan_records, write_trial_record
+from pytest_webbench.records import (
+    BrowserCalls, PlannedTrial, RunManifest, TaskLimits, Timings, Tokens, TrialRecord, supersede_record, write_manifest,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _record(trial_id: str, rng: random.Random) -> TrialRecord:
+    task, attempt, arm = trial_id.rsplit("-", 2)
+    outcome = rng.choice(["passed", "failed", "errored"])
+    return TrialRecord(
+        trial_id=trial_id, task=task, attempt=int(attempt[1:]), arm=arm, experiment_id="exp", runner="r",
+        grading="pinned", outcome=outcome, stop_reason=None if outcome == "passed" else "wrong_answer",
+        detail="x" * rng.randint(0, 50), answer={"value": rng.randint(0, 9)}, instruction="Find the price. " * 20,
+        timings=Timings(trial_sec=rng.uniform(1, 9), agent_sec=rng.uniform(1, 9)),
+        tokens=Tokens(input=rng.randint(1, 999), output=rng.randint(1, 99)),
+        calls=BrowserCalls(forwarded=rng.randint(0, 30), rejected=rng.choice([0, 1])),
+    )
+
+
+def _oracle(exp: Path) -> dict[str, dict]:
+    """Every record file, each read alone: what the report must see."""
+    return {p.stem: ReportedTrial.model_validate_json(p.read_bytes()).model_dump()
+            for p in (exp / "trials").glob("*.json")}
+
+
+def _agrees(exp: Path, repair: bool = False):
+    scan = scan_records(exp, repair=repair)
+    assert {r.trial_id: r.model_dump() for r in scan.records} == _oracle(exp)
+    assert not scan.problems
+    return scan
+
+
+def _replace_by_hand(path: Path, rng: random.Random) -> None:
+    """As an editor saves: a new file renamed over the old one."""
+    edited = TrialRecord.model_validate_json(path.read_bytes()).model_copy(update={"outcome": "failed", "detail": f"edited {rng.random()}"})
+    tmp = path.with_name(f".{path.name}.edit")
+    tmp.write_text(edited.model_dump_json(indent=2))
+    os.replace(tmp, path)
+
+
+def test_the_index_agrees_with_the_files_through_every_kind_of_change(tmp_path):
+    rng = random.Random(19)
+    exp = tmp_path / "exp"
+    ids = [f"t{t}-a{a}-{arm}" for t in range(4) for a in range(1, 4) for arm in ("control", "treatment")]
+    for trial_id in ids[:8]:
+        write_trial_record(exp, _record(trial_id, rng))
+    assert _agrees(exp).from_files == 0  # every record served by the index
+    kinds = ["write", "rewrite", "supersede", "delete", "by_hand", "copy", "tear", "garble", "repair"]
+    seen, busy_steps = set(), 0
+    for step in range(300):
+        kind = rng.choice(kinds + ["write"] * 3)  # writes outweigh removals, so records accumulate
+        present = sorted(p.stem for p in (exp / "trials").glob("*.json"))
+        if kind == "write":
+            write_trial_record(exp, _record(rng.choice(ids), rng))
+        elif kind == "rewrite" and present:
+            write_trial_record(exp, _record(rng.choice(present), rng))  # the old one moves to superseded/
+        elif kind == "supersede" and present:
+            supersede_record(exp, rng.choice(present))  # as a resume does, with no new record yet
+        elif kind == "delete" and present:
+            (exp / "trials" / f"{rng.choice(present)}.json").unlink()
+        elif kind == "by_hand" and present:
+            _replace_by_hand(exp / "trials" / f"{rng.choice(present)}.json", rng)
+        elif kind == "copy":
+            copy = tmp_path / f"copy{step}"
+            shutil.copytree(exp, copy)  # timestamps kept, inodes new
+            shutil.rmtree(exp)
+            exp = copy
+        elif kind == "tear" and (exp / "trials" / INDEX).exists():
+            index = exp / "trials" / INDEX
+            index.write_bytes(index.read_bytes()[:-rng.randint(1, 40)])  # a worker died mid-line
+        elif kind == "garble" and (exp / "trials" / INDEX).exists():
+            with open(exp / "trials" / INDEX, "ab") as f:
+                f.write(rng.choice([b"{not json\n", b'{"stamp":[1,2,3],"record":{}}\n', b"\x00\x01\n"]))
+        scan = _agrees(exp, repair=kind == "repair")
+        seen.add(kind)
+        busy_steps += len(scan.records) >= 5
+        if kind == "repair":
+            assert _agrees(exp).from_files == 0 and _agrees(exp).dead_lines == 0  # repaired: fast again
+    assert seen == set(kinds)
+    assert busy_steps > 200  # most steps compared many records, not an empty directory
+
+
+def test_an_edit_in_place_that_changes_size_or_time_is_seen(tmp_path):
+    exp = tmp_path / "exp"
+    write_trial_record(exp, _record("t-a1-control", random.Random(1)))
+    path = exp / "trials" / "t-a1-control.json"
+    record = TrialRecord.model_validate_json(path.read_bytes())
+    with open(path, "r+", encoding="utf-8") as f:  # same inode
+        f.write(record.model_copy(update={"detail": record.detail + "!"}).model_dump_json(indent=2))
+    assert _agrees(exp).from_files == 1
+
+
+def _write_many(args: tuple[str, int]) -> None:
+    exp, worker = args
+    rng = random.Random(worker)
+    for attempt in range(1, 41):
+        write_trial_record(Path(exp), _record(f"w{worker}-a{attempt}-control", rng))
+
+
+def test_workers_appending_at_once_leave_one_whole_line_per_record(tmp_path):
+    exp = tmp_path / "exp"
+    (exp / "trials").mkdir(parents=True)
+    with multiprocessing.get_context("spawn").Pool(4) as pool:
+        pool.map(_write_many, [(str(exp), w) for w in range(8)])
+    scan = _agrees(exp)
+    assert len(scan.records) == 320 and scan.from_files == 0 and scan.dead_lines == 0
+
+
+def test_a_resume_and_a_merge_leave_an_index_the_report_reads_whole(tmp_path):
+    from pytest_webbench.report.merge import merge_shards
+    from pytest_webbench.resume import trials_to_skip
+
+    rng = random.Random(3)
+    shards = []
+    for shard, tasks in (("1/2", ["a"]), ("2/2", ["b"])):
+        exp = tmp_path / f"shard{shard[0]}" / "exp"
+        planned = [PlannedTrial(trial_id=f"{t}-a1-{arm}", task=t, attempt=1, arm=arm, pair_id=f"{t}-a1", pair_position=i)
+                   for t in tasks for i, arm in enumerate(("control", "treatment"))]
+        write_manifest(exp, RunManifest(
+            experiment_id="exp", created_at="2026-12-03T00:00:00+00:00", suite="s", suite_path="/s", runner="r",
+            model=None, browser="local", attempts=1, arms=["control", "treatment"], paired=True, shard=shard,
+            trials=planned, task_limits={t: TaskLimits(grading="pinned", turn_cap=9, spend_limit_usd=1, placebo=False,
+                                                       tool_batch=None, timeout_sec=60) for t in tasks},
+            content_hashes={}))
+        for trial in planned:
+            write_trial_record(exp, _record(trial.trial_id, rng))
+        shards.append(exp)
+    (shards[1] / "trials" / "b-a1-treatment.json").unlink()  # an incomplete pair: a resume moves its other half aside
+    assert trials_to_skip(shards[1], rerun_errored=False) == set()
+    scan = _agrees(shards[1])
+    assert scan.from_files == 0 and scan.dead_lines == 0 and not scan.records
+    merged = tmp_path / "merged" / "exp"
+    merge_shards(merged, shards)
+    scan = _agrees(merged)
+    assert scan.from_files == 0 and {r.trial_id for r in scan.records} == {"a-a1-control", "a-a1-treatment"}
+
+
+def test_the_report_renders_from_records_copied_without_their_trial_folders(tmp_path):
+    """Results copied off a machine without jobs/ (nor pages/): the report and every page still render."""
+    rng = random.Random(5)
+    exp = tmp_path / "exp"
+    planned = [PlannedTrial(trial_id=f"a-a{n}-{arm}", task="a", attempt=n, arm=arm, pair_id=f"a-a{n}", pair_position=i)
+               for n in (1, 2) for i, arm in enumerate(("control", "treatment"))]
+    write_manifest(exp, RunManifest(
+        experiment_id="exp", created_at="2026-12-03T00:00:00+00:00", suite="s", suite_path="/s", runner="r", model=None,
+        browser="local", attempts=2, arms=["control", "treatment"], paired=True, trials=planned,
+        task_limits={"a": TaskLimits(grading="pinned", turn_cap=9, spend_limit_usd=1, placebo=False, tool_batch=None,
+                                     timeout_sec=60)}, content_hashes={}))
+    for trial in planned:
+        write_trial_record(exp, _record(trial.trial_id, rng).model_copy(
+            update={"harbor_trial_dir": f"jobs/{trial.arm}/{trial.trial_id}"}))
+    done = subprocess.run([sys.executable, "-m", "pytest_webbench.report", str(exp)], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert (exp / "report.html").exists() and not (exp / "jobs").exists()
+    assert sorted(p.name for p in (exp / "pages").glob("a-a*.html")) == sorted(f"{t.trial_id}.html" for t in planned)
+    assert "a-a1-control" in (exp / "report.html").read_text()
