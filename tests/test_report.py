@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -326,3 +328,14 @@ def test_report_json_validates_against_its_versioned_model(run_dir):
     assert report.pooled.task_names == ["alpha", "beta"] and report.playwright_vs_control  # the version's new fields
     assert Report.model_validate_json(report.model_dump_json()) == report
 
+
+def test_a_report_re_rendered_loads_no_scipy_or_numpy(tmp_path):
+    """`python -m pytest_webbench.report DIR` over a run with every table (pooled effect, MDE,
+    playwright comparison): its statistics are pure Python, so start-up stays small."""
+    run_dir = write_synthetic_run(tmp_path)
+    code = ("import sys\nfrom pytest_webbench.report.__main__ import main\nmain([sys.argv[1]])\n"
+            "print('HEAVY', sorted({m.split('.')[0] for m in sys.modules} & {'scipy', 'numpy'}))\n")
+    done = subprocess.run([sys.executable, "-c", code, str(run_dir)], capture_output=True, text=True, check=True)
+    assert "HEAVY []" in done.stdout, done.stdout[-500:]
+    report = json.loads((run_dir / "report.json").read_text())
+    assert report["pooled"]["ci_low"] is not None and report["playwright_pooled"]["p_value"] is not None

@@ -43,7 +43,7 @@ def test_sign_test_symmetric_and_hand_computed():
 
 # -- pass@k, power, comparisons (the pooled effect: test_stats_pooled.py) --------------------------------------------------
 
-from math import comb, isclose, sqrt  # noqa: E402
+from math import isclose, sqrt  # noqa: E402
 
 from scipy.stats import binom as _binom, binomtest as _binomtest  # noqa: E402
 

@@ -1,7 +1,8 @@
-"""The run's statistics: pure functions over counts and paired samples (scipy underneath), each
+"""The run's statistics: pure functions over counts and paired samples (no scipy: distributions.py), each
 checked against a published or hand-computed value (tests/test_stats*.py) and each interval's
 coverage and test's error rate measured by simulation (benchmarks/stats_calibration.py).
 
+- distributions.py: the normal, binomial, hypergeometric, chi-square and t functions they use
 - binomial.py: Wilson, exact McNemar and its power, sign test, pass@k, Newcombe and Fisher (unpaired)
 - pooled.py: the pooled paired effect over tasks (design-effect Tango score interval) and its MDE
 - stratified.py: Cochran-Mantel-Haenszel over tasks, Holm's adjustment

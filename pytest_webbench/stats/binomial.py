@@ -1,8 +1,9 @@
 """Binomial building blocks: Wilson, exact McNemar and its power, the sign test, pass@k, and the
-unpaired Newcombe interval and Fisher test; pure functions over counts, scipy underneath.
+unpaired Newcombe interval and Fisher test; pure functions over counts (exact binomial and
+hypergeometric sums in distributions.py; scipy is the tests' oracle, not a dependency here).
 
 The count-based functions are cached: a large report asks for the same few (passes, n) pairs
-thousands of times, and one scipy binomial test costs about a millisecond here.
+thousands of times.
 
 Each function states what it assumes; the report repeats those lines next to its numbers.
 """
@@ -11,11 +12,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from fractions import Fraction
 from functools import lru_cache
 from math import comb
 
-import numpy as np
-from scipy.stats import binom, binomtest, fisher_exact
+from .distributions import binom_cdf, binom_pmf, binom_sf, binom_two_sided_half, fisher_two_sided, normal_ppf
+
 
 @dataclass(frozen=True)
 class Interval:
@@ -25,10 +27,14 @@ class Interval:
 
 @lru_cache(maxsize=65536)
 def wilson(passes: int, n: int, confidence: float = 0.95) -> Interval | None:
+    """Wilson's score interval (Wilson 1927; Newcombe 1998, method 3), without continuity correction."""
     if n == 0:
         return None
-    ci = binomtest(passes, n).proportion_ci(confidence_level=confidence, method="wilson")
-    return Interval(float(ci.low), float(ci.high))
+    z = normal_ppf(0.5 + confidence / 2)
+    z2 = z * z
+    center = (2 * passes + z2) / (2 * (n + z2))
+    half = z * math.sqrt(z2 + 4 * passes * (n - passes) / n) / (2 * (n + z2))
+    return Interval(0.0 if passes == 0 else center - half, 1.0 if passes == n else center + half)
 
 
 @lru_cache(maxsize=65536)
@@ -37,7 +43,7 @@ def mcnemar_exact(control_only: int, treatment_only: int) -> float | None:
     discordant = control_only + treatment_only
     if discordant == 0:
         return None
-    return float(binomtest(treatment_only, discordant, 0.5).pvalue)
+    return binom_two_sided_half(treatment_only, discordant)
 
 
 @lru_cache(maxsize=65536)
@@ -45,7 +51,7 @@ def sign_test(treatment_faster: int, control_faster: int) -> float | None:
     n = treatment_faster + control_faster
     if n == 0:
         return None
-    return float(binomtest(treatment_faster, n, 0.5).pvalue)
+    return binom_two_sided_half(treatment_faster, n)
 
 
 # -- pass@k and pass^k (Chen et al. 2021, "Evaluating Large Language Models Trained on Code") ----------
@@ -72,16 +78,28 @@ def mcnemar_power(pairs: int, p_control_only: float, p_treatment_only: float, al
     discordance = p_control_only + p_treatment_only
     if pairs == 0 or discordance <= 0:
         return 0.0
-    m = np.arange(pairs + 1)
-    # With p = 1/2 the two-sided exact p is min(1, 2 * P(K <= min(k, m - k))): reject iff
-    # k <= k_low(m) or k >= m - k_low(m), with k_low the largest k where 2 * cdf(k) <= alpha.
-    k_low = binom.ppf(alpha / 2, m, 0.5)
-    k_low = np.where(2 * binom.cdf(k_low, m, 0.5) <= alpha, k_low, k_low - 1)
     share = p_treatment_only / discordance
-    reject = np.where(
-        k_low >= 0, binom.cdf(k_low, m, share) + binom.sf(m - k_low - 1, m, share), 0.0,
-    )
-    return float(np.sum(binom.pmf(m, pairs, discordance) * reject))
+    power = 0.0
+    for m in range(pairs + 1):
+        # With p = 1/2 the two-sided exact p is min(1, 2 * P(K <= min(k, m - k))): reject iff
+        # k <= k_low(m) or k >= m - k_low(m), with k_low the largest k where 2 * cdf(k) <= alpha.
+        k_low = _largest_rejected_low(m, alpha)
+        if k_low < 0:
+            continue
+        reject = binom_cdf(k_low, m, share) + binom_sf(m - k_low - 1, m, share)
+        power += binom_pmf(m, pairs, discordance) * reject
+    return power
+
+
+@lru_cache(maxsize=65536)
+def _largest_rejected_low(m: int, alpha: float) -> int:
+    """The largest k with 2 P(K <= k) <= alpha, K ~ Binomial(m, 1/2) (exact); -1 if none."""
+    level = Fraction(alpha)  # exact: 2 tail / 2^m <= alpha in integers
+    k, tail, whole = -1, 0, 2 ** m
+    while k + 1 <= m and 2 * (tail + math.comb(m, k + 1)) * level.denominator <= level.numerator * whole:
+        k += 1
+        tail += math.comb(m, k)
+    return k
 
 
 @lru_cache(maxsize=65536)
@@ -99,6 +117,7 @@ def mcnemar_mde(pairs: int, discordance: float, alpha: float = 0.05, power: floa
 
 # -- comparing two independent runs (unpaired) ---------------------------------------------------------
 
+@lru_cache(maxsize=65536)
 def newcombe_difference(passes_a: int, n_a: int, passes_b: int, n_b: int, confidence: float = 0.95) -> Interval | None:
     """Interval for rate_a - rate_b from the two Wilson intervals (Newcombe 1998, method 10)."""
     a, b = wilson(passes_a, n_a, confidence), wilson(passes_b, n_b, confidence)
@@ -109,7 +128,8 @@ def newcombe_difference(passes_a: int, n_a: int, passes_b: int, n_b: int, confid
     return Interval(d - math.sqrt((pa - a.low) ** 2 + (b.high - pb) ** 2), d + math.sqrt((a.high - pa) ** 2 + (pb - b.low) ** 2))
 
 
+@lru_cache(maxsize=65536)
 def fisher_exact_p(passes_a: int, n_a: int, passes_b: int, n_b: int) -> float | None:
     if n_a == 0 or n_b == 0:
         return None
-    return float(fisher_exact([[passes_a, n_a - passes_a], [passes_b, n_b - passes_b]]).pvalue)
+    return fisher_two_sided(passes_a, n_a - passes_a, passes_b, n_b - passes_b)

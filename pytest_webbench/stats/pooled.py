@@ -12,8 +12,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from scipy.stats import chi2, norm
-from scipy.stats import t as student_t
+from .distributions import chi2_cdf, normal_ppf, t_ppf, t_sf
 
 from .binomial import Interval
 
@@ -62,7 +61,7 @@ def tango_interval(control_only: float, treatment_only: float, pairs: float, con
     be fractional (the design-effect adjustment divides them). `critical` replaces the normal quantile."""
     if pairs <= 0:
         return None
-    z = float(norm.ppf(0.5 + confidence / 2)) if critical is None else critical
+    z = normal_ppf(0.5 + confidence / 2) if critical is None else critical
     estimate = (treatment_only - control_only) / pairs
     low, high = _invert(lambda d: _tango_z(control_only, treatment_only, pairs, d), estimate, z)
     return Interval(low, high)
@@ -85,7 +84,7 @@ def newcombe_paired(both: int, control_only: int, treatment_only: int, neither: 
     n = both + control_only + treatment_only + neither
     if n == 0:
         return None
-    z = float(norm.ppf(0.5 + confidence / 2))
+    z = normal_ppf(0.5 + confidence / 2)
     e, f, g, h = both, treatment_only, control_only, neither  # Newcombe: first = treatment
     p1, p2 = (e + f) / n, (e + g) / n
     l1, u1 = _wilson_bounds(e + f, n, z)
@@ -165,11 +164,11 @@ def pooled_paired_interval(differences_by_task: Sequence[Sequence[int]], confide
     b_only = sum(1 for g in groups for d in g if d < 0)
     deff = _design_effect(groups)
     df = len(groups) - 1
-    critical = float(student_t.ppf(0.5 + confidence / 2, df))
+    critical = t_ppf(0.5 + confidence / 2, df)
     interval = tango_interval(b_only / deff, c_only / deff, n / deff, critical=critical)
     assert interval is not None
     discordant = b_only + c_only
-    p = 1.0 if discordant == 0 else float(2 * student_t.sf(abs(c_only - b_only) / math.sqrt(deff * discordant), df))
+    p = 1.0 if discordant == 0 else 2 * t_sf(abs(c_only - b_only) / math.sqrt(deff * discordant), df)
     return PooledPaired((c_only - b_only) / n, interval.low, interval.high, min(1.0, p), deff, n, len(groups),
                         b_only, c_only)
 
@@ -182,7 +181,7 @@ def expected_floored_design_effect(design_effect: float, tasks: int) -> float:
     Closed form: D + F_k(k/D) - D F_{k+2}(k/D), k = G - 1, F_k the chi-square cdf."""
     d = max(design_effect, 1e-12)
     k = tasks - 1
-    return d + float(chi2.cdf(k / d, k)) - d * float(chi2.cdf(k / d, k + 2))
+    return d + chi2_cdf(k / d, k) - d * chi2_cdf(k / d, k + 2)
 
 
 def mde_clustered(pairs: int, tasks: int, discordance: float, design_effect: float = 1.0,
@@ -204,8 +203,8 @@ def mde_clustered(pairs: int, tasks: int, discordance: float, design_effect: flo
         return None
     deff = expected_floored_design_effect(max(1.0, design_effect), tasks)
     df = tasks - 1
-    t_alpha = float(student_t.ppf(1 - alpha / 2, df))
-    t_power = float(student_t.ppf(power, df))
+    t_alpha = t_ppf(1 - alpha / 2, df)
+    t_power = t_ppf(power, df)
 
     def gap(delta: float) -> float:
         spread = max(discordance, delta)

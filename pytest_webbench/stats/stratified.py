@@ -7,7 +7,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from scipy.stats import chi2, norm
+from .distributions import chi2_sf, normal_ppf
 
 # -- Cochran-Mantel-Haenszel over tasks --------------------------------------------------------------------
 
@@ -68,10 +68,10 @@ def cmh_test(strata: Sequence[Sequence[Sequence[int]]], correction: bool = True,
     if variance > 0:
         numerator = max(abs(deviation) - 0.5, 0.0) if correction else abs(deviation)
         statistic = numerator ** 2 / variance
-        p_value = float(chi2.sf(statistic, 1))
+        p_value = chi2_sf(statistic, 1)
     else:
         statistic, p_value = 0.0, 1.0
-    z = float(norm.ppf(0.5 + confidence / 2))
+    z = normal_ppf(0.5 + confidence / 2)
     odds = low = high = None
     if r_sum > 0 and s_sum > 0:
         odds = r_sum / s_sum
