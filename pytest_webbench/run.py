@@ -10,7 +10,6 @@ import importlib.util
 import os
 import sys
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from .browsers.base import BrowserBackend
 from .options import RunOptions

@@ -1,7 +1,6 @@
 """The local backend behind its Kernel-shaped MCP server, reached through the proxy's HTTP
 endpoint by the real `mcp` SDK client, under both handshakes."""
 
-import asyncio
 import json
 
 import pytest
