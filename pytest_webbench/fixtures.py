@@ -189,19 +189,20 @@ class TrialRecorder:
             harbor_trial_dir=str(outcome.harbor_trial_dir.relative_to(self.st.experiment_dir)),
         )
         record_reward_in_harbor(outcome.harbor_trial_dir, record.reward)
-        write_trial_record(self.st.experiment_dir, record)
+        write_trial_record(self.st.experiment_dir, record, then=self._pages)  # its pages before its index line
         self.written = record
-        self._pages(record)
         return record
 
-    def _pages(self, record: TrialRecord) -> None:
+    def _pages(self, record: TrialRecord) -> bool:
         from .viewer.pages import write_trial_pages
 
         try:
             write_trial_pages(self.st.experiment_dir, record)
+            return True
         except Exception as exc:  # noqa: BLE001 - a page the report can build later never fails a trial
             print(f"webbench: the page of {record.trial_id} was not written ({type(exc).__name__}: {exc}); "
                   "the report will build it")
+            return False
 
     def record_error(self, exc: BaseException | None, detail: str) -> None:
         """The trial broke before grading: it stays in the denominator, its reason by the error's type."""

@@ -2,19 +2,20 @@
 the per-trial files, so a report reads one file instead of one per trial.
 
 The per-trial files stay the truth; the index is a cache that can never disagree with them. Each
-line holds the record's report fields and the stamp (inode, size, mtime in ns) its file had when
-the line was written. A reader takes a trial's last line only while its file still has that stamp;
-a record with no line, or a changed, moved or copied one, is read from its file, and a missing
-file drops the trial whatever the index says. Lines are appended with one `write` on an
+line holds the record's report fields and the stamp (inode, size, mtime and ctime in ns) its file
+had when the line was written. A reader takes a trial's last line only while its file still has
+that stamp; a record with no line, or a changed, moved or copied one, is read from its file, and
+a missing file drops the trial whatever the index says. Lines are appended with one `write` on an
 O_APPEND descriptor, so xdist workers can share the file; a torn or garbled line is only a
-slower read. Whoever renders the report rewrites the index when it found it stale (a resumed or
-merged run, or results copied without their timestamps), so the next render is fast again.
+slower read. A line is appended after the trial's pages are written, and says so, so a current
+line also spares the report a look at those pages. The report rewrites the index when it found it
+stale (a resumed or merged run, results copied), so the next render is fast again.
 """
 
 from __future__ import annotations
 
-import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,7 @@ from .records import (
 )
 
 INDEX = "index.jsonl"
-Stamp = tuple[int, int, int]  # inode, size, mtime_ns
+Stamp = tuple[int, int, int, int]  # inode, size, mtime_ns, ctime_ns
 
 
 class ReportedTrial(PlannedTrial):
@@ -47,6 +48,7 @@ class ReportedTrial(PlannedTrial):
 class IndexLine(BaseModel):
     stamp: Stamp
     record: ReportedTrial
+    pages: bool = False  # the trial's pages were written after its record and before this line
 
 
 _LINES = TypeAdapter(list[IndexLine])
@@ -54,25 +56,28 @@ _RECORDS = TypeAdapter(list[ReportedTrial])
 
 
 def stamp_of(stat: os.stat_result) -> Stamp:
-    return (stat.st_ino, stat.st_size, stat.st_mtime_ns)
+    # ctime as well: a rename or an in-place write changes it, and nothing can set it back
+    return (stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns)
 
 
-def write_trial_record(experiment_dir: Path, record: TrialRecord) -> Path:
+def write_trial_record(experiment_dir: Path, record: TrialRecord,
+                       then: Callable[[TrialRecord], bool] | None = None) -> Path:
     """A record is never overwritten: one already there (a trial run again after a worker crash or
-    by --resume-errored) moves to trials/superseded/ first. Then its index line."""
+    by --resume-errored) moves to trials/superseded/ first. Then `then` (the trial's pages; it
+    says whether it wrote them), then the index line, so a current line vouches for the pages."""
     path = trial_record_path(experiment_dir, record.trial_id)
     if path.exists():
         supersede_record(experiment_dir, record.trial_id)
     atomic_write(path, record.model_dump_json(indent=2))
-    append_to_index(path, record)
+    stamp = stamp_of(path.stat())
+    append_to_index(path.parent, stamp, record, pages=bool(then(record)) if then else False)
     return path
 
 
-def append_to_index(record_path: Path, record: TrialRecord) -> None:
-    """Called right after a record file is written: one line with the file's stamp."""
-    line = IndexLine(stamp=stamp_of(record_path.stat()), record=ReportedTrial.model_validate(record, from_attributes=True))
-    data = line.model_dump_json().encode() + b"\n"
-    fd = os.open(record_path.parent / INDEX, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+def append_to_index(trials_dir: Path, stamp: Stamp, record: BaseModel, pages: bool = False) -> None:
+    line = IndexLine(stamp=stamp, record=ReportedTrial.model_validate(record, from_attributes=True), pages=pages)
+    data = line.model_dump_json(exclude_defaults=True).encode() + b"\n"
+    fd = os.open(trials_dir / INDEX, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         os.write(fd, data)  # one write on O_APPEND: never interleaved with another worker's line
     finally:
@@ -86,41 +91,63 @@ class RecordScan:
     mtimes: dict[str, float]  # trial id -> its record file's mtime (for the pages' staleness check)
     from_files: int = 0  # records read from their file, not the index
     dead_lines: int = 0  # index lines no record file matches any more
-    stamps: dict[str, Stamp] = field(default_factory=dict)
+    stamps: dict[str, Stamp] = field(default_factory=dict)  # of the file each record was read from
+    pages_current: set[str] = field(default_factory=set)  # trials whose current line vouches for their pages
+
+    @property
+    def stale(self) -> bool:
+        return bool(self.from_files or self.dead_lines)
 
 
-def scan_records(experiment_dir: Path, repair: bool = False) -> RecordScan:
+def scan_records(experiment_dir: Path) -> RecordScan:
     """Every readable record (report fields), from the index where it is current and from the
-    files otherwise. With `repair`, an index that was stale is rewritten from what was read."""
+    files otherwise."""
     trials_dir = experiment_dir / "trials"
     stamps: dict[str, Stamp] = {}
     mtimes: dict[str, float] = {}
+    problems: list[str] = []
     try:
         entries = os.scandir(trials_dir)
     except FileNotFoundError:
         return RecordScan([], [], {})
     with entries:
         for e in entries:
-            if e.name.endswith(".json") and not e.name.startswith(".") and e.is_file():
+            if not e.name.endswith(".json") or e.name.startswith("."):
+                continue
+            try:
+                if not e.is_file():
+                    continue
                 s = e.stat()
-                trial_id = e.name[:-5]
-                stamps[trial_id] = stamp_of(s)
-                mtimes[trial_id] = s.st_mtime
+            except OSError as exc:  # gone since the listing (moved aside mid-run), or a broken link
+                if os.path.lexists(e.path):
+                    problems.append(f"{e.path}: unreadable trial record ({type(exc).__name__})")
+                continue
+            trial_id = e.name[:-5]
+            stamps[trial_id] = stamp_of(s)
+            mtimes[trial_id] = s.st_mtime
     indexed, lines = _read_index(trials_dir / INDEX)
-    current = {tid: line.record for tid, line in indexed.items() if stamps.get(tid) == line.stamp}
+    current = {tid: line for tid, line in indexed.items() if stamps.get(tid) == line.stamp}
     unindexed = sorted(stamps.keys() - current.keys())
-    read, problems = _read_files(trials_dir, unindexed)
-    records = sorted([*current.values(), *read], key=lambda r: r.trial_id)
-    scan = RecordScan(records, problems, mtimes, from_files=len(unindexed), dead_lines=lines - len(current),
-                      stamps=stamps)
-    if repair and (scan.from_files or scan.dead_lines):
-        _rewrite(trials_dir, records, stamps)
-    return scan
+    read, read_stamps, unreadable = _read_files(trials_dir, unindexed)
+    stamps.update(read_stamps)  # the stamp of the very file each was read from (fstat)
+    records = sorted([*(line.record for line in current.values()), *read], key=lambda r: r.trial_id)
+    return RecordScan(records, problems + unreadable, mtimes, from_files=len(unindexed),
+                      dead_lines=lines - len(current), stamps=stamps,
+                      pages_current={tid for tid, line in current.items() if line.pages})
+
+
+def rewrite_index(experiment_dir: Path, scan: RecordScan, pages: set[str] | frozenset[str] = frozenset()) -> None:
+    """The index from a scan: one line per record read, `pages` naming the trials whose pages are
+    known to be newer than their record."""
+    trials_dir = experiment_dir / "trials"
+    lines = (IndexLine(stamp=scan.stamps[r.trial_id], record=r, pages=r.trial_id in pages) for r in scan.records
+             if r.trial_id in scan.stamps)
+    atomic_write(trials_dir / INDEX, "".join(f"{line.model_dump_json(exclude_defaults=True)}\n" for line in lines))
 
 
 def rebuild_index(experiment_dir: Path) -> None:
     """After records were moved or copied in (a resume, a merge): the index from the files."""
-    scan_records(experiment_dir, repair=True)
+    rewrite_index(experiment_dir, scan_records(experiment_dir))
 
 
 def _read_index(path: Path) -> tuple[dict[str, IndexLine], int]:
@@ -129,56 +156,51 @@ def _read_index(path: Path) -> tuple[dict[str, IndexLine], int]:
         data = path.read_bytes()
     except FileNotFoundError:
         return {}, 0
-    raw = [line for line in data.split(b"\n") if line.strip()]
+    count = data.count(b"\n") + (not data.endswith(b"\n") and bool(data))
     try:
-        lines = _LINES.validate_json(b"[" + b",".join(raw) + b"]")
-    except (ValidationError, ValueError):  # a torn or garbled line: keep the others
+        lines = _LINES.validate_json(b"[" + data.rstrip(b"\n").replace(b"\n", b",") + b"]")
+    except (ValidationError, ValueError):  # a torn, garbled or empty line: keep the others
         lines = []
-        for line in raw:
+        for line in data.split(b"\n"):
             try:
                 lines.append(IndexLine.model_validate_json(line))
             except (ValidationError, ValueError):
                 continue
-    return {line.record.trial_id: line for line in lines}, len(raw)
+    return {line.record.trial_id: line for line in lines}, count
 
 
-def _read_files(trials_dir: Path, trial_ids: list[str]) -> tuple[list[ReportedTrial], list[str]]:
+def _read_files(trials_dir: Path, trial_ids: list[str]) -> tuple[list[ReportedTrial], dict[str, Stamp], list[str]]:
     """Validated as one JSON array in one call (several times faster than one call per file);
-    if that fails (a broken file), each file alone, to say which."""
-    joined, readable, problems = bytearray(b"["), [], []
+    if that fails (a broken file), each alone, to say which. Each with the stamp of the file
+    read (fstat), so a line written from it names exactly that file."""
+    blobs: dict[str, bytes] = {}
+    stamps: dict[str, Stamp] = {}
+    problems: list[str] = []
     for trial_id in trial_ids:
         try:
             with open(trials_dir / f"{trial_id}.json", "rb") as f:
-                blob = f.read()
+                stamps[trial_id] = stamp_of(os.fstat(f.fileno()))
+                blobs[trial_id] = f.read()
         except OSError as exc:
-            problems.append(f"{trials_dir / trial_id}.json: unreadable trial record ({type(exc).__name__})")
-            continue
-        if readable:
-            joined += b","
-        joined += blob
-        readable.append(trial_id)
-    joined += b"]"
+            if os.path.lexists(trials_dir / f"{trial_id}.json"):
+                problems.append(f"{trials_dir / trial_id}.json: unreadable trial record ({type(exc).__name__})")
     try:
-        batch = _RECORDS.validate_json(joined)
-        if len(batch) == len(readable) and all(r.trial_id == t for r, t in zip(batch, readable)):
-            return batch, problems
+        batch = _RECORDS.validate_json(b"[" + b",".join(blobs.values()) + b"]")
+        if len(batch) == len(blobs) and all(r.trial_id == t for r, t in zip(batch, blobs)):
+            return batch, stamps, problems
     except (ValidationError, ValueError):
         pass
     records = []
-    for trial_id in readable:
+    for trial_id, blob in blobs.items():
         path = trials_dir / f"{trial_id}.json"
         try:
-            record = ReportedTrial.model_validate_json(path.read_bytes())
-        except (ValidationError, ValueError, OSError) as exc:
+            record = ReportedTrial.model_validate_json(blob)
+        except (ValidationError, ValueError) as exc:
             problems.append(f"{path}: unreadable trial record ({type(exc).__name__})")
             continue
         if record.trial_id != trial_id:
             problems.append(f"{path}: trial_id is {record.trial_id!r}, not the file's name; left out")
             continue
         records.append(record)
-    return records, problems
-
-
-def _rewrite(trials_dir: Path, records: list[ReportedTrial], stamps: dict[str, Stamp]) -> None:
-    atomic_write(trials_dir / INDEX, "".join(
-        f'{{"stamp":{json.dumps(stamps[r.trial_id])},"record":{r.model_dump_json()}}}\n' for r in records))
+    read = {r.trial_id for r in records}
+    return records, {t: s for t, s in stamps.items() if t in read}, problems

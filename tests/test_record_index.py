@@ -17,7 +17,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from pytest_webbench.record_index import INDEX, ReportedTrial, scan_records, write_trial_record
+from pytest_webbench.record_index import INDEX, ReportedTrial, rewrite_index, scan_records, write_trial_record
 from pytest_webbench.records import (
     BrowserCalls, PlannedTrial, RunManifest, TaskLimits, Timings, Tokens, TrialRecord, supersede_record, write_manifest,
 )
@@ -45,9 +45,11 @@ def _oracle(exp: Path) -> dict[str, dict]:
 
 
 def _agrees(exp: Path, repair: bool = False):
-    scan = scan_records(exp, repair=repair)
+    scan = scan_records(exp)
     assert {r.trial_id: r.model_dump() for r in scan.records} == _oracle(exp)
     assert not scan.problems
+    if repair:
+        rewrite_index(exp, scan)
     return scan
 
 
@@ -66,7 +68,7 @@ def test_the_index_agrees_with_the_files_through_every_kind_of_change(tmp_path):
     for trial_id in ids[:8]:
         write_trial_record(exp, _record(trial_id, rng))
     assert _agrees(exp).from_files == 0  # every record served by the index
-    kinds = ["write", "rewrite", "supersede", "delete", "by_hand", "copy", "tear", "garble", "repair"]
+    kinds = ["write", "rewrite", "supersede", "move_back", "delete", "by_hand", "copy", "tear", "garble", "repair"]
     seen, busy_steps = set(), 0
     for step in range(300):
         kind = rng.choice(kinds + ["write"] * 3)  # writes outweigh removals, so records accumulate
@@ -77,6 +79,9 @@ def test_the_index_agrees_with_the_files_through_every_kind_of_change(tmp_path):
             write_trial_record(exp, _record(rng.choice(present), rng))  # the old one moves to superseded/
         elif kind == "supersede" and present:
             supersede_record(exp, rng.choice(present))  # as a resume does, with no new record yet
+        elif kind == "move_back" and (aside := sorted((exp / "trials" / "superseded").glob("*.json"))):
+            moved = rng.choice(aside)  # by hand: same inode, size and mtime as when it was indexed
+            os.replace(moved, exp / "trials" / f"{moved.name.split('.')[0]}.json")
         elif kind == "delete" and present:
             (exp / "trials" / f"{rng.choice(present)}.json").unlink()
         elif kind == "by_hand" and present:
@@ -175,3 +180,38 @@ def test_the_report_renders_from_records_copied_without_their_trial_folders(tmp_
     assert (exp / "report.html").exists() and not (exp / "jobs").exists()
     assert sorted(p.name for p in (exp / "pages").glob("a-a*.html")) == sorted(f"{t.trial_id}.html" for t in planned)
     assert "a-a1-control" in (exp / "report.html").read_text()
+
+
+def test_a_current_line_vouches_for_the_trial_s_pages_and_a_changed_record_gets_new_ones(tmp_path):
+    from pytest_webbench.report.write import write_report
+    from pytest_webbench.viewer.pages import write_trial_pages
+
+    rng = random.Random(9)
+    exp = tmp_path / "exp"
+    planned = [PlannedTrial(trial_id=f"a-a{n}-{arm}", task="a", attempt=n, arm=arm, pair_id=f"a-a{n}", pair_position=i)
+               for n in (1, 2) for i, arm in enumerate(("control", "treatment"))]
+    write_manifest(exp, RunManifest(
+        experiment_id="exp", created_at="2026-12-03T00:00:00+00:00", suite="s", suite_path="/s", runner="r", model=None,
+        browser="local", attempts=2, arms=["control", "treatment"], paired=True, trials=planned,
+        task_limits={"a": TaskLimits(grading="pinned", turn_cap=9, spend_limit_usd=1, placebo=False, tool_batch=None,
+                                     timeout_sec=60)}, content_hashes={}))
+
+    def pages(record):
+        write_trial_pages(exp, record)
+        return True
+
+    for trial in planned:  # as a run's workers do: the record, its pages, then its index line
+        write_trial_record(exp, _record(trial.trial_id, rng), then=pages)
+    scan = scan_records(exp)
+    assert scan.pages_current == {t.trial_id for t in planned} and not scan.stale
+    built = {p.name: p.stat().st_mtime_ns for p in (exp / "pages").iterdir()}
+    write_report(exp)
+    assert {p.name: p.stat().st_mtime_ns for p in (exp / "pages").iterdir() if p.name in built} == built  # none rebuilt
+    (exp / "pages" / "pair-a-a2.html").unlink()
+    _replace_by_hand(exp / "trials" / "a-a1-control.json", rng)
+    write_report(exp)
+    assert (exp / "pages" / "pair-a-a2.html").exists()
+    assert "edited" in (exp / "pages" / "a-a1-control.html").read_text()  # the changed record's own page
+    assert "edited" in (exp / "pages" / "pair-a-a1.html").read_text()  # and its pair's
+    again = scan_records(exp)  # the report repaired the index: fast, and vouching for every page again
+    assert not again.stale and again.pages_current == {t.trial_id for t in planned}

@@ -78,3 +78,11 @@ def test_binomial_distribution_matches_scipy():
                 assert isclose(d.binom_pmf(k, n, p), sp.binom.pmf(k, n, p), rel_tol=1e-9, abs_tol=1e-300)
                 assert isclose(d.binom_cdf(k, n, p), sp.binom.cdf(k, n, p), rel_tol=1e-9, abs_tol=1e-15)
                 assert isclose(d.binom_sf(k, n, p), sp.binom.sf(k, n, p), rel_tol=1e-9, abs_tol=1e-15)
+
+
+def test_large_counts_leave_integer_arithmetic_and_still_match_scipy():
+    for n, k in [(1001, 480), (5000, 2400), (13000, 6400), (13000, 6500), (100000, 49700), (2001, 0)]:
+        assert isclose(d.binom_two_sided_half(k, n), sp.binomtest(k, n, 0.5).pvalue, rel_tol=1e-9, abs_tol=1e-300), (k, n)
+    for table in [(600, 400, 520, 480), (3000, 2000, 2950, 2050), (10, 990, 25, 975), (0, 1000, 3, 997)]:
+        a, b, c, e = table
+        assert isclose(d.fisher_two_sided(a, b, c, e), sp.fisher_exact([[a, b], [c, e]]).pvalue, rel_tol=1e-7), table

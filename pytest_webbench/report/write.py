@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..record_index import scan_records
+from ..record_index import rewrite_index, scan_records
 from ..records import atomic_write
 from ..viewer.pages import write_pages
 from .build import Report, build_report_from_dir
@@ -13,9 +13,11 @@ from .render import render_markdown
 
 
 def write_report(experiment_dir: Path) -> Report:
-    scan = scan_records(experiment_dir, repair=True)  # a stale index is rewritten, so the next render is fast
+    scan = scan_records(experiment_dir)
     report = build_report_from_dir(experiment_dir, scan)
-    write_pages(experiment_dir, report, scan.mtimes)  # every trial one click from report.html
+    fresh = write_pages(experiment_dir, report, scan)
+    if scan.stale or fresh - scan.pages_current:  # so the next render reads one file and looks at no page
+        rewrite_index(experiment_dir, scan, fresh)  # every trial one click from report.html
     atomic_write(experiment_dir / "report.json", report.model_dump_json(indent=2))
     atomic_write(experiment_dir / "report.md", render_markdown(report))
     atomic_write(experiment_dir / "report.html", render_html(report))

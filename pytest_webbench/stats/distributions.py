@@ -26,12 +26,17 @@ def normal_ppf(p: float) -> float:
 
 # -- binomial (exact) -------------------------------------------------------------------------------
 
+EXACT_UP_TO = 1000  # trials: integer sums up to here; beyond, the incomplete beta (big integers get slow)
+
+
 def binom_two_sided_half(k: int, n: int) -> float:
     """Two-sided exact binomial p-value of k successes in n at p = 1/2 (McNemar, the sign test):
     the probability of a split at least as uneven, min(1, 2 P(K <= min(k, n - k)))."""
     low = min(k, n - k)
     if 2 * low == n:
         return 1.0
+    if n > EXACT_UP_TO:  # P(K <= low) = I_{1/2}(n - low, low + 1)
+        return min(1.0, 2 * beta_inc(n - low, low + 1, 0.5))
     tail = sum(math.comb(n, i) for i in range(low + 1))
     return min(1.0, float(Fraction(2 * tail, 2 ** n)))
 
@@ -69,6 +74,8 @@ def fisher_two_sided(a: int, b: int, c: int, d: int) -> float:
     1e-7 relative tolerance for the same end)."""
     row1, col1, n = a + b, a + c, a + b + c + d
     low, high = max(0, col1 - (n - row1)), min(row1, col1)
+    if n > EXACT_UP_TO:
+        return _fisher_two_sided_logs(a, row1, col1, n, low, high)
 
     def weight(x: int) -> int:
         return math.comb(row1, x) * math.comb(n - row1, col1 - x)
@@ -77,6 +84,17 @@ def fisher_two_sided(a: int, b: int, c: int, d: int) -> float:
     total = math.comb(n, col1)
     extreme = sum(w for w in (weight(x) for x in range(low, high + 1)) if w <= seen)
     return min(1.0, float(Fraction(extreme, total)))
+
+
+def _fisher_two_sided_logs(a: int, row1: int, col1: int, n: int, low: int, high: int) -> float:
+    """The same in floating point (log weights), ties within a relative 1e-7 as scipy has them."""
+    def log_weight(x: int) -> float:
+        return (math.lgamma(row1 + 1) - math.lgamma(x + 1) - math.lgamma(row1 - x + 1) + math.lgamma(n - row1 + 1)
+                - math.lgamma(col1 - x + 1) - math.lgamma(n - row1 - col1 + x + 1))
+
+    log_total = math.lgamma(n + 1) - math.lgamma(col1 + 1) - math.lgamma(n - col1 + 1)
+    seen = log_weight(a) + math.log1p(1e-7)
+    return min(1.0, sum(math.exp(w - log_total) for x in range(low, high + 1) if (w := log_weight(x)) <= seen))
 
 
 # -- the regularized incomplete gamma and beta functions ------------------------------------------

@@ -15,6 +15,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
+from ..pairing import PAIRED_ARMS
 from ..records import TrialRecord, atomic_write
 from .frames import frame_bytes
 from .timeline import Timeline, build_timeline
@@ -147,23 +148,42 @@ def write_trial_pages(experiment_dir: Path, record: TrialRecord) -> None:
         atomic_write(pages / pair_page_name(key.pair_id), render_pair_page(key.pair_id, sides, experiment_dir))
 
 
-def write_pages(experiment_dir: Path, report, record_mtimes: dict[str, float] | None = None) -> int:
+def write_pages(experiment_dir: Path, report, scan=None) -> set[str]:
     """Writes every trial's and pair's page that is missing or older than its record(s), and the
-    index (from the report, which has read every record already); returns how many pages were
-    (re)built. Only the records of stale pages are read, so re-rendering a large run costs a stat
-    per trial (none more when the caller has the records' mtimes from its own scan)."""
+    index (from the report, which has read every record already); returns the trials whose pages
+    are now current. A page is current without a look when the record index's line for its trial
+    (for a pair page: for both members) vouches for it (`scan`, the report's record scan); others
+    cost a stat, and only the records of stale pages are read."""
+    from ..record_index import scan_records
+
+    scan = scan if scan is not None else scan_records(experiment_dir)
     pages = experiment_dir / PAGES
-    stamps = _mtimes(experiment_dir / "trials") if record_mtimes is None else record_mtimes
-    built = _mtimes(pages)
-    stale = {t for t, when in stamps.items() if built.get(trial_page_name(t), -1.0) < when}
+    stamps = scan.mtimes
+    try:
+        names = set(os.listdir(pages))
+    except OSError:
+        names = set()
+
+    def stale(name: str, members: list[str]) -> bool:
+        if name not in names:
+            return True
+        if all(m in scan.pages_current for m in members):
+            return False
+        try:
+            return (pages / name).stat().st_mtime < max(stamps[m] for m in members)
+        except OSError:
+            return True
+
     pairs: dict[str, list[str]] = {}
+    pair_of: dict[str, str] = {}
     for trial_id in stamps:
-        key = _key(trial_id)
-        if key is not None and key.pair_id:
-            pairs.setdefault(key.pair_id, []).append(trial_id)
-    stale_pairs = {p for p, members in pairs.items()
-                   if built.get(pair_page_name(p), -1.0) < max(stamps[m] for m in members)}
-    wanted = stale | {m for p in stale_pairs for m in pairs[p]}
+        pair_id, _, arm = trial_id.rpartition("-")  # <task>-a<attempt>-<arm>, without a regex per trial
+        if arm in PAIRED_ARMS and pair_id:
+            pairs.setdefault(pair_id, []).append(trial_id)
+            pair_of[trial_id] = pair_id
+    stale_trials = {t for t in stamps if stale(trial_page_name(t), [t])}
+    stale_pairs = {p for p, members in pairs.items() if stale(pair_page_name(p), members)}
+    wanted = stale_trials | {m for p in stale_pairs for m in pairs[p]}
     records = {r.trial_id: r for r in _read(experiment_dir, wanted)}
     timelines: dict[str, Timeline] = {}
 
@@ -173,7 +193,7 @@ def write_pages(experiment_dir: Path, report, record_mtimes: dict[str, float] | 
         return timelines[trial_id]
 
     count = 0
-    for trial_id in sorted(stale & set(records)):
+    for trial_id in sorted(stale_trials & set(records)):
         atomic_write(pages / trial_page_name(trial_id), render_trial_page(timeline(trial_id), experiment_dir))
         count += 1
     for pair_id in sorted(stale_pairs):
@@ -181,10 +201,14 @@ def write_pages(experiment_dir: Path, report, record_mtimes: dict[str, float] | 
         if members:
             atomic_write(pages / pair_page_name(pair_id), render_pair_page(pair_id, [timeline(m) for m in members], experiment_dir))
             count += 1
-    newest = max(stamps.values(), default=0.0)
-    if count or built.get("index.html", -1.0) < newest:  # the index changes only when a record does
+    try:
+        index_built = (pages / "index.html").stat().st_mtime
+    except OSError:
+        index_built = -1.0
+    if count or index_built < max(stamps.values(), default=0.0):  # the index changes only when a record does
         atomic_write(pages / "index.html", _index(report, set(pairs)))
-    return count
+    unreadable = wanted - set(records)
+    return {t for t in stamps if t not in unreadable and not any(m in unreadable for m in pairs.get(pair_of.get(t, ""), []))}
 
 
 def _key(trial_id: str):
@@ -204,17 +228,6 @@ def _read(experiment_dir: Path, trial_ids: set[str]) -> list[TrialRecord]:
         except (OSError, ValueError):
             continue  # unreadable: the report counts it among its problems
     return out
-
-
-def _mtimes(folder: Path) -> dict[str, float]:
-    """File name (a trial id for records) -> modification time, from one directory scan."""
-    try:
-        entries = list(os.scandir(folder))
-    except OSError:
-        return {}
-    if folder.name == "trials":  # records only, not the index
-        return {e.name[:-5]: e.stat().st_mtime for e in entries if e.name.endswith(".json") and e.is_file()}
-    return {e.name: e.stat().st_mtime for e in entries if e.is_file()}
 
 
 def _index(report, pair_ids: set[str]) -> str:
