@@ -138,28 +138,48 @@ def _median(values: Iterable[float | None]) -> float | None:
 
 
 def _usage(arm: str, records: list[TrialRecord]) -> ArmUsage:
+    """One pass over the arm's records (at 100,000 trials a pass per figure cost seconds)."""
     webmcp: dict[str, int] = {}
+    agent, model, tool, calls = [], [], [], []
+    sums = dict(gateway=0, disagrees=0, input=0, cached=0, output=0, reported=0, priced=0, browser_calls=0,
+                rejections=0, cap_hits=0, over_spend=0, toolset_invalid=0)
+    cost = 0.0
     for r in records:
-        for key, count in r.calls.webmcp_invokes.items():
+        timings, tokens, used = r.timings, r.tokens, r.calls
+        for key, count in used.webmcp_invokes.items():
             origin, status = key.split(":", 1) if ":" in key else ("unknown", key)
             webmcp[f"{origin}:tried"] = webmcp.get(f"{origin}:tried", 0) + count
             if status == "completed":
                 webmcp[f"{origin}:completed"] = webmcp.get(f"{origin}:completed", 0) + count
-    reported = [r for r in records if r.tokens.input is not None or r.tokens.output is not None]
+        if timings.agent_sec is not None:
+            agent.append(timings.agent_sec)
+        if timings.model_sec is not None:
+            model.append(timings.model_sec)
+        if timings.tool_sec is not None:
+            tool.append(timings.tool_sec)
+        calls.append(used.forwarded)
+        sums["gateway"] += tokens.source == "gateway"
+        sums["disagrees"] += _cli_disagrees(r) is not None
+        sums["input"] += tokens.input or 0
+        sums["cached"] += tokens.cached or 0
+        sums["output"] += tokens.output or 0
+        sums["reported"] += tokens.input is not None or tokens.output is not None
+        if tokens.cost_usd is not None:
+            sums["priced"] += 1
+            cost += tokens.cost_usd
+        sums["browser_calls"] += used.forwarded
+        sums["rejections"] += used.rejected > 0
+        sums["cap_hits"] += used.cap_hit
+        sums["over_spend"] += r.stop_reason == "over_spend"
+        sums["toolset_invalid"] += _toolset_invalid(r) is not None
     return ArmUsage(
-        arm=arm, trials=len(records), median_agent_sec=_median(r.timings.agent_sec for r in records),
-        median_model_sec=_median(r.timings.model_sec for r in records), median_tool_sec=_median(r.timings.tool_sec for r in records),
-        metered_by_gateway=sum(r.tokens.source == "gateway" for r in records),
-        cli_disagrees=sum(_cli_disagrees(r) is not None for r in records),
-        input_tokens=sum(r.tokens.input or 0 for r in records), cached_tokens=sum(r.tokens.cached or 0 for r in records),
-        output_tokens=sum(r.tokens.output or 0 for r in records), tokens_reported=len(reported),
-        cost_usd=round(sum(r.tokens.cost_usd or 0.0 for r in records), 6),
-        priced=sum(r.tokens.cost_usd is not None for r in records),
-        browser_calls=sum(r.calls.forwarded for r in records),
-        median_browser_calls=_median(r.calls.forwarded for r in records), webmcp=dict(sorted(webmcp.items())),
-        trials_with_rejections=sum(r.calls.rejected > 0 for r in records), cap_hits=sum(r.calls.cap_hit for r in records),
-        over_spend=sum(r.stop_reason == "over_spend" for r in records),
-        toolset_invalid=sum(_toolset_invalid(r) is not None for r in records),
+        arm=arm, trials=len(records), median_agent_sec=_median(agent), median_model_sec=_median(model),
+        median_tool_sec=_median(tool), metered_by_gateway=sums["gateway"], cli_disagrees=sums["disagrees"],
+        input_tokens=sums["input"], cached_tokens=sums["cached"], output_tokens=sums["output"],
+        tokens_reported=sums["reported"], cost_usd=round(cost, 6), priced=sums["priced"],
+        browser_calls=sums["browser_calls"], median_browser_calls=_median(calls), webmcp=dict(sorted(webmcp.items())),
+        trials_with_rejections=sums["rejections"], cap_hits=sums["cap_hits"], over_spend=sums["over_spend"],
+        toolset_invalid=sums["toolset_invalid"],
     )
 
 
@@ -176,6 +196,29 @@ def _cli_disagrees(r: TrialRecord) -> str | None:
 
 def _note(r: TrialRecord, note: str) -> TrialNote:
     return TrialNote(trial_id=r.trial_id, arm=r.arm, task=r.task, note=note)
+
+
+def _notes(ordered: list[TrialRecord]) -> dict[str, list[TrialNote]]:
+    """The report's trial lists, in one pass over the records (in trial-id order)."""
+    out: dict[str, list[TrialNote]] = {k: [] for k in ("not_passed", "flagged", "rejected", "cap_hits", "over_spend",
+                                                       "toolset_invalid", "token_disagreements")}
+    for r in ordered:
+        if r.outcome != "passed":
+            out["not_passed"].append(_note(r, f"{r.outcome}: {r.stop_reason or ''}: {r.detail[:200]}"))
+        if r.flags:
+            out["flagged"].append(_note(r, "; ".join(r.flags)))
+        if r.calls.rejected:
+            out["rejected"].append(_note(r, ", ".join(f"{k} x{v}" for k, v in sorted(r.calls.rejected_rules.items()))
+                                         or f"{r.calls.rejected} call(s)"))
+        if r.calls.cap_hit:
+            out["cap_hits"].append(_note(r, f"{r.calls.forwarded} calls"))
+        if r.stop_reason == "over_spend":
+            out["over_spend"].append(_note(r, r.detail))
+        if note := _toolset_invalid(r):
+            out["toolset_invalid"].append(_note(r, note))
+        if note := _cli_disagrees(r):
+            out["token_disagreements"].append(_note(r, note))
+    return out
 
 
 def build_report(manifest: RunManifest, records: list[TrialRecord], problems: list[str] | None = None,
@@ -202,14 +245,18 @@ def build_report(manifest: RunManifest, records: list[TrialRecord], problems: li
     for arm, task in sorted(by_arm_task, key=lambda k: (arm_order.get(k[0], 99), k[1])):
         limits = manifest.task_limits[task]
         recs = by_arm_task[(arm, task)]
-        counts = {o: sum(1 for r in recs if r is not None and r.outcome == o) for o in ("passed", "failed", "errored")}
+        counts = {"passed": 0, "failed": 0, "errored": 0}
         reasons: dict[str, int] = {}
-        for r in recs:
-            if not passed(r):
-                reason = "missing" if r is None else r.stop_reason or r.outcome
-                reasons[reason] = reasons.get(reason, 0) + 1
-                arm_reasons = stop_reasons.setdefault(arm, {})
-                arm_reasons[reason] = arm_reasons.get(reason, 0) + 1
+        arm_reasons = stop_reasons.setdefault(arm, {})
+        for r in recs:  # one pass per row: a run of 100,000 trials has tens of thousands of rows
+            if r is not None:
+                if r.outcome in counts:
+                    counts[r.outcome] += 1
+                if r.outcome == "passed":
+                    continue
+            reason = "missing" if r is None else r.stop_reason or r.outcome
+            reasons[reason] = reasons.get(reason, 0) + 1
+            arm_reasons[reason] = arm_reasons.get(reason, 0) + 1
         ended = counts["passed"] + counts["failed"]
         ks = [k for k in (1, 2, 3, 5, 10) if k <= ended]
         rows.append(ArmTaskRow(
@@ -270,15 +317,9 @@ def build_report(manifest: RunManifest, records: list[TrialRecord], problems: li
         playwright_pooled=stratified_effect(headline_playwright),
         sequential=summarize(manifest, decisions or {}, planned, set(by_id), skipped),
         usage=[_usage(arm, by_arm.get(arm, [])) for arm in manifest.arms],
-        stop_reasons={arm: dict(sorted(v.items())) for arm, v in sorted(stop_reasons.items(), key=lambda kv: arm_order.get(kv[0], 99))},
-        not_passed=[_note(r, f"{r.outcome}: {r.stop_reason or ''}: {r.detail[:200]}") for r in ordered if r.outcome != "passed"],
-        flagged=[_note(r, "; ".join(r.flags)) for r in ordered if r.flags],
-        rejected=[_note(r, ", ".join(f"{k} x{v}" for k, v in sorted(r.calls.rejected_rules.items())) or f"{r.calls.rejected} call(s)")
-                  for r in ordered if r.calls.rejected],
-        cap_hits=[_note(r, f"{r.calls.forwarded} calls") for r in ordered if r.calls.cap_hit],
-        over_spend=[_note(r, r.detail) for r in ordered if r.stop_reason == "over_spend"],
-        toolset_invalid=[_note(r, note) for r in ordered if (note := _toolset_invalid(r))],
-        token_disagreements=[_note(r, note) for r in ordered if (note := _cli_disagrees(r))],
+        stop_reasons={arm: dict(sorted(v.items())) for arm, v in sorted(stop_reasons.items(), key=lambda kv: arm_order.get(kv[0], 99))
+                      if v},
+        **_notes(ordered),
         broken_pairs=manifest.broken_pairs, browsers_not_deleted=list(browsers_not_deleted or []),
         problems=problems, assumptions=ASSUMPTIONS,
         caveat=(f"With {manifest.attempts} attempt(s) per task and arm this run screens for large effects only: a null "
