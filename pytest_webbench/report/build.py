@@ -22,7 +22,7 @@ from ..records import RunManifest, TrialRecord, UndeletedBrowser, read_manifest,
 from ..stopping import read_decisions
 from ..stats import ASSUMPTIONS, pass_at_k, pass_hat_k
 from .paired import PairedRow, PooledEffect, adjust_paired_rows, paired_row, pooled_effect
-from .rates import Rate, passed, rate
+from .rates import Rate, rate
 from .sequential import SequentialSummary, not_run_trials, summarize
 from .unpaired import StratifiedEffect, UnpairedRow, adjust_unpaired_rows, stratified_effect, unpaired_row
 
@@ -333,7 +333,7 @@ def build_report_from_dir(experiment_dir: Path, scan: RecordScan | None = None) 
     the index), read from the index and the files otherwise."""
     # Reading 100,000 records makes millions of objects that live to the end: without this the
     # cyclic collector re-scans them again and again (a third of the time at that size).
-    with _no_cyclic_gc():
+    with no_cyclic_gc():
         manifest = read_manifest(experiment_dir)
         scan = scan or scan_records(experiment_dir)
         return build_report(manifest, scan.records, scan.problems + read_job_problems(experiment_dir),
@@ -341,7 +341,7 @@ def build_report_from_dir(experiment_dir: Path, scan: RecordScan | None = None) 
 
 
 @contextmanager
-def _no_cyclic_gc():
+def no_cyclic_gc():
     enabled = gc.isenabled()
     gc.disable()
     try:

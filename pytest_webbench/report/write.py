@@ -7,18 +7,21 @@ from pathlib import Path
 from ..record_index import rewrite_index, scan_records
 from ..records import atomic_write
 from ..viewer.pages import write_pages
-from .build import Report, build_report_from_dir
+from .build import Report, build_report_from_dir, no_cyclic_gc
 from .html import render_html
 from .render import render_markdown
 
 
 def write_report(experiment_dir: Path) -> Report:
-    scan = scan_records(experiment_dir)
-    report = build_report_from_dir(experiment_dir, scan)
-    fresh = write_pages(experiment_dir, report, scan)
-    if scan.stale or fresh - scan.pages_current:  # so the next render reads one file and looks at no page
-        rewrite_index(experiment_dir, scan, fresh)  # every trial one click from report.html
-    atomic_write(experiment_dir / "report.json", report.model_dump_json(indent=2))
-    atomic_write(experiment_dir / "report.md", render_markdown(report))
-    atomic_write(experiment_dir / "report.html", render_html(report))
+    # Hundreds of thousands of objects that live to the end: the cyclic collector would re-scan them
+    # over and over (seconds at 100,000 trials) and can free nothing among them.
+    with no_cyclic_gc():
+        scan = scan_records(experiment_dir)
+        report = build_report_from_dir(experiment_dir, scan)
+        fresh = write_pages(experiment_dir, report, scan)  # every trial one click from report.html
+        if scan.stale or fresh - scan.pages_current:  # so the next render reads one file and looks at no page
+            rewrite_index(experiment_dir, scan, fresh)
+        atomic_write(experiment_dir / "report.json", report.model_dump_json(indent=2))
+        atomic_write(experiment_dir / "report.md", render_markdown(report))
+        atomic_write(experiment_dir / "report.html", render_html(report))
     return report
