@@ -132,6 +132,18 @@ def test_workers_appending_at_once_leave_one_whole_line_per_record(tmp_path):
     assert len(scan.records) == 320 and scan.from_files == 0 and scan.dead_lines == 0
 
 
+def _planned_run(exp: Path, tasks: list[str], attempts: int, shard: str | None = None) -> list[PlannedTrial]:
+    """A paired control/treatment run's manifest; returns its planned trials."""
+    planned = [PlannedTrial(trial_id=f"{t}-a{n}-{arm}", task=t, attempt=n, arm=arm, pair_id=f"{t}-a{n}", pair_position=i)
+               for t in tasks for n in range(1, attempts + 1) for i, arm in enumerate(("control", "treatment"))]
+    write_manifest(exp, RunManifest(
+        experiment_id="exp", created_at="2026-12-03T00:00:00+00:00", suite="s", suite_path="/s", runner="r", model=None,
+        browser="local", attempts=attempts, arms=["control", "treatment"], paired=True, shard=shard, trials=planned,
+        task_limits={t: TaskLimits(grading="pinned", turn_cap=9, spend_limit_usd=1, placebo=False, tool_batch=None,
+                                   timeout_sec=60) for t in tasks}, content_hashes={}))
+    return planned
+
+
 def test_a_resume_and_a_merge_leave_an_index_the_report_reads_whole(tmp_path):
     from pytest_webbench.report.merge import merge_shards
     from pytest_webbench.resume import trials_to_skip
@@ -140,14 +152,7 @@ def test_a_resume_and_a_merge_leave_an_index_the_report_reads_whole(tmp_path):
     shards = []
     for shard, tasks in (("1/2", ["a"]), ("2/2", ["b"])):
         exp = tmp_path / f"shard{shard[0]}" / "exp"
-        planned = [PlannedTrial(trial_id=f"{t}-a1-{arm}", task=t, attempt=1, arm=arm, pair_id=f"{t}-a1", pair_position=i)
-                   for t in tasks for i, arm in enumerate(("control", "treatment"))]
-        write_manifest(exp, RunManifest(
-            experiment_id="exp", created_at="2026-12-03T00:00:00+00:00", suite="s", suite_path="/s", runner="r",
-            model=None, browser="local", attempts=1, arms=["control", "treatment"], paired=True, shard=shard,
-            trials=planned, task_limits={t: TaskLimits(grading="pinned", turn_cap=9, spend_limit_usd=1, placebo=False,
-                                                       tool_batch=None, timeout_sec=60) for t in tasks},
-            content_hashes={}))
+        planned = _planned_run(exp, tasks, 1, shard)
         for trial in planned:
             write_trial_record(exp, _record(trial.trial_id, rng))
         shards.append(exp)
@@ -165,13 +170,7 @@ def test_the_report_renders_from_records_copied_without_their_trial_folders(tmp_
     """Results copied off a machine without jobs/ (nor pages/): the report and every page still render."""
     rng = random.Random(5)
     exp = tmp_path / "exp"
-    planned = [PlannedTrial(trial_id=f"a-a{n}-{arm}", task="a", attempt=n, arm=arm, pair_id=f"a-a{n}", pair_position=i)
-               for n in (1, 2) for i, arm in enumerate(("control", "treatment"))]
-    write_manifest(exp, RunManifest(
-        experiment_id="exp", created_at="2026-12-03T00:00:00+00:00", suite="s", suite_path="/s", runner="r", model=None,
-        browser="local", attempts=2, arms=["control", "treatment"], paired=True, trials=planned,
-        task_limits={"a": TaskLimits(grading="pinned", turn_cap=9, spend_limit_usd=1, placebo=False, tool_batch=None,
-                                     timeout_sec=60)}, content_hashes={}))
+    planned = _planned_run(exp, ["a"], 2)
     for trial in planned:
         write_trial_record(exp, _record(trial.trial_id, rng).model_copy(
             update={"harbor_trial_dir": f"jobs/{trial.arm}/{trial.trial_id}"}))
@@ -188,13 +187,7 @@ def test_a_current_line_vouches_for_the_trial_s_pages_and_a_changed_record_gets_
 
     rng = random.Random(9)
     exp = tmp_path / "exp"
-    planned = [PlannedTrial(trial_id=f"a-a{n}-{arm}", task="a", attempt=n, arm=arm, pair_id=f"a-a{n}", pair_position=i)
-               for n in (1, 2) for i, arm in enumerate(("control", "treatment"))]
-    write_manifest(exp, RunManifest(
-        experiment_id="exp", created_at="2026-12-03T00:00:00+00:00", suite="s", suite_path="/s", runner="r", model=None,
-        browser="local", attempts=2, arms=["control", "treatment"], paired=True, trials=planned,
-        task_limits={"a": TaskLimits(grading="pinned", turn_cap=9, spend_limit_usd=1, placebo=False, tool_batch=None,
-                                     timeout_sec=60)}, content_hashes={}))
+    planned = _planned_run(exp, ["a"], 2)
 
     def pages(record):
         write_trial_pages(exp, record)
