@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import time
 
 import numpy as np
 import pytest
@@ -118,12 +117,11 @@ def test_without_clustering_it_is_tango_read_on_t():
     assert (r.low, r.high) == pytest.approx((tango.low, tango.high), abs=1e-12)
 
 
-def test_deterministic_fast_and_none_without_two_tasks():
+def test_deterministic_and_none_without_two_tasks():
     rng = np.random.default_rng(7)
     groups = [list(rng.choice([-1, 0, 0, 1], 10)) for _ in range(20)]
-    start = time.perf_counter()
     first = sa.pooled_paired_interval(groups)
-    assert time.perf_counter() - start < 0.05
+    assert first is not None
     assert sa.pooled_paired_interval(groups) == first
     assert sa.pooled_paired_interval([[1, 0, 0]]) is None
     assert sa.pooled_paired_interval([[1, 0], []]) is None
@@ -321,10 +319,11 @@ def test_type_i_under_irregular_rounds_by_simulation():
     assert rejected / tasks <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / tasks)
 
 
-def test_decide_is_cheap():
+def test_decide_builds_its_tables_once():
+    # decide runs after every pair at run time; its boundary tables must come from the cache
     rule = sq.SequentialRule.for_fixed_design(20)
     rule.decide(0, 0, 0)
-    start = time.perf_counter()
-    for _ in range(1000):
-        rule.decide(3, 4, 12)
-    assert (time.perf_counter() - start) / 1000 < 50e-6
+    built = sq._tables.cache_info().misses, sq._boundary.cache_info().misses
+    for discordant in range(1, 12):
+        rule.decide(discordant // 2, discordant - discordant // 2, 12)
+    assert (sq._tables.cache_info().misses, sq._boundary.cache_info().misses) == built
