@@ -37,6 +37,7 @@ def configure_run(config: pytest.Config) -> tuple[WebbenchState, RunController |
     check_arms(options.arms or tuple(suite.spec.arms), options.paired)
     check_sequential(options)
     _check_seal(options, config)
+    _check_sandbox_network(options, suite)
     _check_gateway(options)
     dist = config.getoption("dist", "no")
     if options.paired and dist not in ("no", "load"):
@@ -102,6 +103,21 @@ def _check_seal(options, config: pytest.Config) -> None:
             "failed: root or unprivileged user namespaces are needed), so the agent could read the suite's answers "
             "and the results and reach the site around its browser tools; run as root, or pass --allow-unsealed to "
             "run unsealed (the report will say so)")
+
+
+def _check_sandbox_network(options, suite) -> None:
+    """A sandbox enforces each task's agent-phase network policy, widened by the run's one host
+    (the proxy's listener); a task that leaves the agent the public network would let a sandboxed
+    agent reach its site around the tools, so it is refused unless unsealed runs were allowed."""
+    if options.environment == "host" or options.allow_unsealed:
+        return
+    for task in suite.tasks:
+        if task.agent_network_mode == "public":
+            raise pytest.UsageError(
+                f"{task.path / 'task.toml'}: [agent] network_mode is public (by default, or from [environment]), so "
+                f"in a {options.environment} sandbox the agent could reach the site and anything else around its "
+                "browser tools; set network_mode = \"no-network\" there (each run adds the host of --proxy-url, "
+                "the agent's one exit), or pass --allow-unsealed to run it as it is (the report will say so)")
 
 
 def _check_kernel_access() -> None:

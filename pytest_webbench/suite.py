@@ -150,6 +150,9 @@ class Task(BaseModel):
     instruction: str
     meta: WebbenchMeta
     timeout_sec: float
+    # Harbor's network policy for the agent phase, as the task declares it (`[agent] network_mode`,
+    # else `[environment]`'s): a sandbox enforces it, widened only by the run's own hosts.
+    agent_network_mode: str = "public"
 
 
 class Suite(BaseModel):
@@ -246,6 +249,7 @@ def load_task(task_dir: Path, suite: SuiteFile) -> Task:
     return Task(
         name=name, path=task_dir, instruction=instruction_path.read_text(encoding="utf-8"), meta=meta,
         timeout_sec=harbor_config.agent.timeout_sec or 600.0,
+        agent_network_mode=(harbor_config.agent.explicit_phase_policy() or harbor_config.environment.resolve_baseline()).network_mode.value,
     )
 
 

@@ -8,6 +8,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from .arms import ANSWER_PATH, arm_instructions
 from .browsers.base import BackendError
@@ -143,9 +144,14 @@ def _trial_context(spec: TrialSpec, browser: BrowserSessionHandle) -> dict:
 
 
 def _exit_ports(*urls: str | None) -> list[int]:
-    from urllib.parse import urlsplit
-
     return sorted({urlsplit(url).port for url in urls if url and urlsplit(url).port})
+
+
+def _exit_host(url: str) -> str:
+    host = urlsplit(url).hostname
+    if not host:
+        raise ValueError(f"the proxy's URL {url!r} names no host")
+    return host
 
 
 def _visible_paths(runner: RunnerSpec) -> list[str]:
@@ -205,6 +211,9 @@ def harbor_trial_config(options: RunOptions, runner: RunnerSpec, spec: TrialSpec
             base_url=base_url,
             model_api_format=runner.endpoint_api_format if base_url else None,
             mcp_servers=[{"name": "browser", "transport": "streamable-http", "url": proxy.url}],
+            # The run's one exit, added to the task's agent-phase policy (no-network in the suites):
+            # the host of the listener serving the agent's proxy and gateway routes.
+            extra_allowed_hosts=[_exit_host(proxy.url)],
             kwargs={**runner.options, **(_trial_context(spec, browser) if runner.takes_trial_context else {})},
             # the pinned CLI's folder is on this machine: a sandbox installs the same pin itself
             env=agent_env,

@@ -7,6 +7,7 @@ Slow (a CLI start per trial): marked `agent_cli`; CI runs them (`bash .ci/setup`
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -27,6 +28,18 @@ CLIS = {
     "claude": ("anthropic", ""),
     "pi": ("openai", "/v1"),  # Pi's OpenAI-compatible provider speaks chat completions
 }
+
+
+NATIVE_WEB_TOOL = re.compile(r"web_?search|web_?fetch", re.I)
+
+
+def _tool_names(body: dict) -> list[str]:
+    """What a request offers the model: function tools by name, built-in ones (Responses) by type."""
+    names = []
+    for tool in body.get("tools") or []:
+        function = tool.get("function") if isinstance(tool.get("function"), dict) else {}
+        names.append(tool.get("name") or function.get("name") or tool.get("type") or "")
+    return names
 
 
 @pytest.fixture
@@ -71,6 +84,10 @@ def test_a_pair_passes_with_the_real_cli_and_its_own_token_figures(runner, pytes
         tools = [r.tool for r in log if r.method == "tools/call"]
         assert tools == (["webmcp", "webmcp"] if arm == "treatment" else ["webmcp", "execute_playwright_code"]), arm
     assert records["treatment"].calls.webmcp_invokes == {"injected:completed": 1}
+    # the task's no-network agent phase also turns off the CLI's native web tools (Harbor does, for
+    # every arm alike): they run at the provider, past any network wall, around the browser
+    offered = {name for request in model.model.requests for name in _tool_names(request["body"])}
+    assert offered and not {name for name in offered if NATIVE_WEB_TOOL.search(name)}, offered
     manifest = json.loads((exp / "manifest.json").read_text())
     assert manifest["runner_preset"]["cli"]["version"] == manifest["cli_version"]
     assert manifest["model"] == f"{CLIS[runner][0]}/webbench-script"

@@ -58,6 +58,50 @@ def test_a_sandbox_gets_harbor_s_environment_type_and_the_proxy_s_public_url(env
         assert config.agent.kwargs["browser_session_id"] == "env-shop-price-a1-treatment"
 
 
+@pytest.mark.parametrize("environment", ["docker", "daytona", "modal", "host"])
+def test_by_harbor_s_own_network_plan_the_agent_reaches_only_the_proxy_s_host_while_it_works(environment, tmp_path):
+    """The suites' tasks give the agent phase no network; the run adds the proxy's host. Harbor's
+    own resolver turns that into the policy the sandbox enforces while the agent runs, and keeps
+    the install before it on the sandbox's default (the npm registry)."""
+    import tomllib
+
+    from harbor.models.task.config import NetworkMode, NetworkPolicy, TaskConfig as HarborTaskConfig, VerifierEnvironmentMode
+    from harbor.trial.network_policy import resolve_trial_network_plan
+
+    config = config_for(environment, "codex", tmp_path)
+    task = HarborTaskConfig.model_validate(tomllib.loads((config.task.path / "task.toml").read_text()))
+    plan = resolve_trial_network_plan(task, config.agent, config.environment, config.verifier, None,
+                                      verifier_mode=VerifierEnvironmentMode.SHARED)
+    assert plan.agent_phase == NetworkPolicy(network_mode=NetworkMode.ALLOWLIST, allowed_hosts=["proxy.example.test"])
+    assert plan.agent_env_baseline.network_mode == NetworkMode.PUBLIC and not plan.notices
+
+
+def test_every_task_of_the_suites_gives_its_agent_no_network_of_its_own():
+    for suite in ("local-web", "public-web"):
+        for task in load_suite(ROOT / "suites" / suite).tasks:
+            assert task.agent_network_mode == "no-network", task.path
+
+
+def test_a_task_that_leaves_its_agent_the_public_network_is_refused_in_a_sandbox_unless_unsealed(pytester):
+    import shutil
+
+    from pytest_webbench.manifest import _isolation
+
+    suite = pytester.path / "suite"
+    shutil.copytree(LOCAL_WEB, suite, ignore=shutil.ignore_patterns("__pycache__"))
+    toml = suite / "tasks" / "shop-price" / "task.toml"
+    toml.write_text(toml.read_text().replace('network_mode = "no-network"\n', ""))
+    common = ("--suite", str(suite), "--collect-only", f"--results-dir={pytester.path / 'r'}",
+              "--environment", "docker", "--proxy-url", PUBLIC_URL)
+    refused = pytester.runpytest_subprocess(*common)
+    assert refused.ret == pytest.ExitCode.USAGE_ERROR
+    assert f"{toml}: [agent] network_mode is public" in refused.stderr.str() and "--allow-unsealed" in refused.stderr.str()
+    assert pytester.runpytest_subprocess(*common, "--allow-unsealed").ret == pytest.ExitCode.OK
+    options = SimpleNamespace(environment="docker")
+    assert _isolation(options, load_suite(suite)) == "sandbox:docker+public"
+    assert _isolation(options, load_suite(LOCAL_WEB)) == "sandbox:docker"
+
+
 def test_on_this_machine_the_agent_s_one_exit_is_the_proxy_s_listener_and_it_sees_the_pinned_clis(tmp_path):
     config = config_for("host", "codex", tmp_path)
     assert config.environment.import_path == "pytest_webbench.environments.host:HostEnvironment"

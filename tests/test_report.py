@@ -339,3 +339,16 @@ def test_a_report_re_rendered_loads_no_scipy_or_numpy(tmp_path):
     assert "HEAVY []" in done.stdout, done.stdout[-500:]
     report = json.loads((run_dir / "report.json").read_text())
     assert report["pooled"]["ci_low"] is not None and report["playwright_pooled"]["p_value"] is not None
+
+
+@pytest.mark.parametrize("isolation, warning", [
+    ("mount+net", None), ("sandbox:docker", None),
+    ("none", "UNSEALED: agents could read the suite"), ("sandbox:modal+public", "UNSEALED network: sandboxed agents"),
+])
+def test_the_header_says_how_the_agents_were_walled_in(run_dir, isolation, warning):
+    from pytest_webbench.report.render import render_markdown
+
+    report = build_report_from_dir(run_dir).model_copy(update={"isolation": isolation})
+    header = render_markdown(report).split("\n\n")[1]
+    assert f"agents sealed: `{isolation}`" in header
+    assert ("UNSEALED" in header) == (warning is not None) and (warning is None or warning in header)

@@ -129,3 +129,31 @@ def test_a_seal_that_cannot_be_built_is_a_clear_error(tmp_path):
     result = _run(env, "echo should-not-run")
     assert result.return_code == 126 and "should-not-run" not in result.stdout
     assert "webbench seal:" in result.stderr and "gone" in result.stderr
+
+
+def test_harbor_s_network_policy_for_the_agent_phase_is_what_the_seal_lets_through(tmp_path):
+    """Harbor switches the agent phase's policy (the task's no-network plus the run's one host) with
+    `set_network_policy`; the seal gives a command the harness's port only where that policy names
+    the harness's host, and nothing where it names none or another host."""
+    from harbor.models.task.config import NetworkMode, NetworkPolicy
+
+    async def scenario():
+        proxy, proxy_port = await _http_server("through-the-exit")
+        env = _environment(tmp_path, [proxy_port])
+        await env.start(force_build=False)
+        seen = {}
+        try:
+            for name, policy in [
+                ("public", NetworkPolicy(network_mode=NetworkMode.PUBLIC)),
+                ("no-network", NetworkPolicy(network_mode=NetworkMode.NO_NETWORK)),
+                ("the harness", NetworkPolicy(network_mode=NetworkMode.ALLOWLIST, allowed_hosts=["127.0.0.1"])),
+                ("another host", NetworkPolicy(network_mode=NetworkMode.ALLOWLIST, allowed_hosts=["example.com"])),
+            ]:
+                await env.set_network_policy(policy)  # Harbor's own entry point, with its checks
+                result = await env.exec(f"curl -sS -m 5 http://127.0.0.1:{proxy_port}/; echo rc=$?")
+                seen[name] = result.stdout.strip().splitlines()[-1]
+        finally:
+            proxy.close()
+        return seen
+
+    assert asyncio.run(scenario()) == {"public": "rc=0", "no-network": "rc=7", "the harness": "rc=0", "another host": "rc=7"}

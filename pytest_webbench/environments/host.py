@@ -30,6 +30,8 @@ import signal
 from pathlib import Path, PurePosixPath
 
 from harbor.environments.base import BaseEnvironment, ExecResult
+from harbor.environments.capabilities import EnvironmentCapabilities
+from harbor.models.task.config import NetworkMode, NetworkPolicy
 
 from .seal import Seal, can_seal, start_sealed, unshare_command
 
@@ -41,6 +43,8 @@ PRIVATE_PATHS = ("/app", "/logs", "/installed-agent", "/tmp", AGENT_HOME)
 # passed explicitly by Harbor's agent (its config, the model key) or the runner preset.
 AGENT_ENV_ALLOWLIST = ("PATH", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "LC_MESSAGES", "TERM", "TZ", "USER", "LOGNAME")
 SEALED = "mount+net"  # the isolation recorded for a sealed run (the PID namespace comes with it)
+# The names under which a Harbor allowlist can name the harness's listener (the seal's one exit).
+HARNESS_HOSTS = {"127.0.0.1", "localhost", "::1"}
 
 
 def agent_environment(explicit: dict[str, str] | None) -> dict[str, str]:
@@ -60,11 +64,36 @@ def isolation() -> str:
 class HostEnvironment(BaseEnvironment):
     def __init__(self, *args, exit_ports: list[int] | None = None, visible_paths: list[str] | None = None,
                  allow_unsealed: bool = False, **kwargs):
+        self.allow_unsealed = allow_unsealed  # read by `capabilities`, which Harbor's __init__ consults
         super().__init__(*args, **kwargs)
-        self.allow_unsealed = allow_unsealed
         self.exit_ports = sorted(set(exit_ports or []))  # host 127.0.0.1 ports the agent may reach
         # Host folders the agent's commands need where they are (the pinned CLIs), read-only.
         self.visible_paths = [str(Path(p).resolve()) for p in visible_paths or [] if Path(p).is_dir()]
+
+    @property
+    def capabilities(self) -> EnvironmentCapabilities:
+        """Harbor's network policies are enforced by the seal, which is never wider than the
+        harness's listener: `no-network` gives a command no exit at all, an allowlist that names
+        the listener's host (127.0.0.1) that one exit, and `public` the same one exit (the seal
+        is narrower than asked there, never wider). Unsealed (only with --allow-unsealed, the
+        report saying so) nothing is enforced, as the user accepted."""
+        enforced = self.allow_unsealed or can_seal()
+        return EnvironmentCapabilities(
+            disable_internet=enforced, network_allowlist=enforced, network_allowlist_hostnames=enforced,
+            network_allowlist_ipv4_addresses=enforced, network_allowlist_ipv6_addresses=enforced,
+            dynamic_network_policy=enforced)
+
+    async def _apply_network_policy(self, network_policy: NetworkPolicy) -> None:
+        pass  # read by each command's seal as it starts (`_exits`)
+
+    def _exits(self) -> list[int]:
+        """The harness ports a command may reach under the policy in force."""
+        policy = self._network_policy
+        if policy.network_mode == NetworkMode.NO_NETWORK:
+            return []
+        if policy.network_mode == NetworkMode.ALLOWLIST and not HARNESS_HOSTS & set(policy.allowed_hosts):
+            return []
+        return self.exit_ports
 
     @property
     def isolated(self) -> bool:
@@ -99,7 +128,7 @@ class HostEnvironment(BaseEnvironment):
             self.host_path(path).mkdir(parents=True, exist_ok=True)
 
     def _seal(self, workdir: str) -> Seal:
-        return Seal(workdir=workdir, ports=self.exit_ports,
+        return Seal(workdir=workdir, ports=self._exits(),
                     rw=[(str(self.host_path(p)), p) for p in PRIVATE_PATHS],
                     ro=[(p, p) for p in self.visible_paths])
 
