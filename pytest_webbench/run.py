@@ -31,6 +31,17 @@ def load_site_app(suite: Suite, site: str):
     return module.create_app()
 
 
+def _listener(routes: ProxyRoutes, gateway: GatewayRoutes):
+    """One ASGI app for the proxy's routes and the gateway's: a sealed agent's one exit serves both."""
+
+    async def app(scope: dict, receive, send) -> None:
+        if scope["type"] != "lifespan" and gateway.handles(scope["path"]):
+            await gateway.app(scope, receive, send)
+        else:
+            await routes.app(scope, receive, send)
+    return app
+
+
 @dataclass
 class RunServices:
     suite: Suite
@@ -67,10 +78,7 @@ class RunServices:
         host, port = options.proxy_listen if options else ("127.0.0.1", 0)
         if port:  # xdist: one proxy per worker, at consecutive ports
             port += int(os.environ.get("PYTEST_XDIST_WORKER", "gw0")[2:] or 0)
-        from starlette.applications import Starlette
-
-        listener = Starlette(routes=[*routes.app.routes, *gateway.starlette_routes()])
-        proxy_url = loop.serve(listener, "proxy and model gateway", host, port)
+        proxy_url = loop.serve(_listener(routes, gateway), "proxy and model gateway", host, port)
         if options and options.proxy_url:  # a sandbox reaches it by another name (a tunnel, the Docker host)
             proxy_url = options.proxy_url.format(port=proxy_url.rsplit(":", 1)[1]).rstrip("/")
         services = cls(suite, loop, backend, backend_url, routes, proxy_url, upstream_headers=headers, gateway=gateway)

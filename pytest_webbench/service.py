@@ -47,7 +47,8 @@ class ServiceLoop:
         sock.bind((host, port))
         port = sock.getsockname()[1]
         # A request still running at shutdown (a stalled stream) is cancelled after 2 s, not awaited.
-        config = uvicorn.Config(app, log_level="warning", lifespan="auto", access_log=False, timeout_graceful_shutdown=2)
+        config = uvicorn.Config(app, log_level="warning", lifespan="auto", access_log=False, timeout_graceful_shutdown=2,
+                                interface="asgi3")  # every app here is ASGI 3; a bound method is not sniffed as one
         server = uvicorn.Server(config)
         server.config.setup_event_loop = lambda: None  # type: ignore[method-assign]
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import threading
+import time
 from pathlib import Path
 
 import httpx
@@ -152,6 +154,86 @@ def test_a_stream_passes_through_as_it_arrives(stack, tmp_path):
     assert (route.meter.usage.input, route.meter.usage.output) == (5, 1)
 
 
+def test_an_unreachable_model_api_is_a_502_and_a_logged_upstream_error(stack, tmp_path):
+    loop, *_, routes, gateway = stack
+    import socket
+
+    with socket.socket() as closed:  # a port nothing listens on
+        closed.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{closed.getsockname()[1]}"
+    route = _route(routes, dead, tmp_path, "responses")
+    reply = _post(gateway, route, "responses")
+    assert reply.status_code == 502 and "could not be reached" in reply.json()["error"]["message"]
+    [line] = read_model_log(tmp_path / "model-log.jsonl")
+    assert (line.decision, line.status, line.model) == ("upstream_error", 502, "gpt-test") and line.detail
+    assert REAL_KEY not in (tmp_path / "model-log.jsonl").read_text()
+
+
+def test_an_agent_that_leaves_mid_reply_stops_the_upstream_s_stream(stack, tmp_path):
+    """An agent killed mid-turn (a timeout, a cap) must not leave the gateway reading a provider's
+    stream to its end for no one: the upstream's stream is closed, and the log says why the reply ended short."""
+    loop, *_, routes, gateway = stack
+    never, upstream_closed = asyncio.Event(), threading.Event()
+
+    async def endless(request):
+        async def events():
+            try:
+                yield b'data: {"type": "response.created"}\n\n'
+                await never.wait()
+            finally:
+                upstream_closed.set()
+        return StreamingResponse(events(), media_type="text/event-stream")
+
+    held = loop.serve(Starlette(routes=[Route("/v1/responses", endless, methods=["POST"])]), "endless model")
+    route = _route(routes, held, tmp_path, "responses")
+    with httpx.stream("POST", f"{gateway}/gateway/{route.trial}/v1/responses", json={"model": "m"},
+                      headers={"authorization": f"Bearer {TOKEN}"}, timeout=20) as reply:
+        assert b"response.created" in next(reply.iter_raw())
+    # the agent is gone: the gateway closes its side, and the model server sees its stream end
+    assert upstream_closed.wait(timeout=20), "the upstream stream outlived the agent's connection"
+    [line] = _wait_for_log(tmp_path / "model-log.jsonl")
+    assert line.decision == "forwarded" and line.detail == "the agent left mid-reply"
+
+
+def test_a_reply_the_model_api_breaks_off_reaches_the_agent_short_and_is_logged(stack, tmp_path):
+    loop, *_, routes, gateway = stack
+
+    async def broken(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        event = b'data: {"type": "response.created"}\n\n'
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+                     + b"%x\r\n%s\r\n" % (len(event), event))
+        await writer.drain()
+        writer.close()  # no last chunk: the reply breaks off
+
+    server = loop.run(asyncio.start_server(broken, "127.0.0.1", 0))
+    route = _route(routes, f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}", tmp_path, "responses")
+    got = b""
+    with pytest.raises(httpx.RemoteProtocolError):  # the agent sees its reply end short, as it would directly
+        with httpx.stream("POST", f"{gateway}/gateway/{route.trial}/v1/responses", json={"model": "m"},
+                          headers={"authorization": f"Bearer {TOKEN}"}, timeout=20) as reply:
+            for chunk in reply.iter_raw():
+                got += chunk
+    assert b"response.created" in got
+    [line] = read_model_log(tmp_path / "model-log.jsonl")
+    assert line.decision == "forwarded" and line.detail == "the upstream's reply broke off"
+    loop.run(_close_server(server))
+
+
+def _wait_for_log(path: Path, timeout: float = 20) -> list:
+    """The gateway logs a request when its relay ends, which, for an agent that left, happens on the
+    gateway's own time: wait for that line (bounded), not for a guessed while."""
+    deadline = time.monotonic() + timeout
+    while not (lines := read_model_log(path)) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return lines
+
+
+async def _close_server(server: asyncio.AbstractServer) -> None:
+    server.close()
+    await server.wait_closed()
+
+
 def test_prices_are_litellm_s_own_and_read_without_importing_it():
     """The bundled cost map is read as a file (importing litellm costs seconds per run); every
     priced entry must come out as litellm itself gives it."""
@@ -172,3 +254,23 @@ def test_prices_are_litellm_s_own_and_read_without_importing_it():
     for key, entry in priced.items():
         assert price_from_table(key) == Price(entry["input_cost_per_token"], entry["output_cost_per_token"],
                                               entry.get("cache_read_input_token_cost")), key
+
+
+def test_codex_s_websocket_attempt_gets_426_on_the_run_s_listener(stack):
+    """Codex first tries a WebSocket to the Responses API: a 426 sends it to plain HTTP at once
+    (any other answer costs it five retries). Checked on the listener a run serves, proxy and
+    gateway together, with a WebSocket handshake as Codex sends it."""
+    import socket
+
+    from pytest_webbench.proxy.http_endpoint import ProxyRoutes
+    from pytest_webbench.run import _listener
+
+    loop, *_ = stack
+    url = loop.serve(_listener(ProxyRoutes(), GatewayRoutes()), "proxy and gateway")
+    host, port = url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(b"GET /gateway/some-trial/v1/responses HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n"
+                     b"Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n")
+        head = sock.recv(4096).decode("latin-1")
+    assert head.startswith("HTTP/1.1 426 "), head
+    assert "upgrade: websocket" in head.lower()
