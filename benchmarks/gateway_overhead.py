@@ -74,12 +74,14 @@ def serve_gateway(upstream: str) -> None:
     input tokens, so the run can check every reply was metered."""
     from pytest_webbench.gateway.meter import ModelLog, Price, TrialMeter
     from pytest_webbench.gateway.routes import GatewayRoute, GatewayRoutes
+    from pytest_webbench.proxy.http_endpoint import ProxyRoutes
+    from pytest_webbench.run import _listener
     from pytest_webbench.service import ServiceLoop
 
     os.environ["WEBBENCH_BENCH_KEY"] = "sk-bench"
     loop = ServiceLoop()
     routes = GatewayRoutes()
-    url = loop.serve(routes.app, "gateway")
+    url = loop.serve(_listener(ProxyRoutes(), routes), "proxy and gateway")  # the listener a run serves
     with tempfile.TemporaryDirectory() as tmp:
         route = GatewayRoute(trial="bench", token="wbt-bench", upstream=upstream + "/v1",
                              auth={"authorization": "Bearer ${WEBBENCH_BENCH_KEY}"},

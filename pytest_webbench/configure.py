@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 import pytest
+from urllib.parse import urlsplit
 
 from .controller import RunController
 from .options import check_arms, check_sequential, is_worker, options_from_config
@@ -37,7 +38,7 @@ def configure_run(config: pytest.Config) -> tuple[WebbenchState, RunController |
     check_arms(options.arms or tuple(suite.spec.arms), options.paired)
     check_sequential(options)
     _check_seal(options, config)
-    _check_sandbox_network(options, suite)
+    _check_agent_network(options, suite)
     _check_gateway(options)
     dist = config.getoption("dist", "no")
     if options.paired and dist not in ("no", "load"):
@@ -105,19 +106,32 @@ def _check_seal(options, config: pytest.Config) -> None:
             "run unsealed (the report will say so)")
 
 
-def _check_sandbox_network(options, suite) -> None:
-    """A sandbox enforces each task's agent-phase network policy, widened by the run's one host
-    (the proxy's listener); a task that leaves the agent the public network would let a sandboxed
-    agent reach its site around the tools, so it is refused unless unsealed runs were allowed."""
-    if options.environment == "host" or options.allow_unsealed:
+def _check_agent_network(options, suite) -> None:
+    """A sandbox enforces each task's agent-phase network policy, widened by the run's one host (the
+    proxy's listener). A task of the suite that gives its agent network of its own (public, or an
+    allowlist) would let a sandboxed agent reach a site around its tools, so it is refused unless
+    unsealed runs were allowed. On this machine a sealed agent reaches only its loopback, so a
+    --proxy-url naming another host would leave it without its tools and model."""
+    from .environments.host import HARNESS_HOSTS
+    from .runners import runner_spec
+
+    if options.allow_unsealed or runner_spec(options.runner).cli is None:
+        return
+    if options.environment == "host":
+        host = urlsplit(options.proxy_url or "").hostname
+        if options.proxy_url and host not in HARNESS_HOSTS:
+            raise pytest.UsageError(
+                f"--proxy-url {options.proxy_url}: on this machine a sealed agent reaches only the proxy's listener on its "
+                f"own loopback, so the URL must name 127.0.0.1 or localhost, not {host!r} (other names are for sandboxes)")
         return
     for task in suite.tasks:
-        if task.agent_network_mode == "public":
+        if task.agent_network_mode != "no-network":
+            allowed = f" {list(task.agent_allowed_hosts)}" if task.agent_allowed_hosts else ""
             raise pytest.UsageError(
-                f"{task.path / 'task.toml'}: [agent] network_mode is public (by default, or from [environment]), so "
-                f"in a {options.environment} sandbox the agent could reach the site and anything else around its "
-                "browser tools; set network_mode = \"no-network\" there (each run adds the host of --proxy-url, "
-                "the agent's one exit), or pass --allow-unsealed to run it as it is (the report will say so)")
+                f"{task.path / 'task.toml'}: [agent] network_mode is {task.agent_network_mode}{allowed} (set there or "
+                f"by default), so in a {options.environment} sandbox the agent could reach sites around its browser "
+                "tools; set network_mode = \"no-network\" (each run adds the host of --proxy-url, the agent's one exit), "
+                "or pass --allow-unsealed to run it as it is (the report will say so)")
 
 
 def _check_kernel_access() -> None:

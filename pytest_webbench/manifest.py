@@ -39,7 +39,7 @@ def build_manifest(st: WebbenchState, keys: list[TrialKey]) -> RunManifest:
         attempts=opts.attempts, arms=list(opts.arms or st.suite.spec.arms), paired=opts.paired,
         shard=f"{opts.shard[0]}/{opts.shard[1]}" if opts.shard else None,
         sequential=plan_for(opts.attempts) if opts.sequential else None,
-        isolation=_isolation(opts, st.suite),
+        isolation=_isolation(opts, [st.suite.task(name) for name in {k.task for k in keys}]),
         trials=[PlannedTrial(trial_id=k.trial_id, task=k.task, attempt=k.attempt, arm=k.arm, pair_id=k.pair_id if opts.paired else None,
                              pair_position=pair_position(k, opts.experiment_id, opts.attempts) if opts.paired else None)
                 for k in keys],
@@ -48,14 +48,14 @@ def build_manifest(st: WebbenchState, keys: list[TrialKey]) -> RunManifest:
     )
 
 
-def _isolation(opts, suite) -> str:
+def _isolation(opts, tasks) -> str:
     """What walls the run's agents have: `mount+net` (each command sealed: own network, mount and PID
     namespaces), or `none` (unsealed, allowed with --allow-unsealed); `sandbox:<type>` for a Harbor
-    sandbox holding every agent to the proxy's host, `sandbox:<type>+public` where a task left its
-    agent the public network (allowed with --allow-unsealed)."""
+    sandbox holding every agent to the proxy's host, `sandbox:<type>+open` where a task of the run
+    gave its agent network of its own (allowed with --allow-unsealed)."""
     if opts.environment != "host":
-        public = any(task.agent_network_mode == "public" for task in suite.tasks)
-        return f"sandbox:{opts.environment}" + ("+public" if public else "")
+        open_network = any(task.agent_network_mode != "no-network" for task in tasks)
+        return f"sandbox:{opts.environment}" + ("+open" if open_network else "")
     from .environments.host import isolation
 
     return isolation()

@@ -70,7 +70,7 @@ class RunManifest(BaseModel):
     browser: str
     environment: str = "host"  # where agents ran: host, or a Harbor environment type
     trace: bool = True  # browser traces recorded (--no-trace turns them off)
-    isolation: str | None = None  # the agents' walls: mount+net (sealed), none (unsealed), sandbox:<type>[+public] (manifest.py)
+    isolation: str | None = None  # the agents' walls: mount+net (sealed), none (unsealed), sandbox:<type>[+open] (manifest.py)
     attempts: int
     arms: list[str]
     paired: bool

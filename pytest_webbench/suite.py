@@ -151,8 +151,9 @@ class Task(BaseModel):
     meta: WebbenchMeta
     timeout_sec: float
     # Harbor's network policy for the agent phase, as the task declares it (`[agent] network_mode`,
-    # else `[environment]`'s): a sandbox enforces it, widened only by the run's own hosts.
+    # else `[environment]`'s): a sandbox enforces it, widened only by the run's own host.
     agent_network_mode: str = "public"
+    agent_allowed_hosts: tuple[str, ...] = ()
 
 
 class Suite(BaseModel):
@@ -244,12 +245,13 @@ def load_task(task_dir: Path, suite: SuiteFile) -> Task:
     if not instruction_path.is_file():
         raise SuiteError(instruction_path, "(file)", "missing: every task needs its instruction")
     name = task_dir.name
+    agent_policy = harbor_config.agent.explicit_phase_policy() or harbor_config.environment.resolve_baseline()
     if not TASK_NAME.match(name):
         raise SuiteError(task_dir, "(name)", "task folder names are lowercase letters, digits and hyphens")
     return Task(
         name=name, path=task_dir, instruction=instruction_path.read_text(encoding="utf-8"), meta=meta,
         timeout_sec=harbor_config.agent.timeout_sec or 600.0,
-        agent_network_mode=(harbor_config.agent.explicit_phase_policy() or harbor_config.environment.resolve_baseline()).network_mode.value,
+        agent_network_mode=agent_policy.network_mode.value, agent_allowed_hosts=tuple(agent_policy.allowed_hosts),
     )
 
 

@@ -82,7 +82,7 @@ def test_every_task_of_the_suites_gives_its_agent_no_network_of_its_own():
             assert task.agent_network_mode == "no-network", task.path
 
 
-def test_a_task_that_leaves_its_agent_the_public_network_is_refused_in_a_sandbox_unless_unsealed(pytester):
+def test_a_task_that_gives_its_agent_network_of_its_own_is_refused_in_a_sandbox_unless_unsealed(pytester):
     import shutil
 
     from pytest_webbench.manifest import _isolation
@@ -91,15 +91,27 @@ def test_a_task_that_leaves_its_agent_the_public_network_is_refused_in_a_sandbox
     shutil.copytree(LOCAL_WEB, suite, ignore=shutil.ignore_patterns("__pycache__"))
     toml = suite / "tasks" / "shop-price" / "task.toml"
     toml.write_text(toml.read_text().replace('network_mode = "no-network"\n', ""))
-    common = ("--suite", str(suite), "--collect-only", f"--results-dir={pytester.path / 'r'}",
+    common = ("--suite", str(suite), "--runner", "codex", "--collect-only", f"--results-dir={pytester.path / 'r'}",
               "--environment", "docker", "--proxy-url", PUBLIC_URL)
     refused = pytester.runpytest_subprocess(*common)
     assert refused.ret == pytest.ExitCode.USAGE_ERROR
     assert f"{toml}: [agent] network_mode is public" in refused.stderr.str() and "--allow-unsealed" in refused.stderr.str()
     assert pytester.runpytest_subprocess(*common, "--allow-unsealed").ret == pytest.ExitCode.OK
     options = SimpleNamespace(environment="docker")
-    assert _isolation(options, load_suite(suite)) == "sandbox:docker+public"
-    assert _isolation(options, load_suite(LOCAL_WEB)) == "sandbox:docker"
+    assert _isolation(options, load_suite(suite).tasks) == "sandbox:docker+open"
+    assert _isolation(options, load_suite(LOCAL_WEB).tasks) == "sandbox:docker"
+    # an allowlist of its own is network of its own too
+    toml.write_text(toml.read_text().replace("[agent]\n", '[agent]\nnetwork_mode = "allowlist"\nallowed_hosts = ["shop.example.test"]\n'))
+    refused = pytester.runpytest_subprocess(*common)
+    assert refused.ret == pytest.ExitCode.USAGE_ERROR
+    assert f"{toml}: [agent] network_mode is allowlist ['shop.example.test']" in refused.stderr.str()
+
+
+def test_on_this_machine_a_proxy_url_must_name_the_loopback_a_sealed_agent_reaches(pytester):
+    common = ("--suite", str(LOCAL_WEB), "--runner", "codex", "--collect-only", f"--results-dir={pytester.path / 'r'}")
+    refused = pytester.runpytest_subprocess(*common, "--proxy-url", "http://harness.example.test:{port}/")
+    assert refused.ret == pytest.ExitCode.USAGE_ERROR and "must name 127.0.0.1 or localhost" in refused.stderr.str()
+    assert pytester.runpytest_subprocess(*common, "--proxy-url", "http://localhost:{port}/").ret == pytest.ExitCode.OK
 
 
 def test_on_this_machine_the_agent_s_one_exit_is_the_proxy_s_listener_and_it_sees_the_pinned_clis(tmp_path):

@@ -195,6 +195,118 @@ def test_an_agent_that_leaves_mid_reply_stops_the_upstream_s_stream(stack, tmp_p
     assert line.decision == "forwarded" and line.detail == "the agent left mid-reply"
 
 
+def test_an_agent_that_leaves_before_the_reply_begins_drops_the_upstream_request(stack, tmp_path):
+    """A whole (unstreamed) reply has no head until the model is done: an agent that leaves while
+    it works must not leave the gateway waiting on it."""
+    import socket
+
+    loop, *_, routes, gateway = stack
+    asked, dropped = threading.Event(), threading.Event()
+
+    async def working(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        asked.set()
+        await reader.read()  # nothing comes until the gateway closes the connection
+        dropped.set()
+        writer.close()
+
+    server = loop.run(asyncio.start_server(working, "127.0.0.1", 0))
+    route = _route(routes, f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}", tmp_path, "responses")
+    host, port = gateway.removeprefix("http://").split(":")
+    body = b'{"model": "gpt-test"}'
+    with socket.create_connection((host, int(port)), timeout=10) as agent:
+        agent.sendall(b"POST /gateway/%s/v1/responses HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
+                      b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+                      % (route.trial.encode(), TOKEN.encode(), len(body), body))
+        assert asked.wait(timeout=20), "the request never reached the model"
+    assert dropped.wait(timeout=20), "the gateway kept waiting on a model no one was waiting for"
+    [line] = _wait_for_log(tmp_path / "model-log.jsonl")
+    assert (line.decision, line.model) == ("agent_left", "gpt-test")
+    loop.run(_close_server(server))
+
+
+def test_request_headers_reach_the_model_api_as_they_were_sent(stack, tmp_path):
+    loop, *_, routes, gateway = stack
+    seen = []
+
+    async def echo(request):
+        seen.append(request.headers)
+        return StreamingResponse(iter([b'data: {"type": "response.created"}\n\n']), media_type="text/event-stream")
+
+    upstream = loop.serve(Starlette(routes=[Route("/v1/responses", echo, methods=["POST"])]), "header echo")
+    route = _route(routes, upstream, tmp_path, "responses")
+    reply = httpx.post(f"{gateway}/gateway/{route.trial}/v1/responses", json={"model": "m"}, timeout=20,
+                       headers={"authorization": f"Bearer {TOKEN}", "x-note": "café".encode(), "user-agent": "codex/1"})
+    assert reply.status_code == 200
+    [headers] = seen
+    assert headers["x-note"].encode("latin-1").decode() == "café"  # the same bytes, not re-encoded
+    assert headers["user-agent"] == "codex/1" and headers["content-type"] == "application/json"
+    assert headers["authorization"] == f"Bearer {REAL_KEY}" and TOKEN not in str(headers)
+
+
+def _fresh_gateway(loop, tmp_path, upstream: str) -> tuple[GatewayRoutes, str, GatewayRoute]:
+    """A gateway of its own: its client reads proxies and certificates from the environment once."""
+    routes = GatewayRoutes()
+    url = loop.serve(routes.app, "gateway")
+    return routes, url, _route(routes, upstream, tmp_path, "responses")
+
+
+async def _sse_reply(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, seen: list) -> None:
+    seen.append((await reader.readuntil(b"\r\n\r\n")).split(b"\r\n")[0])
+    event = b'data: {"type": "response.created"}\n\n'
+    writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: %d\r\n"
+                 b"connection: close\r\n\r\n%s" % (len(event), event))
+    await writer.drain()
+    writer.close()
+
+
+def test_the_model_api_is_reached_through_the_environment_s_proxy(stack, tmp_path, monkeypatch):
+    """Behind a proxy (HTTPS_PROXY, HTTP_PROXY) the gateway goes through it, as httpx did: the
+    model's host here resolves nowhere, so only the proxy can have answered."""
+    loop, *_ = stack
+    seen: list = []
+    proxy = loop.run(asyncio.start_server(lambda r, w: _sse_reply(r, w, seen), "127.0.0.1", 0))
+    for name in ("NO_PROXY", "no_proxy", "http_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{proxy.sockets[0].getsockname()[1]}")
+    routes, url, route = _fresh_gateway(loop, tmp_path, "http://model.invalid")
+    reply = httpx.post(f"{url}/gateway/{route.trial}/v1/responses", json={"model": "m"}, trust_env=False,  # the agent: direct
+                       headers={"authorization": f"Bearer {TOKEN}"}, timeout=20)
+    assert reply.status_code == 200 and seen == [b"POST http://model.invalid/v1/responses HTTP/1.1"]
+    loop.run(routes.aclose())
+    loop.run(_close_server(proxy))
+
+
+def test_the_model_api_s_certificate_is_checked_against_ssl_cert_file_or_certifi(stack, tmp_path, monkeypatch):
+    import ssl
+    import subprocess
+
+    loop, *_ = stack
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
+                    "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+                   check=True, capture_output=True)
+    tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    tls.load_cert_chain(cert, key)
+    seen: list = []
+    server = loop.run(asyncio.start_server(lambda r, w: _sse_reply(r, w, seen), "127.0.0.1", 0, ssl=tls))
+    upstream = f"https://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+    for name in ("SSL_CERT_FILE", "SSL_CERT_DIR"):
+        monkeypatch.delenv(name, raising=False)
+    untrusted, url, route = _fresh_gateway(loop, tmp_path / "a", upstream)  # certifi's bundle: a self-signed cert fails
+    reply = httpx.post(f"{url}/gateway/{route.trial}/v1/responses", json={"model": "m"},
+                       headers={"authorization": f"Bearer {TOKEN}"}, timeout=20)
+    assert reply.status_code == 502 and not seen
+    monkeypatch.setenv("SSL_CERT_FILE", str(cert))
+    trusted, url, route = _fresh_gateway(loop, tmp_path / "b", upstream)
+    reply = httpx.post(f"{url}/gateway/{route.trial}/v1/responses", json={"model": "m"},
+                       headers={"authorization": f"Bearer {TOKEN}"}, timeout=20)
+    assert reply.status_code == 200 and seen == [b"POST /v1/responses HTTP/1.1"]
+    for routes in (untrusted, trusted):
+        loop.run(routes.aclose())
+    loop.run(_close_server(server))
+
+
 def test_a_reply_the_model_api_breaks_off_reaches_the_agent_short_and_is_logged(stack, tmp_path):
     loop, *_, routes, gateway = stack
 

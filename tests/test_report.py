@@ -343,7 +343,7 @@ def test_a_report_re_rendered_loads_no_scipy_or_numpy(tmp_path):
 
 @pytest.mark.parametrize("isolation, warning", [
     ("mount+net", None), ("sandbox:docker", None),
-    ("none", "UNSEALED: agents could read the suite"), ("sandbox:modal+public", "UNSEALED network: sandboxed agents"),
+    ("none", "UNSEALED: agents could read the suite"), ("sandbox:modal+open", "UNSEALED network: sandboxed agents"),
 ])
 def test_the_header_says_how_the_agents_were_walled_in(run_dir, isolation, warning):
     from pytest_webbench.report.render import render_markdown

@@ -133,8 +133,8 @@ def test_a_seal_that_cannot_be_built_is_a_clear_error(tmp_path):
 
 def test_harbor_s_network_policy_for_the_agent_phase_is_what_the_seal_lets_through(tmp_path):
     """Harbor switches the agent phase's policy (the task's no-network plus the run's one host) with
-    `set_network_policy`; the seal gives a command the harness's port only where that policy names
-    the harness's host, and nothing where it names none or another host."""
+    `set_network_policy`; the seal gives a command the harness's port where the policy allows it,
+    nothing under no-network, and an allowlist it cannot keep (another host) is refused."""
     from harbor.models.task.config import NetworkMode, NetworkPolicy
 
     async def scenario():
@@ -147,13 +147,15 @@ def test_harbor_s_network_policy_for_the_agent_phase_is_what_the_seal_lets_throu
                 ("public", NetworkPolicy(network_mode=NetworkMode.PUBLIC)),
                 ("no-network", NetworkPolicy(network_mode=NetworkMode.NO_NETWORK)),
                 ("the harness", NetworkPolicy(network_mode=NetworkMode.ALLOWLIST, allowed_hosts=["127.0.0.1"])),
-                ("another host", NetworkPolicy(network_mode=NetworkMode.ALLOWLIST, allowed_hosts=["example.com"])),
             ]:
                 await env.set_network_policy(policy)  # Harbor's own entry point, with its checks
                 result = await env.exec(f"curl -sS -m 5 http://127.0.0.1:{proxy_port}/; echo rc=$?")
                 seen[name] = result.stdout.strip().splitlines()[-1]
+            with pytest.raises(ValueError, match="names example.com: on this machine"):
+                await env.set_network_policy(NetworkPolicy(network_mode=NetworkMode.ALLOWLIST,
+                                                           allowed_hosts=["127.0.0.1", "example.com"]))
         finally:
             proxy.close()
         return seen
 
-    assert asyncio.run(scenario()) == {"public": "rc=0", "no-network": "rc=7", "the harness": "rc=0", "another host": "rc=7"}
+    assert asyncio.run(scenario()) == {"public": "rc=0", "no-network": "rc=7", "the harness": "rc=0"}

@@ -56,6 +56,12 @@ class UnsealedRefused(RuntimeError):
     """An agent would run without its seal, and that was not allowed."""
 
 
+def _unsealed_message() -> str:
+    return (f"this machine cannot seal an agent's command ({unshare_command()} --net --mount --pid failed: root or "
+            "unprivileged user namespaces are needed), so the agent would see the suite and the results; pass "
+            "--allow-unsealed to run unsealed anyway")
+
+
 def isolation() -> str:
     """What walls this host gives agents' commands: `mount+net` (sealed) or `none`."""
     return SEALED if can_seal() else "none"
@@ -72,28 +78,35 @@ class HostEnvironment(BaseEnvironment):
 
     @property
     def capabilities(self) -> EnvironmentCapabilities:
-        """Harbor's network policies are enforced by the seal, which is never wider than the
-        harness's listener: `no-network` gives a command no exit at all, an allowlist that names
-        the listener's host (127.0.0.1) that one exit, and `public` the same one exit (the seal
-        is narrower than asked there, never wider). Unsealed (only with --allow-unsealed, the
-        report saying so) nothing is enforced, as the user accepted."""
+        """Harbor's network policies are kept by the seal (`validate_network_policy_support` says
+        which it can keep)."""
         enforced = self.allow_unsealed or can_seal()
         return EnvironmentCapabilities(
             disable_internet=enforced, network_allowlist=enforced, network_allowlist_hostnames=enforced,
             network_allowlist_ipv4_addresses=enforced, network_allowlist_ipv6_addresses=enforced,
             dynamic_network_policy=enforced)
 
+    def validate_network_policy_support(self, network_policy: NetworkPolicy | None = None) -> None:
+        """The seal is never wider than the harness's listener: `no-network` gives a command no exit,
+        an allowlist of the listener's host (127.0.0.1, as each run adds it) that one exit, and
+        `public` the same one exit (narrower than asked, never wider). An allowlist naming any
+        other host cannot be kept, so it is refused, as Harbor asks of an environment. Unsealed
+        (only with --allow-unsealed, the report saying so) nothing is enforced, as the user accepted."""
+        policy = network_policy or self._network_policy
+        if policy.network_mode == NetworkMode.PUBLIC or self.allow_unsealed:
+            return
+        if not can_seal():
+            raise UnsealedRefused(_unsealed_message())
+        if policy.network_mode == NetworkMode.ALLOWLIST and (others := sorted(set(policy.allowed_hosts) - HARNESS_HOSTS)):
+            raise ValueError(f"network_mode='allowlist' names {', '.join(others)}: on this machine an agent's commands "
+                             "can reach only the harness's listener (127.0.0.1), so that allowlist cannot be kept")
+
     async def _apply_network_policy(self, network_policy: NetworkPolicy) -> None:
         pass  # read by each command's seal as it starts (`_exits`)
 
     def _exits(self) -> list[int]:
         """The harness ports a command may reach under the policy in force."""
-        policy = self._network_policy
-        if policy.network_mode == NetworkMode.NO_NETWORK:
-            return []
-        if policy.network_mode == NetworkMode.ALLOWLIST and not HARNESS_HOSTS & set(policy.allowed_hosts):
-            return []
-        return self.exit_ports
+        return [] if self._network_policy.network_mode == NetworkMode.NO_NETWORK else self.exit_ports
 
     @property
     def isolated(self) -> bool:
@@ -121,9 +134,7 @@ class HostEnvironment(BaseEnvironment):
 
     async def start(self, force_build: bool) -> None:
         if not self.isolated and not self.allow_unsealed:
-            raise UnsealedRefused(f"this machine cannot seal an agent's command ({unshare_command()} --net --mount "
-                                  "--pid failed: root or unprivileged user namespaces are needed), so the agent would "
-                                  "see the suite and the results; pass --allow-unsealed to run unsealed anyway")
+            raise UnsealedRefused(_unsealed_message())
         for path in PRIVATE_PATHS:
             self.host_path(path).mkdir(parents=True, exist_ok=True)
 

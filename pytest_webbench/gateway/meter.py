@@ -94,7 +94,7 @@ class ModelCall(BaseModel):
     path: str
     model: str | None = None
     status: int
-    decision: str  # forwarded, refused (over a cap), unauthorized, upstream_error
+    decision: str  # forwarded, refused (over a cap), unauthorized, upstream_error, agent_left (before the reply began)
     detail: str | None = None
     latency_ms: float = 0.0  # request sent to reply ended
     ttft_ms: float | None = None  # request sent to the reply's first byte

@@ -57,7 +57,7 @@ def render_markdown(report: Report) -> str:
            f"Suite `{report.suite}`, runner `{report.runner}`, model `{report.model or 'default'}`, browser "
            f"`{report.browser}`, agents sealed: `{report.isolation or 'unrecorded'}`"
            f"{' (UNSEALED: agents could read the suite and the results and reach the network)' if report.isolation == 'none' else ''}"
-           f"{' (UNSEALED network: sandboxed agents could reach the sites around their tools)' if (report.isolation or '').endswith('+public') else ''}, "
+           f"{' (UNSEALED network: sandboxed agents could reach the sites around their tools)' if (report.isolation or '').endswith('+open') else ''}, "
            f"{report.attempts} attempt(s) per task and arm, arms {', '.join(report.arms)}. "
            f"{report.recorded_trials} of {report.planned_trials} planned trials have a record."]
     if not report.complete:
