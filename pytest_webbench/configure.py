@@ -123,6 +123,12 @@ def _check_agent_network(options, suite) -> None:
             raise pytest.UsageError(
                 f"--proxy-url {options.proxy_url}: on this machine a sealed agent reaches only the proxy's listener on its "
                 f"own loopback, so the URL must name 127.0.0.1 or localhost, not {host!r} (other names are for sandboxes)")
+        for task in suite.tasks:  # the seal keeps no allowlist of other hosts: refused here, not per trial
+            if task.agent_network_mode == "allowlist" and (others := sorted(set(task.agent_allowed_hosts) - HARNESS_HOSTS)):
+                raise pytest.UsageError(
+                    f"{task.path / 'task.toml'}: [agent] network_mode is allowlist {others}: on this machine a sealed "
+                    "agent reaches only the harness's listener, so that allowlist cannot be kept; use no-network, or "
+                    "pass --allow-unsealed to run it unsealed (the report will say so)")
         return
     for task in suite.tasks:
         if task.agent_network_mode != "no-network":

@@ -54,7 +54,10 @@ def _isolation(opts, tasks) -> str:
     sandbox holding every agent to the proxy's host, `sandbox:<type>+open` where a task of the run
     gave its agent network of its own (allowed with --allow-unsealed)."""
     if opts.environment != "host":
-        open_network = any(task.agent_network_mode != "no-network" for task in tasks)
+        from .runners import runner_spec
+
+        # the reference and nop runners run no command of an agent's: nothing in the sandbox to wall in
+        open_network = runner_spec(opts.runner).cli is not None and any(task.agent_network_mode != "no-network" for task in tasks)
         return f"sandbox:{opts.environment}" + ("+open" if open_network else "")
     from .environments.host import isolation
 

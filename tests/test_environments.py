@@ -97,9 +97,10 @@ def test_a_task_that_gives_its_agent_network_of_its_own_is_refused_in_a_sandbox_
     assert refused.ret == pytest.ExitCode.USAGE_ERROR
     assert f"{toml}: [agent] network_mode is public" in refused.stderr.str() and "--allow-unsealed" in refused.stderr.str()
     assert pytester.runpytest_subprocess(*common, "--allow-unsealed").ret == pytest.ExitCode.OK
-    options = SimpleNamespace(environment="docker")
+    options = SimpleNamespace(environment="docker", runner="codex")
     assert _isolation(options, load_suite(suite).tasks) == "sandbox:docker+open"
     assert _isolation(options, load_suite(LOCAL_WEB).tasks) == "sandbox:docker"
+    assert _isolation(SimpleNamespace(environment="docker", runner="reference"), load_suite(suite).tasks) == "sandbox:docker"
     # an allowlist of its own is network of its own too
     toml.write_text(toml.read_text().replace("[agent]\n", '[agent]\nnetwork_mode = "allowlist"\nallowed_hosts = ["shop.example.test"]\n'))
     refused = pytester.runpytest_subprocess(*common)
@@ -109,9 +110,24 @@ def test_a_task_that_gives_its_agent_network_of_its_own_is_refused_in_a_sandbox_
 
 def test_on_this_machine_a_proxy_url_must_name_the_loopback_a_sealed_agent_reaches(pytester):
     common = ("--suite", str(LOCAL_WEB), "--runner", "codex", "--collect-only", f"--results-dir={pytester.path / 'r'}")
-    refused = pytester.runpytest_subprocess(*common, "--proxy-url", "http://harness.example.test:{port}/")
-    assert refused.ret == pytest.ExitCode.USAGE_ERROR and "must name 127.0.0.1 or localhost" in refused.stderr.str()
+    for refused_url in ("http://harness.example.test:{port}/", "http://[::1]:{port}/"):  # the seal forwards IPv4 only
+        refused = pytester.runpytest_subprocess(*common, "--proxy-url", refused_url)
+        assert refused.ret == pytest.ExitCode.USAGE_ERROR and "must name 127.0.0.1 or localhost" in refused.stderr.str()
     assert pytester.runpytest_subprocess(*common, "--proxy-url", "http://localhost:{port}/").ret == pytest.ExitCode.OK
+
+
+def test_on_this_machine_a_task_s_allowlist_of_other_hosts_is_refused_before_any_trial(pytester):
+    import shutil
+
+    suite = pytester.path / "suite"
+    shutil.copytree(LOCAL_WEB, suite, ignore=shutil.ignore_patterns("__pycache__"))
+    toml = suite / "tasks" / "shop-price" / "task.toml"
+    toml.write_text(toml.read_text().replace('network_mode = "no-network"',
+                                             'network_mode = "allowlist"\nallowed_hosts = ["shop.example.test"]'))
+    refused = pytester.runpytest_subprocess("--suite", str(suite), "--runner", "codex", "--collect-only",
+                                            f"--results-dir={pytester.path / 'r'}")
+    assert refused.ret == pytest.ExitCode.USAGE_ERROR
+    assert f"{toml}: [agent] network_mode is allowlist ['shop.example.test']: on this machine" in refused.stderr.str()
 
 
 def test_on_this_machine_the_agent_s_one_exit_is_the_proxy_s_listener_and_it_sees_the_pinned_clis(tmp_path):

@@ -268,7 +268,7 @@ def test_the_model_api_is_reached_through_the_environment_s_proxy(stack, tmp_pat
     proxy = loop.run(asyncio.start_server(lambda r, w: _sse_reply(r, w, seen), "127.0.0.1", 0))
     for name in ("NO_PROXY", "no_proxy", "http_proxy"):
         monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{proxy.sockets[0].getsockname()[1]}")
+    monkeypatch.setenv("HTTP_PROXY", f"127.0.0.1:{proxy.sockets[0].getsockname()[1]}")  # no scheme: http, as httpx reads it
     routes, url, route = _fresh_gateway(loop, tmp_path, "http://model.invalid")
     reply = httpx.post(f"{url}/gateway/{route.trial}/v1/responses", json={"model": "m"}, trust_env=False,  # the agent: direct
                        headers={"authorization": f"Bearer {TOKEN}"}, timeout=20)
@@ -305,6 +305,18 @@ def test_the_model_api_s_certificate_is_checked_against_ssl_cert_file_or_certifi
     for routes in (untrusted, trusted):
         loop.run(routes.aclose())
     loop.run(_close_server(server))
+
+
+def test_a_client_that_cannot_be_set_up_is_a_logged_502_a_turn(stack, tmp_path, monkeypatch):
+    loop, *_ = stack
+    monkeypatch.setenv("SSL_CERT_FILE", str(tmp_path / "missing.pem"))  # named, but not there
+    routes, url, route = _fresh_gateway(loop, tmp_path, "https://127.0.0.1:9")
+    for _ in range(2):  # every turn says so (the client is not left half made)
+        reply = httpx.post(f"{url}/gateway/{route.trial}/v1/responses", json={"model": "m"}, trust_env=False,
+                           headers={"authorization": f"Bearer {TOKEN}"}, timeout=20)
+        assert reply.status_code == 502 and "could not be reached: FileNotFoundError" in reply.json()["error"]["message"]
+    assert [line.decision for line in read_model_log(tmp_path / "model-log.jsonl")] == ["upstream_error"] * 2
+    loop.run(routes.aclose())
 
 
 def test_a_reply_the_model_api_breaks_off_reaches_the_agent_short_and_is_logged(stack, tmp_path):

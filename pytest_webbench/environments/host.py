@@ -44,7 +44,7 @@ PRIVATE_PATHS = ("/app", "/logs", "/installed-agent", "/tmp", AGENT_HOME)
 AGENT_ENV_ALLOWLIST = ("PATH", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "LC_MESSAGES", "TERM", "TZ", "USER", "LOGNAME")
 SEALED = "mount+net"  # the isolation recorded for a sealed run (the PID namespace comes with it)
 # The names under which a Harbor allowlist can name the harness's listener (the seal's one exit).
-HARNESS_HOSTS = {"127.0.0.1", "localhost", "::1"}
+HARNESS_HOSTS = {"127.0.0.1", "localhost"}  # the seal forwards IPv4 loopback only
 
 
 def agent_environment(explicit: dict[str, str] | None) -> dict[str, str]:
@@ -78,13 +78,11 @@ class HostEnvironment(BaseEnvironment):
 
     @property
     def capabilities(self) -> EnvironmentCapabilities:
-        """Harbor's network policies are kept by the seal (`validate_network_policy_support` says
-        which it can keep)."""
-        enforced = self.allow_unsealed or can_seal()
+        """Harbor's network policies are kept by the seal; `validate_network_policy_support` says
+        which it can keep (and refuses, clearly, where there is no seal)."""
         return EnvironmentCapabilities(
-            disable_internet=enforced, network_allowlist=enforced, network_allowlist_hostnames=enforced,
-            network_allowlist_ipv4_addresses=enforced, network_allowlist_ipv6_addresses=enforced,
-            dynamic_network_policy=enforced)
+            disable_internet=True, network_allowlist=True, network_allowlist_hostnames=True,
+            network_allowlist_ipv4_addresses=True, dynamic_network_policy=True)
 
     def validate_network_policy_support(self, network_policy: NetworkPolicy | None = None) -> None:
         """The seal is never wider than the harness's listener: `no-network` gives a command no exit,
