@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
-from urllib.parse import urlsplit
 
 from .controller import RunController
 from .options import check_arms, check_sequential, is_worker, options_from_config
@@ -112,7 +112,7 @@ def _check_agent_network(options, suite) -> None:
     allowlist) would let a sandboxed agent reach a site around its tools, so it is refused unless
     unsealed runs were allowed. On this machine a sealed agent reaches only its loopback, so a
     --proxy-url naming another host would leave it without its tools and model."""
-    from .environments.host import HARNESS_HOSTS
+    from .environments.host import HARNESS_HOSTS, hosts_beyond_the_seal
     from .runners import runner_spec
 
     if options.allow_unsealed or runner_spec(options.runner).cli is None:
@@ -124,14 +124,14 @@ def _check_agent_network(options, suite) -> None:
                 f"--proxy-url {options.proxy_url}: on this machine a sealed agent reaches only the proxy's listener on its "
                 f"own loopback, so the URL must name 127.0.0.1 or localhost, not {host!r} (other names are for sandboxes)")
         for task in suite.tasks:  # the seal keeps no allowlist of other hosts: refused here, not per trial
-            if task.agent_network_mode == "allowlist" and (others := sorted(set(task.agent_allowed_hosts) - HARNESS_HOSTS)):
+            if task.agent_network_mode == "allowlist" and (others := hosts_beyond_the_seal(task.agent_allowed_hosts)):
                 raise pytest.UsageError(
                     f"{task.path / 'task.toml'}: [agent] network_mode is allowlist {others}: on this machine a sealed "
                     "agent reaches only the harness's listener, so that allowlist cannot be kept; use no-network, or "
                     "pass --allow-unsealed to run it unsealed (the report will say so)")
         return
     for task in suite.tasks:
-        if task.agent_network_mode != "no-network":
+        if task.agent_has_own_network:
             allowed = f" {list(task.agent_allowed_hosts)}" if task.agent_allowed_hosts else ""
             raise pytest.UsageError(
                 f"{task.path / 'task.toml'}: [agent] network_mode is {task.agent_network_mode}{allowed} (set there or "

@@ -155,6 +155,11 @@ class Task(BaseModel):
     agent_network_mode: str = "public"
     agent_allowed_hosts: tuple[str, ...] = ()
 
+    @property
+    def agent_has_own_network(self) -> bool:
+        """The agent phase reaches more than the run adds (public, or an allowlist of its own)."""
+        return self.agent_network_mode != "no-network"
+
 
 class Suite(BaseModel):
     model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)

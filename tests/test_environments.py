@@ -82,15 +82,21 @@ def test_every_task_of_the_suites_gives_its_agent_no_network_of_its_own():
             assert task.agent_network_mode == "no-network", task.path
 
 
-def test_a_task_that_gives_its_agent_network_of_its_own_is_refused_in_a_sandbox_unless_unsealed(pytester):
+def _suite_with_shop_price_network(pytester, network: str) -> tuple[Path, Path]:
+    """A copy of local-web whose shop-price task has `network` in place of its no-network line."""
     import shutil
-
-    from pytest_webbench.manifest import _isolation
 
     suite = pytester.path / "suite"
     shutil.copytree(LOCAL_WEB, suite, ignore=shutil.ignore_patterns("__pycache__"))
     toml = suite / "tasks" / "shop-price" / "task.toml"
-    toml.write_text(toml.read_text().replace('network_mode = "no-network"\n', ""))
+    toml.write_text(toml.read_text().replace('network_mode = "no-network"\n', network))
+    return suite, toml
+
+
+def test_a_task_that_gives_its_agent_network_of_its_own_is_refused_in_a_sandbox_unless_unsealed(pytester):
+    from pytest_webbench.manifest import _isolation
+
+    suite, toml = _suite_with_shop_price_network(pytester, "")
     common = ("--suite", str(suite), "--runner", "codex", "--collect-only", f"--results-dir={pytester.path / 'r'}",
               "--environment", "docker", "--proxy-url", PUBLIC_URL)
     refused = pytester.runpytest_subprocess(*common)
@@ -117,13 +123,7 @@ def test_on_this_machine_a_proxy_url_must_name_the_loopback_a_sealed_agent_reach
 
 
 def test_on_this_machine_a_task_s_allowlist_of_other_hosts_is_refused_before_any_trial(pytester):
-    import shutil
-
-    suite = pytester.path / "suite"
-    shutil.copytree(LOCAL_WEB, suite, ignore=shutil.ignore_patterns("__pycache__"))
-    toml = suite / "tasks" / "shop-price" / "task.toml"
-    toml.write_text(toml.read_text().replace('network_mode = "no-network"',
-                                             'network_mode = "allowlist"\nallowed_hosts = ["shop.example.test"]'))
+    suite, toml = _suite_with_shop_price_network(pytester, 'network_mode = "allowlist"\nallowed_hosts = ["shop.example.test"]\n')
     refused = pytester.runpytest_subprocess("--suite", str(suite), "--runner", "codex", "--collect-only",
                                             f"--results-dir={pytester.path / 'r'}")
     assert refused.ret == pytest.ExitCode.USAGE_ERROR

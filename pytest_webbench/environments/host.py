@@ -47,6 +47,11 @@ SEALED = "mount+net"  # the isolation recorded for a sealed run (the PID namespa
 HARNESS_HOSTS = {"127.0.0.1", "localhost"}  # the seal forwards IPv4 loopback only
 
 
+def hosts_beyond_the_seal(allowed_hosts) -> list[str]:
+    """The hosts of an allowlist that the seal cannot let an agent reach (all but the listener's)."""
+    return sorted(set(allowed_hosts) - HARNESS_HOSTS)
+
+
 def agent_environment(explicit: dict[str, str] | None) -> dict[str, str]:
     """The allowlisted part of this process's environment, then what was passed explicitly."""
     return {**{k: os.environ[k] for k in AGENT_ENV_ALLOWLIST if k in os.environ}, **(explicit or {})}
@@ -95,7 +100,7 @@ class HostEnvironment(BaseEnvironment):
             return
         if not can_seal():
             raise UnsealedRefused(_unsealed_message())
-        if policy.network_mode == NetworkMode.ALLOWLIST and (others := sorted(set(policy.allowed_hosts) - HARNESS_HOSTS)):
+        if policy.network_mode == NetworkMode.ALLOWLIST and (others := hosts_beyond_the_seal(policy.allowed_hosts)):
             raise ValueError(f"network_mode='allowlist' names {', '.join(others)}: on this machine an agent's commands "
                              "can reach only the harness's listener (127.0.0.1), so that allowlist cannot be kept")
 

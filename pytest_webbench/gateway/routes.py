@@ -188,18 +188,17 @@ class GatewayRoutes:
             try:
                 upstream = await request
             except asyncio.CancelledError:
-                asking = False
                 if not _left(watcher) or this.uncancel():
                     raise  # the run is stopping (too)
-
                 route.log.write(status=499, decision="agent_left", detail="the agent left before the reply began",
                                 latency_ms=(time.perf_counter() - started) * 1000, **fields)
                 return
             except Exception as exc:  # aiohttp's errors, a timeout, or anything else of the client's
-                asking = False
+                asking = False  # (before the await below)
                 await self._upstream_error(send, route, exc, secrets, started, fields)
                 return
-            asking = False
+            finally:
+                asking = False
             content_type = upstream.headers.get("content-type", "").partition(";")[0].strip()
             reader = StreamReader(api, content_type == "text/event-stream" and not upstream.headers.get("content-encoding"))
             passed = [(k, v) for k, v in upstream.raw_headers if k.lower() not in DROPPED_RESPONSE]
@@ -230,14 +229,12 @@ class GatewayRoutes:
                                 cached_tokens=usage.cached, output_tokens=usage.output, reasoning_tokens=usage.reasoning,
                                 usage_reported=usage.reported, cost_usd=cost, response_bytes=size, detail=ending, **fields)
         finally:
-            asking = False
             watcher.remove_done_callback(agent_left)
             watcher.cancel()
         if ending is None:
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         # else the reply stays unfinished, so the server drops the connection: the agent sees its
         # reply end short, as it would directly, not a clean end to a truncated stream
-
 
     @staticmethod
     async def _upstream_error(send, route: GatewayRoute, exc: BaseException, secrets: list[str], started: float,
