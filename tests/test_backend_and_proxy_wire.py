@@ -38,8 +38,8 @@ def stack():
     mcp_url = loop.serve(build_server(backend).streamable_http_app(json_response=True, stateless_http=True), "mcp") + "/mcp"
     routes = ProxyRoutes()
     proxy = loop.serve(routes.app, "proxy")
-    loop.run(backend.create_session("S1"))
     url = "http://site.localhost:" + site.rsplit(":", 1)[1] + "/x"
+    loop.run(backend.create_session("S1", site_urls=[url]))
     loop.run(backend.execute_playwright("S1", f"await page.goto({url!r})"))
     loop.run(backend.add_custom_tools("S1", "site", BATCH, True))
     yield loop, backend, routes, proxy, mcp_url
@@ -108,8 +108,9 @@ def test_the_playwright_arm_s_session_lacks_the_members_that_go_around_the_page(
     loop, backend, *_ = stack
     from pytest_webbench.proxy.rules import goes_around_the_page
 
-    loop.run(backend.create_session("PW", page_api_only=True))
-    loop.run(backend.create_session("FREE"))
+    answers = "http://site.localhost:" + stack[3].rsplit(":", 1)[1]  # any page that answers: the proxy's 404 will do
+    loop.run(backend.create_session("PW", page_api_only=True, site_urls=[answers]))
+    loop.run(backend.create_session("FREE", site_urls=[answers]))
     try:
         hidden = {
             "page": "return typeof page[['req', 'uest'].join('')]",
@@ -130,8 +131,7 @@ def test_the_playwright_arm_s_session_lacks_the_members_that_go_around_the_page(
                     "await page.evaluate((el) => el.id, await page.$('#h'))]")
         assert loop.run(backend.execute_playwright("PW", page_api))["result"] == ["Hello", 1, "function", "h"]
         # a response's own request() is part of the page API
-        url = "http://site.localhost:" + stack[3].rsplit(":", 1)[1]  # any page that answers: the proxy's 404 will do
-        asked = loop.run(backend.execute_playwright("PW", f"return (await page.goto({url!r})).request().method()"))
+        asked = loop.run(backend.execute_playwright("PW", f"return (await page.goto({answers!r})).request().method()"))
         assert asked["success"] and asked["result"] == "GET", asked
     finally:
         loop.run(backend.delete_session("PW"))

@@ -143,7 +143,7 @@ def test_the_page_state_script_reads_structure_in_a_real_browser():
         site = loop.serve(Starlette(routes=[Route("/{name}", page)]), "pages")
 
         async def go():
-            await local.create_session("s")
+            await local.create_session("s", site_urls=[site])
             for name in PAGES:
                 await local.execute_playwright("s", f"await page.goto({site + '/' + name!r})")
                 out = await local.execute_playwright("s", f"return await page.evaluate(async () => {{{PAGE_STATE_SCRIPT}}});")

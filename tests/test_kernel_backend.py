@@ -230,7 +230,7 @@ def test_the_page_check_code_kernel_runs_works_in_a_real_browser():
                   "return { items, total: document.querySelector('#total').textContent };")
 
         async def go():
-            await local.create_session("s")
+            await local.create_session("s", site_urls=[site])
             await local.execute_playwright("s", f"await page.goto({site + '/'!r})")
             out = await local.execute_playwright("s", page_check_code(site + "/cart", script))
             left_on = await local.execute_playwright("s", "return page.url()")

@@ -24,7 +24,7 @@ def market():
     loop = ServiceLoop()
     backend = LocalBackend()
     url = "http://market.localhost:" + loop.serve(load_site_app(suite, "market"), "market").rsplit(":", 1)[1]
-    loop.run(backend.create_session("M"))
+    loop.run(backend.create_session("M", site_urls=[url]))
     yield loop, backend, url, suite
     loop.run(backend.close())
     loop.close()

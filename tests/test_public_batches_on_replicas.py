@@ -71,7 +71,7 @@ def test_the_public_batch_works_on_the_replica(public_site, replica_browser):
     session = f"replica-{public_site}"
 
     async def go():
-        await backend.create_session(session)
+        await backend.create_session(session, site_urls=[urls[replica]])
         await backend.execute_playwright(session, f"await page.goto({urls[replica] + path!r})")
         await backend.add_custom_tools(session, public.namespace, source, force_overwrite_namespace=True)
         listed = await backend.webmcp_list(session)

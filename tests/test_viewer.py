@@ -110,7 +110,11 @@ def test_every_trial_has_a_page_reached_from_the_report(traced, browser):
     assert page.locator("#not-passed + ul a").all_inner_texts() == ["shop-price-a1-control"]
 
 
-def test_the_trace_is_playwright_s_trace_zip_listing_the_calls(traced):
+def test_the_trace_is_playwright_s_trace_zip_of_the_harness_s_connection(traced):
+    """The trace is recorded over the harness's own connection to the trial's browser: its screencast
+    covers the whole trial and its calls are the harness's (the start page, the page check). The
+    agent's code runs in its sealed runner over a connection of its own, so its calls are the proxy
+    log's, and the frames show what they did."""
     [record] = [r for r in read_trial_records(traced)[0] if r.trial_id == "shop-price-a1-playwright"]
     assert record.trace is not None and record.trace.file == "trace.zip"
     with zipfile.ZipFile(traced / record.harbor_trial_dir / "trace.zip") as archive:
@@ -118,10 +122,12 @@ def test_the_trace_is_playwright_s_trace_zip_listing_the_calls(traced):
         frames = [e for e in events if e["type"] == "screencast-frame"]
         assert frames and all(archive.getinfo(e.get("file") or f"resources/{e['sha1']}") for e in frames)
     methods = [f"{e['class']}.{e['method']}" for e in events if e["type"] == "before"]
-    assert "Frame.goto" in methods  # the start page
-    # the agent's own Playwright code, as its call in the proxy log sent it
+    assert "Frame.goto" in methods  # the start page, opened by the harness
+    assert not any(m.endswith(".click") for m in methods)  # the agent's clicks are not the harness's calls
     [call] = _tool_calls(traced, "shop-price-a1-playwright")
-    assert "click" in call.arguments["code"] and any(m.endswith(".click") for m in methods)
+    assert "click" in call.arguments["code"]  # ...they are in the proxy log, as the agent sent them
+    # and the screencast runs past the agent's call: its effect is on the frames
+    assert max(e["timestamp"] for e in frames) > min(e["timestamp"] for e in frames)
 
 
 def test_pytest_html_links_the_same_trial_page(traced):

@@ -33,7 +33,10 @@ class BrowserBackend(Protocol):
     # page_api_only: the playwright arm's session, whose code may not reach around the page (where
     # the backend can enforce it at run time; the proxy's static rule applies everywhere).
     # trace: record the session (Playwright tracing locally, Kernel's replay), saved by save_trace.
-    async def create_session(self, session_id: str, page_api_only: bool = False, trace: bool = False) -> dict[str, Any]: ...
+    # site_urls: the task's sites, the only places the session's browser may reach (where the
+    # backend can hold it to that: the local one's seal; Kernel's browsers reach the web).
+    async def create_session(self, session_id: str, page_api_only: bool = False, trace: bool = False,
+                             site_urls: list[str] = ()) -> dict[str, Any]: ...
 
     # The trace so far, into the trial's folder: {"file": name in folder} and/or live view and
     # replay URLs, and "error" where none could be had.
@@ -58,6 +61,21 @@ class BrowserBackend(Protocol):
     async def list_custom_tools(self, session_id: str) -> dict: ...
 
     async def screenshot(self, session_id: str) -> bytes: ...
+
+    # The harness's own navigation and reads (setup, the page state after the agent), never agent code.
+    async def goto(self, session_id: str, url: str) -> str: ...
+
+    async def evaluate(self, session_id: str, script: str) -> Any: ...
+
+    async def end_agent_code(self, session_id: str) -> None:
+        """The agent has stopped: whatever runs its code for this session ends, with every hook
+        that code held on the browser, before the harness reads the page."""
+        ...
+
+    async def site_connections(self, session_id: str) -> dict[int, int] | None:
+        """Connections the session's browser opened to each site port, counted by the harness
+        (None where the backend cannot see them)."""
+        ...
 
     async def read_page(self, session_id: str, url: str, script: str) -> Any: ...
 

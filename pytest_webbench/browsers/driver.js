@@ -1,262 +1,24 @@
-// The local browser backend's Node side: one process per pytest worker, one Chromium, one browser
-// context per session. Kernel runs agents' Playwright code as JavaScript against the Node
-// Playwright API, so this does the same, with the playwright-core and Node runtime that Playwright
-// for Python ships in its driver/ folder (no npm needed).
+// The local browser backend's Node side, the harness's own: one process per pytest worker, holding
+// the harness's connection to each trial's Chromium (one Chromium per trial, each in its own seal:
+// browsers/pod.py). Setup, the treatment's tool batch, WebMCP calls, computer actions, the trace,
+// screenshots and the page check all go through it. Agents' code never runs here: it runs in the
+// trial's code runner (sealed/runner.js), in a seal of its own, over another connection.
 //
 // Protocol: one JSON object per line on stdin, {id, op, ...args}; one reply per line on stdout,
 // {id, ok: true, result} or {id, ok: false, error}. Nothing else is ever written to stdout.
 'use strict';
 const vm = require('vm');
-const readline = require('readline');
+const W = require('./sealed/webmcp.js');
+
 const { chromium } = require(process.env.WEBBENCH_PLAYWRIGHT_PACKAGE);
 
-const CHROMIUM = process.env.WEBBENCH_CHROMIUM || '/usr/bin/chromium';
-// Without the networking flags Chromium keeps dialling hosts this machine cannot reach.
-const CHROMIUM_ARGS = [
-  '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update',
-  '--disable-sync', '--no-first-run', '--disable-quic', '--enable-features=WebMCPTesting',
-];
-const MAX_TEXT = 20000;
-
-let browserPromise = null;
 const sessions = new Map();
-
-async function getBrowser() {
-  if (browserPromise) {
-    const browser = await browserPromise.catch(() => null);
-    if (browser && browser.isConnected()) return browser;
-  }
-  browserPromise = chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS, headless: true });
-  const browser = await browserPromise;
-  browser.on('disconnected', () => {
-    for (const s of sessions.values()) s.crashed = true;
-  });
-  return browser;
-}
 
 function session(id) {
   const s = sessions.get(id);
   if (!s) throw new Error(`unknown browser session ${JSON.stringify(id)}`);
   if (s.crashed) throw Object.assign(new Error(`browser session ${id} lost its browser (Chromium exited)`), { code: 'browser_crashed' });
   return s;
-}
-
-// The page the agent is looking at: the last one opened that is still alive.
-function currentPage(s) {
-  const pages = s.context.pages().filter((p) => !p.isClosed());
-  if (pages.length === 0) throw new Error('the session has no open page');
-  return pages[pages.length - 1];
-}
-
-function captureConsole() {
-  const out = [];
-  const err = [];
-  const fmt = (args) => args.map((a) => (typeof a === 'string' ? a : safeJson(a))).join(' ');
-  return {
-    console: {
-      log: (...a) => out.push(fmt(a)), info: (...a) => out.push(fmt(a)),
-      warn: (...a) => err.push(fmt(a)), error: (...a) => err.push(fmt(a)), debug: (...a) => out.push(fmt(a)),
-    },
-    stdout: () => out.join('\n').slice(0, MAX_TEXT),
-    stderr: () => err.join('\n').slice(0, MAX_TEXT),
-  };
-}
-
-function safeJson(value) {
-  try {
-    return JSON.stringify(value);
-  } catch (e) {
-    return String(value);
-  }
-}
-
-// Results cross a JSON boundary: keep what JSON can carry.
-function toJsonValue(value) {
-  if (value === undefined) return null;
-  try {
-    return JSON.parse(JSON.stringify(value));
-  } catch (e) {
-    return String(value);
-  }
-}
-
-function withTimeout(promise, ms, what) {
-  let timer;
-  const timeout = new Promise((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`${what} timed out after ${ms} ms`)), ms);
-  });
-  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
-}
-
-async function runCode(s, code, timeoutMs, sandbox) {
-  const io = captureConsole();
-  sandbox.console = io.console;
-  try {
-    // The script's synchronous part is bounded by vm's timeout, the rest by the race below.
-    const script = new vm.Script(`(async () => {\n${code}\n})()`, { filename: 'agent-code.js' });
-    const promise = script.runInContext(sandbox, { timeout: timeoutMs });
-    const result = await withTimeout(promise, timeoutMs, 'code');
-    return { success: true, result: toJsonValue(result), error: null, stdout: io.stdout(), stderr: io.stderr() };
-  } catch (e) {
-    return { success: false, result: null, error: String(e && e.stack ? e.message : e), stdout: io.stdout(), stderr: io.stderr() };
-  }
-}
-
-// The playwright arm drives the page through Playwright's page API only: these members (direct HTTP,
-// raw CDP, rerouting traffic) and every private `_` member are missing from its code's objects at
-// run time, as well as refused by the proxy's static rule. Objects reached from them (page.context(),
-// locator.page(), frames, requests and responses) are wrapped the same way; objects handed to event
-// listeners are not. Best effort, not a boundary: node's vm is not one (a function's constructor
-// reaches the host realm), which is why the proxy's rule and the report's flags stand beside it.
-const ROUTING = ['route', 'routeFromHAR', 'routeWebSocket', 'unroute', 'unrouteAll'];
-const AROUND_THE_PAGE = {  // per class: Response.request() and Route-less classes stay usable
-  Page: new Set(['request', ...ROUTING]), BrowserContext: new Set(['request', 'newCDPSession', ...ROUTING]),
-  Browser: new Set(['newBrowserCDPSession']),
-};
-// (class names as Playwright's bundle spells them, less a leading underscore)
-const PLAYWRIGHT_OBJECTS = new Set(['Page', 'BrowserContext', 'Browser', 'Frame', 'Locator', 'FrameLocator',
-  'ElementHandle', 'Request', 'Response']);
-
-function pageApiOnly(root) {
-  const proxies = new WeakMap();
-  const targets = new WeakMap();  // proxy -> the object it wraps
-  const refuse = (target, prop) => {
-    const banned = AROUND_THE_PAGE[target.constructor.name.replace(/^_+/, '')];
-    if ((banned && banned.has(prop)) || (typeof prop === 'string' && prop.startsWith('_'))) {
-      throw new Error(`${String(prop)} is not available in this arm: drive the page through Playwright's page API`);
-    }
-  };
-  const handler = {
-    get(target, prop) {
-      refuse(target, prop);
-      const value = Reflect.get(target, prop, target);
-      // objects of ours passed back in (a handle to evaluate, a locator to and()) go in unwrapped
-      return typeof value === 'function' ? (...args) => wrap(value.apply(target, args.map((a) => targets.get(a) || a)))
-        : wrap(value);
-    },
-    getOwnPropertyDescriptor(target, prop) {
-      refuse(target, prop);
-      return Reflect.getOwnPropertyDescriptor(target, prop);
-    },
-  };
-  function wrap(v) {
-    if (v instanceof Promise) return v.then(wrap);
-    if (Array.isArray(v)) return v.map(wrap);
-    if (v && typeof v === 'object' && v.constructor && PLAYWRIGHT_OBJECTS.has(v.constructor.name.replace(/^_+/, ''))) {
-      if (!proxies.has(v)) {
-        const proxy = new Proxy(v, handler);
-        proxies.set(v, proxy);
-        targets.set(proxy, v);
-      }
-      return proxies.get(v);
-    }
-    return v;
-  }
-  return wrap(root);
-}
-
-function playwrightScope(s) {
-  if (s.pageApiOnly) {
-    return vm.createContext({ page: pageApiOnly(currentPage(s)), context: pageApiOnly(s.context),
-      browser: pageApiOnly(s.browser), setTimeout, clearTimeout, URL, Buffer });
-  }
-  const page = currentPage(s);
-  // Kernel puts a browser-wide `webmcp` client in scope beside page, context and browser.
-  const webmcp = {
-    listTools: async () => (await OPS.webmcp_list({ session: s.id })).tools,
-    invokeTool: async (toolRef, input, opts) => (await invokeTool(s, toolRef, input, ((opts && opts.timeoutSec) || 60) * 1000)).result,
-  };
-  return vm.createContext({ page, context: s.context, browser: s.browser, webmcp, setTimeout, clearTimeout, URL, Buffer });
-}
-
-async function toolSnapshot(s) {
-  // Enabling the WebMCP domain reports every tool registered in every live document.
-  const page = currentPage(s);
-  const cdp = await s.cdpFor(page);
-  const tools = [];
-  const onAdded = (e) => tools.push(...e.tools);
-  cdp.on('WebMCP.toolsAdded', onAdded);
-  try {
-    await cdp.send('WebMCP.disable').catch(() => {});
-    await cdp.send('WebMCP.enable');
-  } finally {
-    cdp.off('WebMCP.toolsAdded', onAdded);
-  }
-  return { page, cdp, tools };
-}
-
-// A tool_ref names one tool in one document: it expires when that document navigates.
-function refFor(s, page, t) {
-  const key = `${t.frameId}/${t.name}/${s.navigations(page)}`;
-  if (!s.refByKey.has(key)) {
-    const ref = 'wmcp_' + require('crypto').createHash('sha256').update(s.id + key).digest('hex').slice(0, 24);
-    s.refByKey.set(key, ref);
-    s.keyByRef.set(ref, key);
-  }
-  return s.refByKey.get(key);
-}
-
-// Kernel's list entry: metadata under `tool`, provenance under `source`; a custom tool carries
-// source.custom {id, namespace} and source.target_id.
-async function describeTool(s, page, t) {
-  const custom = s.injected.get(t.name);
-  const source = { window_id: 1, tab_id: s.context.pages().indexOf(page) + 1, page_title: await page.title().catch(() => ''), page_url: page.url(), frame: null };
-  if (custom) Object.assign(source, { custom: { id: custom.id, namespace: custom.namespace }, target_id: String(t.frameId) });
-  return {
-    tool_ref: refFor(s, page, t),
-    tool: { name: t.name, description: t.description || '', inputSchema: t.inputSchema || { type: 'object' } },
-    source,
-  };
-}
-
-class OutcomeUnknown extends Error {
-  constructor(message, invocationId) {
-    super(message);
-    this.code = 'outcome_unknown';
-    this.body = { code: 'outcome_unknown', message, invocation_id: invocationId };
-  }
-}
-
-async function invokeTool(s, toolRef, input, timeoutMs) {
-  const { page, cdp, tools } = await toolSnapshot(s);
-  const key = s.keyByRef.get(toolRef);
-  const tool = key && tools.find((t) => `${t.frameId}/${t.name}/${s.navigations(page)}` === key);
-  if (!tool) {
-    const err = new Error(`tool_ref ${JSON.stringify(toolRef)} is stale or unknown: its document navigated or it was never listed; call list again`);
-    err.code = 'tool_ref_stale';
-    throw err;
-  }
-  // A response can arrive before invokeTool returns its id: keep every response, then pick ours.
-  const seen = [];
-  let wake = () => {};
-  const onResponse = (response) => {
-    seen.push(response);
-    wake();
-  };
-  cdp.on('WebMCP.toolResponded', onResponse);
-  let invocationId = null;
-  let e;
-  try {
-    ({ invocationId } = await cdp.send('WebMCP.invokeTool', { frameId: tool.frameId, toolName: tool.name, input: input || {} }));
-    const ours = () => seen.find((response) => response.invocationId === invocationId);
-    const responded = new Promise((resolve) => {
-      wake = () => ours() && resolve(ours());
-      wake();
-    });
-    e = await withTimeout(responded, timeoutMs, `tool ${tool.name}`);
-  } catch (err) {
-    if (invocationId === null) throw err;
-    // Kernel answers HTTP 504 outcome_unknown here: the tool may have run; never retry.
-    throw new OutcomeUnknown(`invocation of ${tool.name} did not finish: ${err.message}`, invocationId);
-  } finally {
-    cdp.off('WebMCP.toolResponded', onResponse);
-  }
-  const status = String(e.status || '').toLowerCase();
-  const result = { invocation_id: invocationId, status: status || 'error' };
-  if (status === 'completed') result.output = e.output ?? null;
-  // A tool that threw reports its exception (first line: 'Error: message'), not an empty errorText.
-  else result.error_text = e.errorText || (e.exception && String(e.exception.description || '').split('\n')[0]) || e.error || safeJson(e.output) || safeJson(e);
-  return { result, tool: tool.name };
 }
 
 // Kernel's url_patterns are globs `scheme://host/path` (not URLPattern): scheme http|https|*,
@@ -366,63 +128,25 @@ const ACTIONS = {
   }),
 };
 
-function newSession(id, browser, context) {
-  const cdps = new WeakMap();
-  const navs = new WeakMap();
-  const s = {
-    id, browser, context, crashed: false, repl: null, replId: null,
-    injected: new Map(), // tool name -> custom definition
-    customSources: new Map(), // namespace -> source
-    refByKey: new Map(), keyByRef: new Map(),
-    async cdpFor(p) {
-      if (!cdps.has(p)) cdps.set(p, await context.newCDPSession(p));
-      return cdps.get(p);
-    },
-    navigations: (p) => navs.get(p) || 0,
-  };
-  const track = (p) => p.on('framenavigated', (f) => {
-    if (f === p.mainFrame()) navs.set(p, (navs.get(p) || 0) + 1);
-  });
-  context.on('page', track);
-  return s;
-}
-
-function replResult(run, s, started, terminated) {
-  const content = [];
-  const push = (channel, text) => text && content.push({ index: content.length, type: 'text', channel, text });
-  for (const w of run.writes) push('write', w);
-  push('stdout', run.stdout);
-  push('stderr', run.stderr);
-  return {
-    success: run.success, repl_id: s.replId, content, content_truncated: false,
-    duration_ms: Date.now() - started, error: run.error, stack: run.success ? null : run.error, repl_terminated: terminated,
-  };
-}
-
-function freshRepl(s) {
-  s.repl = playwrightScope(s);
-  s.replId = require('crypto').randomBytes(12).toString('hex');
-  s.replWrites = [];
-  s.repl.repl = { write: (v) => s.replWrites.push(typeof v === 'string' ? v : safeJson(v)) };
-}
-
 const OPS = {
   async ping() {
     return { pong: true };
   },
 
-  async open({ session: id, viewport, page_api_only, trace }) {
+  // The trial's Chromium, started in its seal by the harness (pod.py): this connection is made
+  // before the agent starts and held to the end, so it is the browser the harness started.
+  async open({ session: id, cdp_url, trace }) {
     if (sessions.has(id)) throw new Error(`browser session ${id} already exists`);
-    const browser = await getBrowser();
-    const context = await browser.newContext({ viewport: viewport || { width: 1280, height: 800 } });
-    const s = newSession(id, browser, context);
-    s.pageApiOnly = Boolean(page_api_only);
+    const browser = await chromium.connectOverCDP(cdp_url);
+    const context = browser.contexts()[0];
+    const s = W.newSession(id, browser, context);
+    s.customSources = new Map(); // namespace -> source
+    sessions.set(id, s);
     if (trace) {
       await context.tracing.start({ screenshots: true, snapshots: true, title: id });
       s.tracing = true;
     }
-    sessions.set(id, s);
-    await context.newPage();
+    if (context.pages().length === 0) await context.newPage();
     return { session_id: id };
   },
 
@@ -445,61 +169,42 @@ const OPS = {
     const s = sessions.get(id);
     if (!s) return { closed: false };
     sessions.delete(id);
-    await s.context.close().catch(() => {});
+    await s.browser.close().catch(() => {});
     return { closed: true };
   },
 
-  async exec({ session: id, code, timeout_ms }) {
-    const s = session(id);
-    const run = await runCode(s, code, timeout_ms || 60000, playwrightScope(s));
-    return { success: run.success, result: run.result, error: run.error, stdout: run.stdout, stderr: run.stderr };
+  // The harness's own navigation and reads (setup, the page state after the agent): never agent code.
+  async goto({ session: id, url }) {
+    const page = W.currentPage(session(id));
+    await page.goto(url, { waitUntil: 'load' });
+    return { url: page.url() };
   },
 
-  // Kernel's persistent REPL: bindings survive between calls; expression values are ignored and
-  // output goes through repl.write or console; a timeout ends the REPL and its state.
-  async repl({ session: id, code, reset, timeout_ms }) {
-    const s = session(id);
-    const started = Date.now();
-    if (reset || !s.repl) freshRepl(s);
-    s.repl.page = currentPage(s);
-    if (!code) return replResult({ success: true, writes: [], stdout: '', stderr: '', error: null }, s, started, false);
-    s.replWrites = [];
-    const hoisted = code.replace(/^(\s*)(?:const|let|var)\s+([A-Za-z_$][\w$]*)\s*=/gm, '$1$2 =');
-    const run = await runCode(s, hoisted, timeout_ms || 60000, s.repl);
-    run.writes = s.replWrites;
-    const terminated = !run.success && /timed out|Script execution timed out/.test(run.error || '');
-    const result = replResult(run, s, started, terminated);
-    if (terminated) s.repl = null;
-    return result;
+  async evaluate({ session: id, script }) {
+    const page = W.currentPage(session(id));
+    return { value: W.toJsonValue(await page.evaluate(`(async () => {\n${script}\n})()`)) };
   },
 
   async computer({ session: id, actions }) {
     const s = session(id);
-    const page = currentPage(s);
+    const page = W.currentPage(s);
     const results = [];
     for (const a of actions || []) {
-      const act = ACTIONS[a.type];
+      const act = Object.prototype.hasOwnProperty.call(ACTIONS, a.type) ? ACTIONS[a.type] : null;
       if (!act) throw new Error(`unknown computer action type ${JSON.stringify(a.type)}`);
       const out = await act(page, a[a.type] || {});
       results.push({ type: a.type, ...(out || {}) });
     }
-    return { results, viewport: page.viewportSize() };
+    return { results, viewport: await page.evaluate(() => ({ width: innerWidth, height: innerHeight })).catch(() => null) };
   },
 
   async webmcp_list({ session: id, exclude_custom }) {
-    const s = session(id);
-    const { page, tools } = await toolSnapshot(s);
-    const listed = [];
-    for (const t of tools) {
-      if (exclude_custom && s.injected.has(t.name)) continue;
-      listed.push(await describeTool(s, page, t));
-    }
-    return { tools: listed };
+    return { tools: await W.listTools(session(id), exclude_custom) };
   },
 
   async webmcp_invoke({ session: id, tool_ref, input, timeout_ms }) {
     const s = session(id);
-    const { result, tool } = await invokeTool(s, tool_ref, input, timeout_ms || 60000);
+    const { result, tool } = await W.invokeTool(s, tool_ref, input, timeout_ms || 60000);
     return { ...result, tool_name: tool, custom: s.injected.has(tool) };
   },
 
@@ -526,22 +231,26 @@ const OPS = {
 
   async screenshot({ session: id }) {
     const s = session(id);
-    return { image: (await currentPage(s).screenshot({ type: 'png' })).toString('base64') };
+    return { image: (await W.currentPage(s).screenshot({ type: 'png' })).toString('base64') };
   },
 
   // For grading: read a page in the session's context (its cookies, so its cart) in a new tab,
+  // past any service worker the pages registered (the site's own responses are what is checked),
   // retrying a read that a navigation interrupts.
   async read_page({ session: id, url, script, attempts }) {
     const s = session(id);
     const page = await s.context.newPage();
     try {
+      const cdp = await s.context.newCDPSession(page);
+      await cdp.send('Network.enable');
+      await cdp.send('Network.setBypassServiceWorker', { bypass: true });
       let lastError = null;
       for (let i = 0; i < (attempts || 3); i++) {
         try {
           await page.goto(url, { waitUntil: 'load' });
           const value = await page.evaluate(`(async () => {\n${script}\n})()`);
           // the page as the check left it: saved with the trial, so the check can be re-run on it later
-          return { value: toJsonValue(value), url: page.url(), html: await page.content() };
+          return { value: W.toJsonValue(value), url: page.url(), html: await page.content() };
         } catch (e) {
           lastError = e;
           if (!/context was destroyed|navigat|Target closed/i.test(String(e.message))) break;
@@ -554,33 +263,11 @@ const OPS = {
   },
 
   async current_url({ session: id }) {
-    return { url: currentPage(session(id)).url() };
+    return { url: W.currentPage(session(id)).url() };
   },
 };
 
-async function handle(line) {
-  let msg;
-  try {
-    msg = JSON.parse(line);
-  } catch (e) {
-    return { id: null, ok: false, error: `driver got a line that is not JSON: ${e.message}` };
-  }
-  const op = OPS[msg.op];
-  if (!op) return { id: msg.id, ok: false, error: `unknown op ${JSON.stringify(msg.op)}` };
-  try {
-    return { id: msg.id, ok: true, result: await op(msg) };
-  } catch (e) {
-    return { id: msg.id, ok: false, error: String((e && e.message) || e), code: (e && e.code) || null, body: (e && e.body) || null };
-  }
-}
-
-const rl = readline.createInterface({ input: process.stdin, crlfDelay: Infinity });
-rl.on('line', (line) => {
-  if (!line.trim()) return;
-  handle(line).then((reply) => process.stdout.write(JSON.stringify(reply) + '\n'));
-});
-rl.on('close', async () => {
-  const browser = browserPromise && (await browserPromise.catch(() => null));
-  if (browser) await browser.close().catch(() => {});
+W.serveLines(OPS, async () => {
+  for (const s of sessions.values()) await s.browser.close().catch(() => {});
   process.exit(0);
 });

@@ -68,7 +68,8 @@ class KernelBackend:
         before any trial starts."""
         await self._call("access check", self._client.browsers.list(limit=1))
 
-    async def create_session(self, session_id: str, page_api_only: bool = False, trace: bool = False) -> dict[str, Any]:
+    async def create_session(self, session_id: str, page_api_only: bool = False, trace: bool = False,
+                             site_urls: list[str] = ()) -> dict[str, Any]:
         # Kernel's hosted server runs the code as it is: there the proxy's static rule is the ban.
         created = await self._call("browser create", self._client.browsers.create(
             name=session_id, stealth=True, headless=self.headless))
@@ -155,6 +156,26 @@ class KernelBackend:
     async def screenshot(self, session_id: str) -> bytes:
         response = await self._call("screenshot", self._client.browsers.computer.capture_screenshot(session_id))
         return await response.read()
+
+    async def goto(self, session_id: str, url: str) -> str:
+        out = await self.execute_playwright(
+            session_id, f"await page.goto({json.dumps(url)}, {{waitUntil: 'load'}}); return page.url();", timeout_sec=30)
+        if not out.get("success"):
+            raise BackendError(f"could not open {url}: {out.get('error')}")
+        return str(out.get("result"))
+
+    async def evaluate(self, session_id: str, script: str) -> Any:
+        body = "(async () => {\n" + script + "\n})()"
+        out = await self.execute_playwright(session_id, f"return await page.evaluate({json.dumps(body)});", timeout_sec=15)
+        if not out.get("success"):
+            raise BackendError(f"Kernel page read: {out.get('error')}", code="unreadable_page")
+        return out.get("result")
+
+    async def end_agent_code(self, session_id: str) -> None:
+        pass  # Kernel's server runs each call's code and ends it; its REPL stays Kernel's (README)
+
+    async def site_connections(self, session_id: str) -> dict[int, int] | None:
+        return None  # Kernel's browser reaches the web from Kernel's network: nothing here sees it
 
     async def read_page(self, session_id: str, url: str, script: str) -> Any:
         return (await self.check_page(session_id, url, script))["value"]

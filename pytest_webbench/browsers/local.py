@@ -1,8 +1,10 @@
 """The local backend: Kernel's browser operations on Debian's Chromium, on this machine.
 
-One Node process per pytest worker (`driver.js`) owns one Chromium and a browser context per
-session. It runs agents' Playwright code as JavaScript, as Kernel does, with the Node runtime and
-playwright-core that Playwright for Python ships, so nothing is downloaded.
+Each session is its own Chromium in walls of its own, with the agent's code runner beside it in
+others (`pod.py`). One Node process per pytest worker (`driver.js`) holds the harness's connection
+to each session's Chromium; agents' Playwright code runs as JavaScript, as Kernel runs it, in the
+session's runner. Both use the Node runtime and playwright-core that Playwright for Python ships,
+so nothing is downloaded.
 """
 
 from __future__ import annotations
@@ -15,41 +17,23 @@ import os
 import shutil
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from .base import TRACE_FILE, BackendError
+from .pod import BrowserPod, chromium_path, playwright_driver
 
 DRIVER_JS = Path(__file__).with_name("driver.js")
-DEFAULT_CHROMIUM = "/usr/bin/chromium"
-
-
-def playwright_driver() -> tuple[Path, Path]:
-    """The Node binary and playwright-core package bundled with Playwright for Python."""
-    import playwright
-
-    driver = Path(playwright.__file__).parent / "driver"
-    node, package = driver / "node", driver / "package"
-    if not node.exists() or not (package / "package.json").exists():
-        raise BackendError(f"Playwright for Python's driver is incomplete at {driver}; reinstall playwright")
-    return node, package
-
-
-def chromium_path() -> str:
-    path = os.environ.get("WEBBENCH_CHROMIUM") or shutil.which("chromium") or DEFAULT_CHROMIUM
-    if not Path(path).exists():
-        raise BackendError(
-            f"no Chromium at {path}: install Debian's package (apt-get install chromium) "
-            "or set WEBBENCH_CHROMIUM"
-        )
-    return path
 
 
 class LocalBackend:
-    """Talks to the Node driver: one JSON line per request, replies matched by id."""
+    """Talks to the Node driver (one JSON line per request, replies matched by id) and to each
+    session's pod."""
 
     name = "local"
     billed = False
 
     def __init__(self) -> None:
+        self.pods: dict[str, BrowserPod] = {}
         self._proc: asyncio.subprocess.Process | None = None
         self._pending: dict[int, asyncio.Future] = {}
         self._ids = itertools.count(1)
@@ -62,7 +46,8 @@ class LocalBackend:
             if self._proc is not None and self._proc.returncode is None:
                 return self._proc
             node, package = playwright_driver()
-            env = dict(os.environ, WEBBENCH_PLAYWRIGHT_PACKAGE=str(package), WEBBENCH_CHROMIUM=chromium_path())
+            # The harness's own process, yet given only what it needs: no key of the harness's.
+            env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "WEBBENCH_PLAYWRIGHT_PACKAGE": str(package)}
             self._proc = await asyncio.create_subprocess_exec(
                 str(node), str(DRIVER_JS),
                 stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
@@ -112,20 +97,57 @@ class LocalBackend:
             raise BackendError(reply.get("error") or f"{op} failed", code=reply.get("code"), body=reply.get("body"))
         return reply["result"]
 
-    async def create_session(self, session_id: str, page_api_only: bool = False, trace: bool = False) -> dict[str, Any]:
-        await self.call("open", session=session_id, page_api_only=page_api_only, trace=trace)
-        return {"session_id": session_id, "backend": self.name}
+    async def create_session(self, session_id: str, page_api_only: bool = False, trace: bool = False,
+                             site_urls: list[str] = ()) -> dict[str, Any]:
+        """The session's own Chromium, whose only ways out are the ports of `site_urls`."""
+        if session_id in self.pods:
+            raise BackendError(f"browser session {session_id} already exists")
+        ports = [port for url in site_urls if (port := urlsplit(url).port)]
+        pod = BrowserPod(session_id, ports, chromium_path(), page_api_only)
+        self.pods[session_id] = pod
+        try:
+            endpoint = await pod.start()
+            await self.call("open", session=session_id, cdp_url=endpoint, trace=trace)
+        except BaseException:
+            self.pods.pop(session_id, None)
+            await pod.close()
+            raise
+        return {"session_id": session_id, "backend": self.name, "sealed": pod.sealed}
+
+    def _pod(self, session_id: str) -> BrowserPod:
+        try:
+            return self.pods[session_id]
+        except KeyError:
+            raise BackendError(f"unknown browser session {session_id!r}") from None
 
     async def delete_session(self, session_id: str) -> None:
-        await self.call("close", session=session_id)
+        pod = self.pods.pop(session_id, None)
+        try:
+            await self.call("close", session=session_id)
+        finally:
+            if pod is not None:
+                await pod.close()
 
     async def execute_playwright(self, session_id: str, code: str, timeout_sec: float = 60) -> dict:
-        return await self.call("exec", session=session_id, code=code, timeout_ms=int(timeout_sec * 1000), timeout=timeout_sec + 30)
+        return await self._pod(session_id).call_runner("exec", timeout_sec + 30, code=code, timeout_ms=int(timeout_sec * 1000))
 
     async def repl(self, session_id: str, code: str, reset: bool = False, timeout_sec: float = 60) -> dict:
-        return await self.call(
-            "repl", session=session_id, code=code, reset=reset, timeout_ms=int(timeout_sec * 1000), timeout=timeout_sec + 30
-        )
+        return await self._pod(session_id).call_runner(
+            "repl", timeout_sec + 30, code=code, reset=reset, timeout_ms=int(timeout_sec * 1000))
+
+    async def end_agent_code(self, session_id: str) -> None:
+        if (pod := self.pods.get(session_id)) is not None:
+            await pod.end_agent_code()
+
+    async def site_connections(self, session_id: str) -> dict[int, int] | None:
+        pod = self.pods.get(session_id)
+        return pod.site_connections() if pod is not None else None
+
+    async def goto(self, session_id: str, url: str) -> str:
+        return (await self.call("goto", session=session_id, url=url, timeout=60))["url"]
+
+    async def evaluate(self, session_id: str, script: str) -> Any:
+        return (await self.call("evaluate", session=session_id, script=script, timeout=60))["value"]
 
     async def computer_action(self, session_id: str, actions: list[dict]) -> dict:
         return await self.call("computer", session=session_id, actions=actions)
@@ -142,10 +164,13 @@ class LocalBackend:
     async def add_custom_tools(
         self, session_id: str, namespace: str, source: str, force_overwrite_namespace: bool = False
     ) -> dict:
-        return await self.call(
+        added = await self.call(
             "add_custom", session=session_id, namespace=namespace, source=source,
             force_overwrite_namespace=force_overwrite_namespace,
         )
+        listed = await self.call("list_custom", session=session_id)
+        self._pod(session_id).injected = {d["tool"]["name"]: {"id": d["id"], "namespace": d["namespace"]} for d in listed["tools"]}
+        return added
 
     async def list_custom_tools(self, session_id: str) -> dict:
         return await self.call("list_custom", session=session_id)
@@ -168,6 +193,9 @@ class LocalBackend:
         return await self.call("read_page", session=session_id, url=url, script=script)
 
     async def session_lost(self, session_id: str) -> str | None:
+        pod = self.pods.get(session_id)
+        if pod is not None and not pod.alive():
+            return "the session's Chromium exited during the trial"
         try:
             status = await self.call("status", session=session_id, timeout=30)
         except BackendError as exc:
@@ -183,6 +211,9 @@ class LocalBackend:
         return (await self.call("current_url", session=session_id))["url"]
 
     async def close(self) -> None:
+        for pod in list(self.pods.values()):
+            await pod.close()
+        self.pods.clear()
         proc = self._proc
         if proc is None or proc.returncode is not None:
             return

@@ -296,8 +296,9 @@ def build_server(backend: BrowserBackend) -> Server:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """`--session ID [--goto URL]` opens a browser session before serving, as the harness does
-    for a trial, so a client can call tools on it straight away."""
+    """`--session ID [--goto URL] [--site URL]` opens a browser session before serving, as the
+    harness does for a trial, so a client can call tools on it straight away. The session's browser
+    reaches the `--goto` page's site and each `--site`, nothing else (the local backend's walls)."""
     import argparse
 
     import anyio
@@ -308,6 +309,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m pytest_webbench.browsers.mcp_server")
     parser.add_argument("--session", action="append", default=[], help="open a session with this id first")
     parser.add_argument("--goto", help="URL to open in each of those sessions")
+    parser.add_argument("--site", action="append", default=[], help="a site those sessions' browsers may reach")
     args = parser.parse_args(argv)
 
     async def serve() -> None:
@@ -315,9 +317,9 @@ def main(argv: list[str] | None = None) -> None:
         server = build_server(backend)
         try:
             for session_id in args.session:
-                await backend.create_session(session_id)
+                await backend.create_session(session_id, site_urls=[*args.site, *([args.goto] if args.goto else [])])
                 if args.goto:
-                    await backend.execute_playwright(session_id, f"await page.goto({json.dumps(args.goto)})")
+                    await backend.goto(session_id, args.goto)
             async with stdio_server() as (read, write):
                 await server.run(read, write, server.create_initialization_options())
         finally:

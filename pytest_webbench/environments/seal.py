@@ -18,6 +18,7 @@ import os
 import socket
 import subprocess
 import sys
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -41,6 +42,8 @@ INIT_LOADER = "import sys; sys.path.insert(0, sys.argv[1]); import seal_init; se
 # uts and ipc too: a hostname or a shared-memory segment the agent makes stays in its namespace.
 NAMESPACES = ("--net", "--mount", "--pid", "--uts", "--ipc", "--fork", "--kill-child", "--propagation", "private")
 HANDOVER_TIMEOUT_SEC = 30
+# The longest line read from a sealed command's output (a browser's runner answers one JSON line a call).
+MAX_LINE_BYTES = 64 * 1024 * 1024
 
 
 class SealError(RuntimeError):
@@ -60,6 +63,7 @@ class Seal:
     ports: list[int]
     rw: list[tuple[str, str]]
     ro: list[tuple[str, str]] = field(default_factory=list)
+    door: bool = False  # the harness may connect into the namespace (Door)
 
     def argv(self, command: str) -> list[str]:
         # Not root: a user namespace gives PID 1 the rights it needs over its own namespaces.
@@ -70,16 +74,64 @@ class Seal:
     def config(self, ctl_fd: int) -> str:
         return marshal.dumps({"workdir": self.workdir, "ports": list(self.ports), "rw": [list(p) for p in self.rw],
                               "ro": [list(p) for p in self.ro], "root_mountpoint": ROOT_MOUNTPOINT,
-                              "ctl_fd": ctl_fd}).hex()
+                              "ctl_fd": ctl_fd, "door": self.door}).hex()
+
+
+Connector = Callable[[int], Awaitable[tuple[asyncio.StreamReader, asyncio.StreamWriter]]]
+
+
+async def host_loopback(port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    return await asyncio.open_connection("127.0.0.1", port)
+
+
+class Door:
+    """The harness's way into a sealed namespace: `connect(port)` is a connection to 127.0.0.1:port
+    inside it, made from a socket PID 1's door child created there."""
+
+    def __init__(self, ctl: socket.socket) -> None:
+        self.ctl = ctl
+        self._lock = asyncio.Lock()
+
+    async def connect(self, port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        loop = asyncio.get_running_loop()
+        async with self._lock:  # one request and its answer at a time on the control socket
+            await loop.sock_sendall(self.ctl, b"C")
+            readable = loop.create_future()
+            loop.add_reader(self.ctl, lambda: readable.done() or readable.set_result(None))
+            try:
+                await asyncio.wait_for(readable, HANDOVER_TIMEOUT_SEC)
+            finally:
+                loop.remove_reader(self.ctl)
+            message, fds, _, _ = socket.recv_fds(self.ctl, 16, 1)
+        if message != b"S" or len(fds) != 1:
+            for fd in fds:
+                os.close(fd)
+            raise ConnectionError("the seal's door is closed (its namespace has ended)")
+        sock = socket.socket(fileno=fds[0])
+        try:
+            sock.setblocking(False)
+            await loop.sock_connect(sock, ("127.0.0.1", port))
+        except BaseException:
+            sock.close()
+            raise
+        return await asyncio.open_connection(sock=sock)
+
+    def close(self) -> None:
+        self.ctl.close()
 
 
 class Exits:
     """The sealed command's way out, for as long as it runs: accept on the sockets PID 1 handed
-    over and forward each connection to the host's loopback at the same port."""
+    over and forward each connection to the host's loopback at the same port (or through
+    `connect`). `opened` counts the connections per port: the harness's own account of what the
+    command reached."""
 
-    def __init__(self) -> None:
+    def __init__(self, connect: Connector = host_loopback) -> None:
         self.servers: list[asyncio.AbstractServer] = []
         self.connections: set[asyncio.Task] = set()
+        self.connect = connect
+        self.opened: dict[int, int] = {}
+        self.door: Door | None = None
 
     async def open(self, ctl: socket.socket, proc: asyncio.subprocess.Process) -> None:
         loop = asyncio.get_running_loop()
@@ -116,14 +168,15 @@ class Exits:
         async def forward(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
             task = asyncio.current_task()
             self.connections.add(task)
+            self.opened[port] = self.opened.get(port, 0) + 1
             try:
-                up_reader, up_writer = await asyncio.open_connection("127.0.0.1", port)
+                up_reader, up_writer = await self.connect(port)
             except OSError:
                 writer.close()
                 self.connections.discard(task)
                 return
             try:
-                await asyncio.gather(_pump(reader, up_writer), _pump(up_reader, writer))
+                await asyncio.gather(pump(reader, up_writer), pump(up_reader, writer))
             finally:
                 for w in (writer, up_writer):
                     w.close()
@@ -138,9 +191,12 @@ class Exits:
         for task in list(self.connections):
             task.cancel()
         self.servers.clear()
+        if self.door is not None:
+            self.door.close()
+            self.door = None
 
 
-async def _pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+async def pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
     try:
         while data := await reader.read(65536):
             writer.write(data)
@@ -151,17 +207,22 @@ async def _pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> N
         writer.close()
 
 
-async def start_sealed(seal: Seal, command: str, env: dict[str, str], cwd: Path):
-    """Starts the command sealed; returns the process and its exits (close them when it ends)."""
+async def start_sealed(seal: Seal, command: str, env: dict[str, str], cwd: Path, *, stdin: bool = False,
+                       connect: Connector = host_loopback):
+    """Starts the command sealed; returns the process and its exits (close them when it ends; with
+    `seal.door`, `exits.door` is the way in). `stdin`: a pipe to the command, else nothing."""
     Path(ROOT_MOUNTPOINT).mkdir(parents=True, exist_ok=True)
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-    exits = Exits()
+    exits = Exits(connect)
+    keep = False
     try:
         ours.setblocking(False)
         proc = await asyncio.create_subprocess_exec(
             *seal.argv(command), cwd=cwd, env={**env, CONFIG_VAR: seal.config(theirs.fileno())},
-            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            stdin=asyncio.subprocess.PIPE if stdin else asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
             pass_fds=(theirs.fileno(),), start_new_session=True,  # a timeout kills the whole group
+            limit=MAX_LINE_BYTES,
         )
         theirs.close()
         try:
@@ -171,10 +232,13 @@ async def start_sealed(seal: Seal, command: str, env: dict[str, str], cwd: Path)
                 os.killpg(proc.pid, 9)
             exits.close()
             raise
+        if seal.door:
+            exits.door, keep = Door(ours), True
         return proc, exits
     finally:
         theirs.close()
-        ours.close()
+        if not keep:
+            ours.close()
 
 
 @functools.cache

@@ -11,7 +11,11 @@ bash -c <command>`, it is the first process of fresh network, mount and PID name
      gateway share one listener, so one port), before the agent exists; the listening sockets go to
      the harness over an inherited socketpair, and the harness accepts on them and forwards to its
      own listener. Nothing else has a route: other ports, the site, the Kernel API, DNS all fail;
-  3. the agent is forked with no capability at all and no_new_privs, in its own process group,
+  3. where asked (`door`), a child of PID 1 keeps the control socket and answers each byte the
+     harness sends with a fresh, unconnected TCP socket of this namespace: the harness connects it
+     to a port inside (a browser's debugging port) from its own side. Nothing the command runs
+     holds that socket, so the way in is the harness's alone;
+  4. the agent is forked with no capability at all and no_new_privs, in its own process group,
      with the environment it was given minus our config; PID 1 reaps orphans, relays TERM/INT/HUP
      to the agent's group and exits with the agent's status, at which the kernel ends whatever the
      agent left in the namespace.
@@ -66,6 +70,15 @@ def _bind(src: str, dst: str, readonly: bool) -> None:
     _mount(src, dst, None, MS_BIND | MS_REC)
     if readonly:  # a bind mount takes MS_RDONLY only on a remount
         _mount(None, dst, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
+
+
+def mount_tmpfs(path: str, size_bytes: int) -> None:
+    """A tmpfs of `size_bytes` at `path` (the host environment's capped workspace; root only)."""
+    _mount("webbench-workspace", path, "tmpfs", MS_NOSUID | MS_NODEV, f"mode=0755,size={size_bytes}")
+
+
+def unmount(path: str) -> None:
+    _libc.umount2(path.encode(), MNT_DETACH)
 
 
 def _prctl(option: int, arg: int = 0) -> None:
@@ -139,7 +152,7 @@ def _listen(port: int) -> socket.socket:
     return s
 
 
-def _hand_over(ctl: socket.socket, ports: list[int]) -> None:
+def _hand_over(ctl: socket.socket, ports: list[int], door: bool) -> None:
     """The listening sockets go to the harness (it accepts on them from its own network); the agent
     starts only once the harness says it is serving them."""
     listeners = [_listen(port) for port in ports]
@@ -150,9 +163,23 @@ def _hand_over(ctl: socket.socket, ports: list[int]) -> None:
     for s in listeners:
         s.close()
     go = ctl.recv(1)
-    ctl.close()  # before the fork: the agent must not inherit it
     if go != GO:
         os._exit(125)
+    if door and os.fork() == 0:
+        _serve_door(ctl)
+    ctl.close()  # before the agent's fork: it must not inherit it
+
+
+def _serve_door(ctl: socket.socket) -> None:
+    """The door's child: one unconnected socket of this namespace per byte asked, until the harness
+    closes its end (or the namespace ends with PID 1)."""
+    try:
+        while ctl.recv(1):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            ctl.sendmsg([b"S"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, struct.pack("i", s.fileno()))])
+            s.close()
+    finally:
+        os._exit(0)
 
 
 def _drop_all_capabilities() -> None:
@@ -173,7 +200,7 @@ def init_main(cfg: dict, command: list[str]) -> None:
     ctl = socket.socket(fileno=cfg["ctl_fd"])
     _build_root(cfg)
     _loopback_up()
-    _hand_over(ctl, cfg["ports"])
+    _hand_over(ctl, cfg["ports"], cfg.get("door", False))
     env = dict(os.environ)
     agent = os.fork()
     if agent == 0:

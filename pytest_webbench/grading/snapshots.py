@@ -94,7 +94,7 @@ def recheck_saved_pages(experiment_dir: Path) -> list[Recheck]:
             session = f"recheck-{saved.trial_id}"
 
             async def check(url=url, session=session, script=task.meta.page.script):
-                await backend.create_session(session)
+                await backend.create_session(session, site_urls=[url])
                 try:
                     return await backend.read_page(session, url, script)
                 finally:

@@ -1,0 +1,365 @@
+"""One trial's browser on this machine, in walls of its own.
+
+Each trial gets its own Chromium, started in a seal (environments/seal.py): its own network, mount,
+PID, UTS and IPC namespaces; a filesystem of the system read-only and a private profile, so the
+checkout, the suite, the results and the harness's home are absent; local schemes (`file:`,
+`chrome:`, ...) refused by a managed policy; and as its only ways out, the ports of the suite's
+sites, forwarded by the harness, which counts every connection (the harness's own account of
+what the trial's browser reached).
+
+The agent's code (`execute_playwright_code`, the REPL) runs in a second seal beside it, the code
+runner (sealed/runner.js): an empty environment, nothing of the harness, and as its only way out
+the Chromium's debugging port, reached through the Chromium seal's door. It starts with the first
+call and ends when the agent stops, before the harness reads the page. Node's `vm` in the runner
+only scopes the code; the seal is the wall.
+
+The harness's own connection (the driver's, for setup, the tool batch, WebMCP, the trace and the
+page check) goes through the same door, from a loopback port that accepts one connection before
+the agent starts: the browser it talks to is the one it started, and a browser the agent killed
+is a lost browser (an errored trial), never one the agent stood up in its place.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import os
+import re
+import shutil
+import signal
+import tempfile
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from ..environments.seal import Exits, Seal, can_seal, pump, start_sealed
+from .base import BackendError
+
+DEFAULT_CHROMIUM = "/usr/bin/chromium"
+CDP_PORT = 9222  # inside the Chromium's seal
+SEALED_JS = Path(__file__).with_name("sealed")
+RUNNER_JS = "runner.js"
+START_TIMEOUT_SEC = 30
+# The switches Playwright 1.65 launches Chromium with (its chromiumSwitches() and headless ones;
+# tests/test_browser_pod.py holds them to Playwright's own launch), plus this backend's own.
+PLAYWRIGHT_SWITCHES = [
+    "--disable-field-trial-config", "--disable-background-networking", "--disable-background-timer-throttling",
+    "--disable-backgrounding-occluded-windows", "--disable-back-forward-cache", "--disable-breakpad",
+    "--disable-component-extensions-with-background-pages", "--disable-component-update", "--no-default-browser-check",
+    "--disable-default-apps", "--disable-dev-shm-usage", "--disable-edgeupdater", "--disable-extensions",
+    "--disable-features=AvoidUnnecessaryBeforeUnloadCheckSync,DestroyProfileOnBrowserClose,HttpsUpgrades,"
+    "HttpsFirstBalancedModeAutoEnable,LensOverlay,MediaRouter,PaintHolding,ThirdPartyStoragePartitioning,"
+    "AvoidCorsURLLoaderRestartOnRedirect,TcpPortRandomizationWin,OptimizationHints,NetworkTimeServiceQuerying,"
+    "AimEnabled,PreconnectToSearch,msForceBrowserSignIn,msEdgeUpdateLaunchServicesPreferredVersion",
+    "--allow-pre-commit-input", "--disable-hang-monitor", "--disable-ipc-flooding-protection", "--disable-popup-blocking",
+    "--disable-prompt-on-repost", "--disable-renderer-backgrounding", "--disable-updater-scheduler",
+    "--force-color-profile=srgb", "--metrics-recording-only", "--no-first-run", "--password-store=basic",
+    "--use-mock-keychain", "--no-service-autorun", "--disable-search-engine-choice-screen",
+    "--unsafely-disable-devtools-self-xss-warnings", "--enable-unsafe-swiftshader", "--edge-skip-compat-layer-relaunch",
+    "--disable-stack-profiler", "--disable-infobars", "--disable-sync", "--do-not-de-elevate",
+    "--headless", "--hide-scrollbars", "--mute-audio",
+    "--blink-settings=primaryHoverType=2,availableHoverTypes=2,primaryPointerType=4,availablePointerTypes=4",
+    "--no-sandbox",
+]
+# Ours: WebMCP, no GPU, no QUIC (Chromium keeps dialling blocked hosts otherwise), the viewport.
+OWN_SWITCHES = ["--disable-gpu", "--disable-quic", "--window-size=1280,800",
+                "--enable-features=CDPScreenshotNewSurface,SkipListAccountsWithoutGaiaCookies,WebMCPTesting"]
+# Schemes that show the browser's machine rather than the web: refused by policy in every arm.
+LOCAL_SCHEMES = ["file://*", "chrome://*", "chrome-untrusted://*", "devtools://*", "view-source:*",
+                 "chrome-extension://*", "filesystem:*"]
+# The browser's own hidden UI pages, which it opens at start (blocked, they would show as tabs).
+BROWSER_UI = ["chrome://omnibox-popup.top-chrome"]
+_DEVTOOLS = re.compile(rb"DevTools listening on (ws://\S+)")
+
+
+def chromium_switches() -> list[str]:
+    return PLAYWRIGHT_SWITCHES + OWN_SWITCHES
+
+
+@cache
+def chromium_etc() -> str | None:
+    """A folder to stand for /etc/chromium inside the seal: Debian's own files there plus a managed
+    policy refusing local schemes and downloads. None where the system has no /etc/chromium to
+    cover (the sealed view alone then keeps the harness's files out of reach)."""
+    if not os.path.isdir("/etc/chromium"):
+        return None
+    folder = Path(tempfile.mkdtemp(prefix="webbench-chromium-etc-"))
+    for entry in Path("/etc/chromium").iterdir():
+        if entry.is_file() and not entry.is_symlink():
+            shutil.copyfile(entry, folder / entry.name)
+    managed = folder / "policies" / "managed"
+    managed.mkdir(parents=True)
+    (managed / "webbench.json").write_text(json.dumps({"URLBlocklist": LOCAL_SCHEMES, "URLAllowlist": BROWSER_UI, "DownloadRestrictions": 3}))
+    for path in (folder, managed.parent, managed):
+        path.chmod(0o755)
+    (managed / "webbench.json").chmod(0o644)
+    return str(folder)
+
+
+def playwright_driver() -> tuple[Path, Path]:
+    """The Node binary and playwright-core package bundled with Playwright for Python."""
+    import playwright
+
+    driver = Path(playwright.__file__).parent / "driver"
+    node, package = driver / "node", driver / "package"
+    if not node.exists() or not (package / "package.json").exists():
+        raise BackendError(f"Playwright for Python's driver is incomplete at {driver}; reinstall playwright")
+    return node, package
+
+
+def chromium_path() -> str:
+    path = os.environ.get("WEBBENCH_CHROMIUM") or shutil.which("chromium") or DEFAULT_CHROMIUM
+    if not Path(path).exists():
+        raise BackendError(
+            f"no Chromium at {path}: install Debian's package (apt-get install chromium) "
+            "or set WEBBENCH_CHROMIUM"
+        )
+    return path
+
+
+def playwright_driver_dir() -> Path:
+    node, _ = playwright_driver()
+    return node.parent
+
+
+class Runner:
+    """The agent's code runner: a process speaking JSON lines, replies matched by id. Its replies
+    are the agent's own results (what its code returned), never read as the harness's facts."""
+
+    def __init__(self, proc: asyncio.subprocess.Process, exits: Exits | None) -> None:
+        self.proc, self.exits = proc, exits
+        self._pending: dict[int, asyncio.Future] = {}
+        self._ids = itertools.count(1)
+        self._stderr: list[str] = []
+        self._tasks = [asyncio.ensure_future(self._read()), asyncio.ensure_future(self._drain())]
+
+    async def _read(self) -> None:
+        assert self.proc.stdout is not None
+        while True:
+            try:
+                line = await self.proc.stdout.readline()
+            except (ValueError, asyncio.LimitOverrunError):  # a line past the limit: the runner is not ours any more
+                self.proc.kill()
+                break
+            if not line:
+                break
+            try:
+                reply = json.loads(line)
+                future = self._pending.pop(reply.get("id"), None)
+            except (ValueError, AttributeError, TypeError):
+                continue
+            if future is not None and not future.done():
+                future.set_result(reply)
+        await self.proc.wait()
+        tail = "\n".join(self._stderr[-10:])
+        for future in self._pending.values():
+            if not future.done():
+                future.set_exception(BackendError(f"the code runner exited (code {self.proc.returncode}): {tail}"))
+        self._pending.clear()
+
+    async def _drain(self) -> None:
+        assert self.proc.stderr is not None
+        while line := await self.proc.stderr.readline():
+            self._stderr = (self._stderr + [line.decode(errors="replace").rstrip()[:500]])[-50:]
+
+    async def call(self, op: str, timeout: float, **args: Any) -> Any:
+        if self.proc.returncode is not None:
+            raise BackendError(f"the code runner has exited (code {self.proc.returncode})")
+        request_id = next(self._ids)
+        future: asyncio.Future = asyncio.get_running_loop().create_future()
+        self._pending[request_id] = future
+        assert self.proc.stdin is not None
+        self.proc.stdin.write((json.dumps({"id": request_id, "op": op, **args}) + "\n").encode())
+        await self.proc.stdin.drain()
+        try:
+            reply = await asyncio.wait_for(future, timeout)
+        except TimeoutError:
+            self._pending.pop(request_id, None)
+            raise BackendError(f"the code runner did not answer {op} within {timeout} s") from None
+        if not isinstance(reply, dict) or not reply.get("ok"):
+            error = reply.get("error") if isinstance(reply, dict) else None
+            raise BackendError(str(error or f"{op} failed")[:4000], code=str(reply.get("code"))[:64] if isinstance(reply, dict) and reply.get("code") else None)
+        return reply.get("result")
+
+    async def end(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        await self.proc.wait()
+        for task in self._tasks:
+            task.cancel()
+        if self.exits is not None:
+            self.exits.close()
+
+
+class BrowserPod:
+    """One trial's Chromium and code runner (see the module's docstring). `sealed` False (a machine
+    that cannot make namespaces) runs both as plain processes: the manifest says so."""
+
+    def __init__(self, session_id: str, site_ports: list[int], chromium: str, page_api_only: bool,
+                 sealed: bool | None = None) -> None:
+        self.session_id, self.site_ports, self.chromium = session_id, sorted(set(site_ports)), chromium
+        self.page_api_only = page_api_only
+        self.sealed = can_seal() if sealed is None else sealed
+        self.folder = Path(tempfile.mkdtemp(prefix="webbench-pod-"))
+        self.proc: asyncio.subprocess.Process | None = None
+        self.exits: Exits | None = None
+        self.devtools_path = ""  # /devtools/browser/<id>
+        self.direct_port: int | None = None  # unsealed: Chromium's own port on this host
+        self.runner: Runner | None = None
+        self.injected: dict[str, dict] = {}  # injected tool name -> {id, namespace}, for the runner's listings
+        self._harness_door: asyncio.AbstractServer | None = None
+        self._stderr: list[str] = []
+        self._start_lock = asyncio.Lock()
+        self._drain: asyncio.Task | None = None
+        self.agent_ended = False
+
+    # -- the Chromium ------------------------------------------------------------------------
+    async def start(self) -> str:
+        """Starts the Chromium; returns the endpoint the harness's driver connects to, once."""
+        profile = self.folder / "chromium"
+        profile.mkdir()
+        if self.sealed:
+            ro = [(p, p) for p in ("/var/cache/fontconfig",) if os.path.isdir(p)]
+            if (etc := chromium_etc()) is not None:
+                ro.append((etc, "/etc/chromium"))
+            seal = Seal(workdir="/tmp", ports=self.site_ports, rw=[(str(profile), "/tmp")], ro=ro, door=True)
+            flags = [*chromium_switches(), f"--remote-debugging-port={CDP_PORT}", "--user-data-dir=/tmp/profile"]
+            command = "exec " + " ".join(_quote(a) for a in [self.chromium, *flags, "about:blank"])
+            self.proc, self.exits = await start_sealed(seal, command, {"PATH": "/usr/bin:/bin", "HOME": "/tmp"}, profile)
+        else:
+            flags = [*chromium_switches(), "--remote-debugging-port=0", f"--user-data-dir={profile / 'profile'}"]
+            self.proc = await asyncio.create_subprocess_exec(
+                self.chromium, *flags, "about:blank", stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
+                stderr=asyncio.subprocess.PIPE, env={"PATH": "/usr/bin:/bin", "HOME": str(profile)}, start_new_session=True)
+        url = await self._devtools_url()
+        self._drain = asyncio.ensure_future(self._drain_stderr())
+        if not self.sealed:
+            return url
+        self.devtools_path = "/" + url.split("/", 3)[3]
+        return await self._open_harness_door()
+
+    async def _devtools_url(self) -> str:
+        assert self.proc is not None and self.proc.stderr is not None
+        try:
+            async with asyncio.timeout(START_TIMEOUT_SEC):
+                while line := await self.proc.stderr.readline():
+                    self._stderr = (self._stderr + [line.decode(errors="replace").rstrip()[:300]])[-20:]
+                    if found := _DEVTOOLS.search(line):
+                        url = found.group(1).decode()
+                        self.direct_port = int(url.split(":")[2].split("/")[0])
+                        return url
+        except TimeoutError:
+            pass
+        tail = "\n".join(self._stderr[-8:])
+        raise BackendError(f"the trial's Chromium did not start (exit code {self.proc.returncode}): {tail}")
+
+    async def _drain_stderr(self) -> None:
+        assert self.proc is not None and self.proc.stderr is not None
+        while line := await self.proc.stderr.readline():
+            self._stderr = (self._stderr + [line.decode(errors="replace").rstrip()[:300]])[-20:]
+
+    async def _open_harness_door(self) -> str:
+        """A loopback port that takes the driver's one connection into the seal: closed once that
+        connection is made (`harness_connected`), before the agent can run anything."""
+        exits = self.exits
+        assert exits is not None and exits.door is not None
+        door = exits.door
+
+        async def forward(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            self._close_harness_door()
+            try:
+                up_reader, up_writer = await door.connect(CDP_PORT)
+            except (OSError, ConnectionError):
+                writer.close()
+                return
+            try:
+                await asyncio.gather(pump(reader, up_writer), pump(up_reader, writer))
+            finally:
+                for w in (writer, up_writer):
+                    w.close()
+
+        self._harness_door = await asyncio.start_server(forward, "127.0.0.1", 0)
+        port = self._harness_door.sockets[0].getsockname()[1]
+        return f"ws://127.0.0.1:{port}{self.devtools_path}"
+
+    def _close_harness_door(self) -> None:
+        if self._harness_door is not None:
+            self._harness_door.close()
+            self._harness_door = None
+
+    def site_connections(self) -> dict[int, int] | None:
+        """Connections the trial's browser opened to each site port (None: not counted, unsealed)."""
+        return dict(self.exits.opened) if self.exits is not None else None
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.returncode is None
+
+    # -- the agent's code ----------------------------------------------------------------------
+    async def call_runner(self, op: str, timeout: float, **args: Any) -> Any:
+        async with self._start_lock:
+            if self.agent_ended:
+                raise BackendError("the agent's run has ended: its code runs no more", code="agent_ended")
+            if self.runner is None or self.runner.proc.returncode is not None:
+                self.runner = await self._start_runner()
+        return await self.runner.call(op, timeout, **args)
+
+    async def _start_runner(self) -> Runner:
+        if not self.alive():
+            raise BackendError(f"browser session {self.session_id} lost its browser (Chromium exited)", code="browser_crashed")
+        driver = playwright_driver_dir()
+        home = self.folder / f"runner-{len(list(self.folder.glob('runner-*')))}"
+        home.mkdir()
+        if self.sealed:
+            assert self.exits is not None and self.exits.door is not None
+            door = self.exits.door
+            seal = Seal(workdir="/tmp", ports=[CDP_PORT], rw=[(str(home), "/tmp")],
+                        ro=[(str(driver), "/opt/playwright"), (str(SEALED_JS), "/opt/webbench")])
+            proc, exits = await start_sealed(
+                seal, f"exec /opt/playwright/node /opt/webbench/{RUNNER_JS}", {"PATH": "/usr/bin:/bin", "HOME": "/tmp"},
+                home, stdin=True, connect=door.connect)
+            cdp = f"http://127.0.0.1:{CDP_PORT}"
+        else:
+            proc = await asyncio.create_subprocess_exec(
+                str(driver / "node"), str(SEALED_JS / RUNNER_JS), stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True, cwd=home,
+                env={"PATH": "/usr/bin:/bin", "HOME": str(home), "WEBBENCH_PLAYWRIGHT_PACKAGE": str(driver / "package")},
+                limit=64 * 1024 * 1024)
+            exits, cdp = None, f"http://127.0.0.1:{self.direct_port}"
+        runner = Runner(proc, exits)
+        try:
+            await runner.call("init", START_TIMEOUT_SEC, cdp_url=cdp, session=self.session_id,
+                              page_api_only=self.page_api_only, injected=self.injected)
+        except BaseException:
+            await runner.end()
+            raise
+        return runner
+
+    async def end_agent_code(self) -> None:
+        """The agent has stopped: its runner goes, and with it every connection and hook its code
+        held on the browser, before the harness reads the page."""
+        async with self._start_lock:
+            self.agent_ended = True
+            if self.runner is not None:
+                await self.runner.end()
+            self.runner = None
+
+    async def close(self) -> None:
+        await self.end_agent_code()
+        self._close_harness_door()
+        if self.proc is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            await self.proc.wait()
+        if self._drain is not None:
+            self._drain.cancel()
+        if self.exits is not None:
+            self.exits.close()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def _quote(arg: str) -> str:
+    import shlex
+
+    return shlex.quote(arg)

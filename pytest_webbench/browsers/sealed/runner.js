@@ -1,0 +1,176 @@
+// The agent's code runner: runs `execute_playwright_code` and the browser REPL for one trial, as
+// Kernel runs them, as JavaScript against the Node Playwright API. It runs in a seal of its own
+// (no harness file, an empty environment, its only way out its trial's Chromium), started per
+// trial and ended when the agent stops, before the harness reads the page: nothing here is
+// trusted, and nothing the harness holds is reachable from here. Node's `vm` below only gives the
+// code its scope; it is not the wall (the seal is).
+//
+// Protocol (stdin/stdout, one JSON object per line): {id, op: init|exec|repl, ...} -> {id, ok, result}.
+'use strict';
+const vm = require('vm');
+const path = require('path');
+const W = require('./webmcp.js');
+
+const { chromium } = require(path.join(process.env.WEBBENCH_PLAYWRIGHT_PACKAGE || '/opt/playwright/package'));
+
+let s = null; // the trial's session, once `init` connected
+let pageApiOnlyArm = false;
+
+function captureConsole() {
+  const out = [];
+  const err = [];
+  const fmt = (args) => args.map((a) => (typeof a === 'string' ? a : W.safeJson(a))).join(' ');
+  return {
+    console: {
+      log: (...a) => out.push(fmt(a)), info: (...a) => out.push(fmt(a)),
+      warn: (...a) => err.push(fmt(a)), error: (...a) => err.push(fmt(a)), debug: (...a) => out.push(fmt(a)),
+    },
+    stdout: () => out.join('\n').slice(0, W.MAX_TEXT),
+    stderr: () => err.join('\n').slice(0, W.MAX_TEXT),
+  };
+}
+
+async function runCode(code, timeoutMs, sandbox) {
+  const io = captureConsole();
+  sandbox.console = io.console;
+  try {
+    // The script's synchronous part is bounded by vm's timeout, the rest by the race below.
+    const script = new vm.Script(`(async () => {\n${code}\n})()`, { filename: 'agent-code.js' });
+    const promise = script.runInContext(sandbox, { timeout: timeoutMs });
+    const result = await W.withTimeout(promise, timeoutMs, 'code');
+    return { success: true, result: W.toJsonValue(result), error: null, stdout: io.stdout(), stderr: io.stderr() };
+  } catch (e) {
+    return { success: false, result: null, error: String(e && e.stack ? e.message : e), stdout: io.stdout(), stderr: io.stderr() };
+  }
+}
+
+// The playwright arm drives the page through Playwright's page API only: these members (direct HTTP,
+// raw CDP, rerouting traffic) and every private `_` member are missing from its code's objects at
+// run time, as well as refused by the proxy's static rule. Objects reached from them (page.context(),
+// locator.page(), frames, requests and responses) are wrapped the same way; objects handed to event
+// listeners are not. A ban on the agent's method, best effort: the seal this runs in is what keeps
+// the harness out of reach, whatever the code finds.
+const ROUTING = ['route', 'routeFromHAR', 'routeWebSocket', 'unroute', 'unrouteAll'];
+const AROUND_THE_PAGE = {  // per class: Response.request() and Route-less classes stay usable
+  Page: new Set(['request', ...ROUTING]), BrowserContext: new Set(['request', 'newCDPSession', ...ROUTING]),
+  Browser: new Set(['newBrowserCDPSession']),
+};
+// (class names as Playwright's bundle spells them, less a leading underscore)
+const PLAYWRIGHT_OBJECTS = new Set(['Page', 'BrowserContext', 'Browser', 'Frame', 'Locator', 'FrameLocator',
+  'ElementHandle', 'Request', 'Response']);
+
+function pageApiOnly(root) {
+  const proxies = new WeakMap();
+  const targets = new WeakMap();  // proxy -> the object it wraps
+  const refuse = (target, prop) => {
+    const banned = AROUND_THE_PAGE[target.constructor.name.replace(/^_+/, '')];
+    if ((banned && banned.has(prop)) || (typeof prop === 'string' && prop.startsWith('_'))) {
+      throw new Error(`${String(prop)} is not available in this arm: drive the page through Playwright's page API`);
+    }
+  };
+  const handler = {
+    get(target, prop) {
+      refuse(target, prop);
+      const value = Reflect.get(target, prop, target);
+      // objects of ours passed back in (a handle to evaluate, a locator to and()) go in unwrapped
+      return typeof value === 'function' ? (...args) => wrap(value.apply(target, args.map((a) => targets.get(a) || a)))
+        : wrap(value);
+    },
+    getOwnPropertyDescriptor(target, prop) {
+      refuse(target, prop);
+      return Reflect.getOwnPropertyDescriptor(target, prop);
+    },
+  };
+  function wrap(v) {
+    if (v instanceof Promise) return v.then(wrap);
+    if (Array.isArray(v)) return v.map(wrap);
+    if (v && typeof v === 'object' && v.constructor && PLAYWRIGHT_OBJECTS.has(v.constructor.name.replace(/^_+/, ''))) {
+      if (!proxies.has(v)) {
+        const proxy = new Proxy(v, handler);
+        proxies.set(v, proxy);
+        targets.set(proxy, v);
+      }
+      return proxies.get(v);
+    }
+    return v;
+  }
+  return wrap(root);
+}
+
+function playwrightScope() {
+  const page = W.currentPage(s);
+  if (pageApiOnlyArm) {
+    return vm.createContext({ page: pageApiOnly(page), context: pageApiOnly(s.context), browser: pageApiOnly(s.browser),
+      setTimeout, clearTimeout, URL, Buffer });
+  }
+  // Kernel puts a browser-wide `webmcp` client in scope beside page, context and browser.
+  const webmcp = {
+    listTools: async () => W.listTools(s, false),
+    invokeTool: async (toolRef, input, opts) => (await W.invokeTool(s, toolRef, input, ((opts && opts.timeoutSec) || 60) * 1000)).result,
+  };
+  return vm.createContext({ page, context: s.context, browser: s.browser, webmcp, setTimeout, clearTimeout, URL, Buffer });
+}
+
+let repl = null;
+let replId = null;
+let replWrites = [];
+
+function freshRepl() {
+  repl = playwrightScope();
+  replId = require('crypto').randomBytes(12).toString('hex');
+  repl.repl = { write: (v) => replWrites.push(typeof v === 'string' ? v : W.safeJson(v)) };
+}
+
+function replResult(run, started, terminated) {
+  const content = [];
+  const push = (channel, text) => text && content.push({ index: content.length, type: 'text', channel, text });
+  for (const w of run.writes) push('write', w);
+  push('stdout', run.stdout);
+  push('stderr', run.stderr);
+  return {
+    success: run.success, repl_id: replId, content, content_truncated: false,
+    duration_ms: Date.now() - started, error: run.error, stack: run.success ? null : run.error, repl_terminated: terminated,
+  };
+}
+
+function ready() {
+  if (!s) throw new Error('the code runner is not connected to its browser');
+  if (s.crashed) throw Object.assign(new Error(`browser session ${s.id} lost its browser (Chromium exited)`), { code: 'browser_crashed' });
+}
+
+const OPS = {
+  // The trial's browser, through this seal's one exit; the injected tools' names, so a listing says
+  // which are custom (as Kernel's does).
+  async init({ cdp_url, session, page_api_only, injected }) {
+    const browser = await chromium.connectOverCDP(cdp_url);
+    const context = browser.contexts()[0];
+    s = W.newSession(session, browser, context, new Map(Object.entries(injected || {})));
+    pageApiOnlyArm = Boolean(page_api_only);
+    return { connected: true };
+  },
+
+  async exec({ code, timeout_ms }) {
+    ready();
+    return runCode(code, timeout_ms || 60000, playwrightScope());
+  },
+
+  // Kernel's persistent REPL: bindings survive between calls; expression values are ignored and
+  // output goes through repl.write or console; a timeout ends the REPL and its state.
+  async repl({ code, reset, timeout_ms }) {
+    ready();
+    const started = Date.now();
+    if (reset || !repl) freshRepl();
+    repl.page = W.currentPage(s);
+    if (!code) return replResult({ success: true, writes: [], stdout: '', stderr: '', error: null }, started, false);
+    replWrites = [];
+    const hoisted = code.replace(/^(\s*)(?:const|let|var)\s+([A-Za-z_$][\w$]*)\s*=/gm, '$1$2 =');
+    const run = await runCode(hoisted, timeout_ms || 60000, repl);
+    run.writes = replWrites;
+    const terminated = !run.success && /timed out|Script execution timed out/.test(run.error || '');
+    const result = replResult(run, started, terminated);
+    if (terminated) repl = null;
+    return result;
+  },
+};
+
+W.serveLines(OPS, () => process.exit(0));

@@ -1,0 +1,179 @@
+"""The local backend's walls around an agent's browser code (browsers/pod.py), tried as a hostile
+agent would: every way out of Node's `vm` that it knows lands in a process sealed like its shell
+(no key, no harness file, no other trial), the browser refuses local schemes and reaches only the
+task's site, and the harness's own reads of the page are made over its own connection after the
+agent's code and hooks are gone."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from pathlib import Path
+
+import pytest
+from starlette.applications import Starlette
+from starlette.responses import HTMLResponse, Response
+from starlette.routing import Route
+
+from pytest_webbench.browsers.local import LocalBackend
+from pytest_webbench.browsers.pod import PLAYWRIGHT_SWITCHES
+from pytest_webbench.service import ServiceLoop
+
+pytestmark = [pytest.mark.chromium, pytest.mark.seal]
+CHECKOUT = Path(__file__).resolve().parents[1]
+SENTINEL = "sentinel-in-the-harness-env-7c1"
+TASK_TOML = CHECKOUT / "suites" / "local-web" / "tasks" / "shop-price" / "task.toml"
+# Ways from a value in the code's scope to the host realm's Function, and so to `process`.
+ESCAPES = {
+    "setTimeout": "setTimeout.constructor('return process')()",
+    "Buffer": "Buffer.constructor('return process')()",
+    "URL": "URL.constructor('return process')()",
+    "page": "page.constructor.constructor('return process')()",
+    "an error Playwright threw": "(await page.evaluate('throw new Error(1)').catch((e) => e)).constructor.constructor('return process')()",
+    "console": "console.log.constructor('return process')()",
+}
+CART = """<html><body><div class=cart-item data-sku='MUG' data-qty='1'></div><b id=total>$4.99</b>
+<script>if (location.pathname === '/sw-page') navigator.serviceWorker.register('/sw.js');</script></body></html>"""
+# A service worker the agent's page registers: it would answer the check's page with a forged cart.
+FAKE_WORKER = """self.addEventListener('install', (e) => self.skipWaiting());
+self.addEventListener('activate', (e) => e.waitUntil(self.clients.claim()));
+self.addEventListener('fetch', (e) => { if (new URL(e.request.url).pathname === '/cart')
+  e.respondWith(new Response("<b id=total>$0.00</b>", {headers: {'content-type': 'text/html'}})); });"""
+
+
+@pytest.fixture(scope="module")
+def browsers():
+    loop = ServiceLoop()
+    app = Starlette(routes=[
+        Route("/sw.js", lambda r: Response(FAKE_WORKER, media_type="application/javascript")),
+        Route("/{p:path}", lambda r: HTMLResponse(CART)),
+    ])
+    site = "http://site.localhost:" + loop.serve(app, "site").rsplit(":", 1)[1]
+    elsewhere = loop.serve(Starlette(routes=[Route("/", lambda r: HTMLResponse("<title>other</title>"))]), "not the task's site")
+    os.environ[SENTINEL.upper().replace("-", "_")] = SENTINEL  # in the harness's environment from here on
+    backend = LocalBackend()
+    loop.run(backend.create_session("A", site_urls=[site]))
+    loop.run(backend.create_session("B", site_urls=[site]))
+    loop.run(backend.goto("A", site + "/a"))
+    loop.run(backend.goto("B", site + "/b-secret-page"))
+    yield loop, backend, site, elsewhere
+    loop.run(backend.close())
+    loop.close()
+    os.environ.pop(SENTINEL.upper().replace("-", "_"), None)
+
+
+def _run(loop, backend, code: str, session: str = "A") -> dict:
+    return loop.run(backend.execute_playwright(session, code, timeout_sec=20), timeout=60)
+
+
+@pytest.mark.parametrize("via", ESCAPES)
+def test_a_way_out_of_vm_finds_a_process_with_nothing_of_the_harness(browsers, via):
+    loop, backend, *_ = browsers
+    probe = f"""
+    const p = {ESCAPES[via]};
+    const fs = p.getBuiltinModule('fs');
+    const child = p.getBuiltinModule('child_process');
+    const tryIt = (f) => {{ try {{ return f(); }} catch (e) {{ return 'refused: ' + e.code; }} }};
+    return {{
+      env: p.env,
+      root: fs.readdirSync('/'),
+      checkout: tryIt(() => fs.readdirSync({json.dumps(str(CHECKOUT))})),
+      task: tryIt(() => fs.readFileSync({json.dumps(str(TASK_TOML))}, 'utf8')),
+      processes: child.execSync('ls /proc | grep -c "^[0-9]"').toString().trim(),
+      environs: child.execSync('cat /proc/[0-9]*/environ 2>/dev/null | tr "\\\\0" "\\\\n"').toString(),
+      uid: p.getuid(),
+    }};"""
+    out = _run(loop, backend, probe)
+    assert out["success"], out
+    found = out["result"]
+    assert SENTINEL not in json.dumps(found)  # no harness process's environment, its own empty of keys
+    assert set(found["env"]) <= {"PATH", "HOME", "PWD", "SHLVL", "LC_CTYPE", "_"}, found["env"]  # what a shell sets
+    assert found["checkout"] == "refused: ENOENT" and found["task"] == "refused: ENOENT"  # absent, not hidden
+    assert "work" not in found["root"] and "root" not in found["root"]
+    assert int(found["processes"]) <= 6  # its own seal's: PID 1, the runner, the shell it started
+
+
+def test_the_code_sees_its_own_trial_s_browser_only(browsers):
+    loop, backend, site, _ = browsers
+    out = _run(loop, backend, "return [browser.contexts().length, context.pages().map((p) => p.url())]")
+    assert out["result"] == [1, [site + "/a"]]  # session B's page is in another browser altogether
+    found = _run(loop, backend, "const cdp = await browser.newBrowserCDPSession();"
+                                "return (await cdp.send('Target.getTargets')).targetInfos.map((t) => t.url)")
+    assert not any("b-secret-page" in url for url in found["result"]), found
+
+
+@pytest.mark.parametrize("url", ["file:///etc/passwd", f"file://{TASK_TOML}", "file:///", "view-source:file:///etc/hostname",
+                                 "chrome://version", "chrome://net-export", "devtools://devtools/bundled/inspector.html"])
+def test_local_schemes_are_refused(browsers, url):
+    loop, backend, *_ = browsers
+    fresh = _run(loop, backend, f"const p = await context.newPage(); try {{ await p.goto({url!r}); return 'opened: ' + "
+                                "(await p.content()).slice(0, 200) } catch (e) { return e.message } finally { await p.close() }")
+    assert "ERR_BLOCKED_BY_ADMINISTRATOR" in fresh["result"], fresh
+
+
+def test_only_the_task_s_site_is_reachable(browsers):
+    loop, backend, site, elsewhere = browsers
+    pod = backend.pods["A"]
+    for url in (elsewhere + "/", "http://127.0.0.1:" + site.rsplit(":", 1)[1] + "/",
+                "http://example.com/", "http://1.1.1.1/"):
+        out = _run(loop, backend, f"const p = await context.newPage(); try {{ await p.goto({url!r}); return 'opened' }} "
+                                  "catch (e) { return e.message } finally { await p.close() }")
+        if url.startswith("http://127.0.0.1:") and url.endswith(site.rsplit(":", 1)[1] + "/"):
+            assert out["result"] == "opened"  # the site's port, by any name of the loopback
+        else:
+            assert out["result"] != "opened" and "net::ERR_" in out["result"], (url, out)
+    assert pod.site_connections()[int(site.rsplit(":", 1)[1])] >= 1  # counted by the harness, per trial
+
+
+def test_the_page_check_reads_the_site_past_the_agent_s_hooks(browsers):
+    """The agent's page registers a service worker forging the cart, and its code routes the cart to
+    a forgery too: once the agent stops, its runner and routes are gone and the check bypasses the
+    worker, so the harness reads what the site serves."""
+    loop, backend, site, _ = browsers
+    loop.run(backend.create_session("C", site_urls=[site]))
+    try:
+        code = (f"await page.goto({(site + '/sw-page')!r}); await page.evaluate(() => navigator.serviceWorker.ready);"
+                "await context.route('**/cart', (r) => r.fulfill({body: '<b id=total>$0.00</b>', contentType: 'text/html'}));"
+                f"const p = await context.newPage(); await p.goto({(site + '/cart')!r});"
+                "const t = await p.textContent('#total'); await p.close(); return t")
+        assert _run(loop, backend, code, "C")["result"] == "$0.00"  # the forgery works while the agent runs
+        loop.run(backend.end_agent_code("C"))
+        checked = loop.run(backend.check_page("C", site + "/cart", "return document.querySelector('#total').textContent"))
+        assert checked["value"] == "$4.99"
+        with pytest.raises(Exception, match="has ended"):
+            _run(loop, backend, "return 1", "C")  # no code runs for the agent after it stopped
+    finally:
+        loop.run(backend.delete_session("C"))
+
+
+def test_a_browser_the_agent_closes_is_lost_not_replaced(browsers):
+    loop, backend, site, _ = browsers
+    loop.run(backend.create_session("D", site_urls=[site]))
+    try:
+        _run(loop, backend, "const cdp = await browser.newBrowserCDPSession(); await cdp.send('Browser.close').catch(() => {})", "D")
+        loop.run(backend.end_agent_code("D"))
+        loop.run(asyncio.wait_for(backend.pods["D"].proc.wait(), 30))  # Chromium exits (the event, not a guessed while)
+        assert loop.run(backend.session_lost("D")) is not None  # an errored trial, never a page the agent stood up
+    finally:
+        loop.run(backend.delete_session("D"))
+
+
+def test_the_sealed_chromium_gets_playwright_s_own_switches(tmp_path):
+    """The pod starts Chromium itself (in its seal), so it must pass what Playwright's own launch
+    passes: a stand-in executable records the arguments Playwright gives it."""
+    import subprocess
+
+    from pytest_webbench.browsers.pod import playwright_driver
+
+    node, package = playwright_driver()
+    seen = tmp_path / "argv"
+    fake = tmp_path / "chromium"
+    fake.write_text(f"#!/bin/sh\nprintf '%s\\n' \"$@\" > {seen}\nexit 1\n")
+    fake.chmod(0o755)
+    script = (f"const {{ chromium }} = require({json.dumps(str(package))});"
+              f"chromium.launch({{ executablePath: {json.dumps(str(fake))}, headless: true, timeout: 5000 }}).catch(() => {{}});")
+    subprocess.run([str(node), "-e", script], timeout=60, capture_output=True)
+    given = [a for a in seen.read_text().splitlines() if a.startswith("--")]
+    own = {a for a in given if a.split("=")[0] in ("--user-data-dir", "--remote-debugging-pipe", "--no-startup-window")}
+    assert sorted(set(given) - own) == sorted(PLAYWRIGHT_SWITCHES + ["--enable-features=CDPScreenshotNewSurface,SkipListAccountsWithoutGaiaCookies"])
