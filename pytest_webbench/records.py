@@ -26,7 +26,7 @@ Outcome = Literal["passed", "failed", "errored"]
 StopReason = Literal[
     "wrong_answer", "no_answer", "bot_block", "site_error", "backend_error", "unreadable_page", "call_cap",
     "over_spend", "agent_error", "agent_timeout", "error_before_grading", "no_browser_call", "browser_crashed",
-    "upstream_error", "worker_crashed",
+    "upstream_error", "worker_crashed", "output_refused",
 ]
 class ExperimentExists(Exception):
     pass

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import time
 from dataclasses import dataclass, field
@@ -51,6 +52,10 @@ class BrowserSessionHandle:
     def run(self, coro, timeout: float | None = 120):
         return self.services.loop.run(coro, timeout=timeout)
 
+    def end_agent_code(self) -> None:
+        """The agent has stopped: its code's runner and hooks go before anything is read."""
+        self.run(self.services.backend.end_agent_code(self.session_id), timeout=60)
+
     def lost(self) -> str | None:
         """Why the browser is gone, if it is (asked after the agent stops)."""
         try:
@@ -64,11 +69,12 @@ async def open_browser_session(services: RunServices, spec: TrialSpec, session_i
     """A fresh context at the task's start page; in treatment, the site's tool batch registered
     before the agent starts (retried once: a registration resent replaces the first)."""
     backend = services.backend
-    await backend.create_session(session_id, page_api_only=spec.policy.page_api_only, trace=trace)
-    goto = f"await page.goto({start_url!r}, {{waitUntil: 'load'}}); return page.url();"
-    result = await backend.execute_playwright(session_id, goto, timeout_sec=30)
-    if not result.get("success"):
-        raise BackendError(f"could not open the start page {start_url}: {result.get('error')}")
+    await backend.create_session(session_id, page_api_only=spec.policy.page_api_only, trace=trace,
+                                 site_urls=[services.site_urls[spec.task.meta.site]])
+    try:
+        await backend.goto(session_id, start_url)
+    except BackendError as exc:
+        raise BackendError(f"could not open the start page {start_url}: {exc}") from exc
     batch_site = spec.task.meta.tool_batch
     if spec.policy.inject_tool_batch and batch_site:
         batch_path = services.suite.tool_batch_path(batch_site)
@@ -108,9 +114,11 @@ class ProxyHandle:
 
 def open_proxy_route(services: RunServices, spec: TrialSpec, session_id: str, trial_dir: Path) -> ProxyHandle:
     log_path = trial_dir / "proxy-log.jsonl"
+    from .grading.evidence import answer_forms
+
     session = ProxySession(
         spec.policy, session_id, HttpUpstream(services.backend_mcp_url, services.upstream_headers), CallLog(log_path),
-        trial=spec.trial_id, call_cap=spec.task.meta.turn_cap,
+        trial=spec.trial_id, call_cap=spec.task.meta.turn_cap, watch=answer_forms(spec.task.meta),
     )
     path = services.routes.add(spec.trial_id, session)
     return ProxyHandle(services.proxy_base_url + path, session, log_path)
@@ -128,6 +136,9 @@ class AgentOutcome:
     scored_note: str | None = None  # it ended on a time, context or output limit: still graded
     turns: int | None = None
     trajectory_steps: list[dict] = field(default_factory=list)  # Harbor's ATIF steps, for the trajectory scan
+    # Files of the agent's the harness would not copy out (a link, a special file, too large), named
+    files_refused: list[str] = field(default_factory=list)
+    output_refused: str | None = None  # the answer file itself was refused: the trial is errored
 
 
 # Harbor's exception types for runs that ended on the agent's own limits: these stay scored
@@ -260,14 +271,44 @@ async def run_harbor_trial(
         output=getattr(agent_result, "n_output_tokens", None), cost_usd=getattr(agent_result, "cost_usd", None), source="cli",
     )
     steps = load_trajectory_steps(trial_dir / "agent" / "trajectory.json")  # read once: answer, turns, scan
+    refused = read_refusals(trial_dir)
+    answer_raw, too_large = read_answer_file(answer_path)
+    answer_refused = too_large or next((why for path, why in refused if path == ANSWER_PATH), None)
     return AgentOutcome(
         harbor_trial_dir=trial_dir, instruction=spec.task.instruction + "\n\n" + instruction_extra,
-        answer_raw=answer_path.read_bytes() if answer_path.exists() else final_agent_message(steps),
+        answer_raw=answer_raw if answer_raw is not None else final_agent_message(steps),
         agent_sec=agent_sec, trial_sec=trial_sec, tokens=tokens, exception=exception, scored_note=scored_note,
         # model turns: the agent's steps, each one model response (None: no trajectory)
         turns=sum(1 for step in steps if step.get("source") == "agent") if steps else None,
-        trajectory_steps=steps,
+        trajectory_steps=steps, files_refused=[f"{path}: {why}" for path, why in refused],
+        output_refused=f"the answer file {ANSWER_PATH} was not read: {answer_refused}" if answer_refused else None,
     )
+
+
+MAX_ANSWER_BYTES = 1024 * 1024
+
+
+def read_answer_file(path: Path) -> tuple[bytes | None, str | None]:
+    """The answer file as the harness copied it (a regular file of its own), and why it was not
+    read if it was too large (MAX_ANSWER_BYTES)."""
+    try:
+        with path.open("rb") as f:
+            data = f.read(MAX_ANSWER_BYTES + 1)
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+        return None, None
+    if len(data) > MAX_ANSWER_BYTES:
+        return None, f"over the {MAX_ANSWER_BYTES}-byte limit for an answer"
+    return data, None
+
+
+def read_refusals(trial_dir: Path) -> list[tuple[str, str]]:
+    from .environments.host import REFUSALS
+
+    try:
+        entries = json.loads((trial_dir / REFUSALS).read_text())
+        return [(str(e["path"]), str(e["why"])) for e in entries]
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
 
 
 def final_agent_message(steps: list[dict]) -> bytes | None:
@@ -301,12 +342,11 @@ def read_page_state(browser: BrowserSessionHandle):
     """The page the agent left the browser on (see grading/page_state.py); None if unreadable."""
     from .grading.page_state import PAGE_STATE_SCRIPT, read_page_state as parse
 
-    code = f"return await page.evaluate(async () => {{{PAGE_STATE_SCRIPT}}});"
     try:
-        out = browser.run(browser.services.backend.execute_playwright(browser.session_id, code, timeout_sec=15), timeout=60)
+        value = browser.run(browser.services.backend.evaluate(browser.session_id, PAGE_STATE_SCRIPT), timeout=60)
     except Exception:
         return None
-    return parse(out.get("result")) if out.get("success") else None
+    return parse(value)
 
 
 def read_page_value(browser: BrowserSessionHandle, spec: TrialSpec, trial_dir: Path) -> tuple[Any, str | None]:

@@ -58,6 +58,8 @@ def decide(outcome: AgentOutcome, grade: Grade, calls: BrowserCalls, lost: str |
         return errored("upstream_error", f"the browser server failed {calls.upstream_failures} call(s)")
     if capped:  # the gateway refused a model request at the trial's cap: the agent's run ended there
         return Verdict("failed", "over_spend", 0.0, f"the model gateway stopped the agent: {capped}; {grade.detail}")
+    if outcome.output_refused:  # the answer file was a link, a special file or too large: nothing to grade
+        return errored("output_refused", outcome.output_refused)
     if outcome.exception:
         return errored("agent_error", outcome.exception)
     if page is not None and page.label != "ok":

@@ -2,7 +2,10 @@
 
 Harbor's built-in environments all need a container runtime, a VM or a cloud account; a browser
 agent needs none of that, since its only tool is the browser behind the proxy. Paths inside the
-environment (`/app`, `/logs/...`) map into `<trial dir>/environment/`.
+environment (`/app`, `/logs/...`) map into a workspace of the trial's own, outside the results: as
+root a tmpfs of `WORKSPACE_BYTES` (an agent that fills it fills no disk), removed when the trial
+ends. Files go in and out through `files.py`, which follows no link the agent planted and bounds
+every size; what it refused is named in `files-refused.json` beside the trial's results.
 
 Where the host allows namespaces (root, or unprivileged user namespaces), every command is sealed
 (`seal.py`): its own network, mount and PID namespaces; a filesystem built from an allowlist (the
@@ -24,16 +27,20 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import json
 import os
 import shutil
 import signal
+import tempfile
 from pathlib import Path, PurePosixPath
 
 from harbor.environments.base import BaseEnvironment, ExecResult
 from harbor.environments.capabilities import EnvironmentCapabilities
 from harbor.models.task.config import NetworkMode, NetworkPolicy
 
+from .files import CopyResult, FileRefused, Refusal, copy_in, copy_in_dirs, copy_out
 from .seal import Seal, can_seal, start_sealed, unshare_command
+from .seal_init import mount_tmpfs, unmount
 
 WORKDIR = "/app"
 AGENT_HOME = "/home/agent"
@@ -45,6 +52,9 @@ AGENT_ENV_ALLOWLIST = ("PATH", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "LC_MES
 SEALED = "mount+net"  # the isolation recorded for a sealed run (the PID namespace comes with it)
 # The names under which a Harbor allowlist can name the harness's listener (the seal's one exit).
 HARNESS_HOSTS = {"127.0.0.1", "localhost"}  # the seal forwards IPv4 loopback only
+WORKSPACE_BYTES = 1024 * 1024 * 1024  # the trial's folders, all told (as root: a tmpfs of this size)
+MAX_OUTPUT_BYTES = 16 * 1024 * 1024  # of a command's stdout, and of its stderr, kept for Harbor
+REFUSALS = "files-refused.json"  # in the trial's results: what files.py would not copy, and why
 
 
 def hosts_beyond_the_seal(allowed_hosts) -> list[str]:
@@ -80,6 +90,9 @@ class HostEnvironment(BaseEnvironment):
         self.exit_ports = sorted(set(exit_ports or []))  # host 127.0.0.1 ports the agent may reach
         # Host folders the agent's commands need where they are (the pinned CLIs), read-only.
         self.visible_paths = [str(Path(p).resolve()) for p in visible_paths or [] if Path(p).is_dir()]
+        self._workspace: Path | None = None
+        self._mounted = False
+        self.refused: list[Refusal] = []
 
     @property
     def capabilities(self) -> EnvironmentCapabilities:
@@ -124,20 +137,34 @@ class HostEnvironment(BaseEnvironment):
 
     @property
     def root(self) -> Path:
-        return Path(self.trial_paths.trial_dir) / "environment"
+        if self._workspace is None:
+            raise RuntimeError("the environment has not started: it has no folders yet")
+        return self._workspace
 
-    def host_path(self, env_path: str) -> Path:
+    @staticmethod
+    def inside(env_path: str) -> str:
+        """An environment path as a path below the workspace (`/app/x` -> `app/x`)."""
         pure = PurePosixPath(env_path)
         if not pure.is_absolute():
             pure = PurePosixPath(WORKDIR) / pure
         parts = [p for p in pure.parts[1:] if p not in ("", ".")]
         if ".." in parts:
             raise ValueError(f"path {env_path!r} leaves the environment")
-        return self.root.joinpath(*parts)
+        return "/".join(parts)
+
+    def host_path(self, env_path: str) -> Path:
+        """Where an environment path is on this host. Only for folders the harness made (the
+        private paths): below them, names are the agent's, and `files.py` walks them."""
+        return self.root / self.inside(env_path)
 
     async def start(self, force_build: bool) -> None:
         if not self.isolated and not self.allow_unsealed:
             raise UnsealedRefused(_unsealed_message())
+        self._workspace = Path(tempfile.mkdtemp(prefix=f"webbench-{self.session_id[:60]}-"))
+        if os.geteuid() == 0:  # a cap on what the agent can write; without root, the disk's own
+            mount_tmpfs(str(self._workspace), WORKSPACE_BYTES)
+            self._mounted = True
+            _LIVE_WORKSPACES.add(str(self._workspace))
         for path in PRIVATE_PATHS:
             self.host_path(path).mkdir(parents=True, exist_ok=True)
 
@@ -147,35 +174,55 @@ class HostEnvironment(BaseEnvironment):
                     ro=[(p, p) for p in self.visible_paths])
 
     async def stop(self, delete: bool) -> None:
-        pass  # the folder stays with the trial's results
+        """The workspace goes: what the harness keeps was copied out (bounded) before this."""
+        workspace, self._workspace = self._workspace, None
+        if workspace is None:
+            return
+        if self._mounted:
+            unmount(str(workspace))
+            _LIVE_WORKSPACES.discard(str(workspace))
+        shutil.rmtree(workspace, ignore_errors=True)
 
     async def upload_file(self, source_path, target_path: str) -> None:
-        target = self.host_path(target_path)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(source_path, target)
+        copy_in(Path(source_path), self.root, self.inside(target_path))
 
     async def upload_dir(self, source_dir, target_dir: str) -> None:
-        shutil.copytree(source_dir, self.host_path(target_dir), dirs_exist_ok=True)
+        copy_in(Path(source_dir), self.root, self.inside(target_dir))
 
     async def download_file(self, source_path: str, target_path) -> None:
-        Path(target_path).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(self.host_path(source_path), target_path)
+        self._copied(copy_out(self.root, self.inside(source_path), Path(target_path)), source_path)
+        if not Path(target_path).is_file():
+            raise FileRefused(f"{source_path}: not copied ({self._why(source_path)})")
 
     async def download_dir(self, source_dir: str, target_dir) -> None:
-        source = self.host_path(source_dir)
-        if source.is_dir():
-            shutil.copytree(source, target_dir, dirs_exist_ok=True)
+        try:
+            self._copied(copy_out(self.root, self.inside(source_dir), Path(target_dir)), source_dir)
+        except FileNotFoundError:
+            return
+
+    def _copied(self, result: CopyResult, source: str) -> None:
+        """Refusals, named by environment path, in the trial's results (rewritten whole each time)."""
+        if not result.refused:
+            return
+        base = PurePosixPath(source)
+        self.refused += [Refusal(str(base if r.path == base.name else base / r.path), r.why) for r in result.refused]
+        path = Path(self.trial_paths.trial_dir) / REFUSALS
+        path.write_text(json.dumps([{"path": r.path, "why": r.why} for r in self.refused], indent=1))
+
+    def _why(self, source: str) -> str:
+        return next((r.why for r in reversed(self.refused) if r.path == source), "missing")
 
     async def exec(self, command: str, cwd: str | None = None, env: dict[str, str] | None = None,
                    timeout_sec: int | None = None, user: str | int | None = None) -> ExecResult:
+        # Harbor's own working folders (never the agent's names): made through files.py all the same.
+        copy_in_dirs(self.root, self.inside(cwd or WORKDIR))
         workdir = self.host_path(cwd or WORKDIR)
-        workdir.mkdir(parents=True, exist_ok=True)
         env = self._merge_env(env)  # the agent's AgentConfig.env and Harbor's scoped variables
         full_env = agent_environment(env)
         exits = None
         if self.isolated:
             full_env.setdefault("HOME", AGENT_HOME)  # the trial's private home, not the host user's
-            proc, exits = await start_sealed(self._seal(str(PurePosixPath(cwd or WORKDIR))), command, full_env, workdir)
+            proc, exits = await start_sealed(self._seal(str(PurePosixPath(cwd or WORKDIR))), command, full_env, self.root)
         else:
             full_env.setdefault("HOME", str(self.host_path(AGENT_HOME)))
             proc = await asyncio.create_subprocess_exec(
@@ -198,10 +245,10 @@ class HostEnvironment(BaseEnvironment):
 
     async def _finish(self, proc, timeout_sec: int | None) -> ExecResult:
         try:
-            out, err = await asyncio.wait_for(proc.communicate(), timeout_sec)
+            out, err = await asyncio.wait_for(_bounded_output(proc), timeout_sec)
         except TimeoutError:
             _kill_group(proc.pid)
-            out, err = await proc.communicate()
+            out, err = await _bounded_output(proc)
             return ExecResult(stdout=out.decode(errors="replace"), stderr=err.decode(errors="replace") + "\n(timed out)", return_code=124)
         except asyncio.CancelledError:  # Harbor's agent timeout, or the run interrupted: no orphans
             _kill_group(proc.pid)
@@ -210,6 +257,31 @@ class HostEnvironment(BaseEnvironment):
         code = proc.returncode or 0
         return ExecResult(stdout=out.decode(errors="replace"), stderr=err.decode(errors="replace"),
                           return_code=128 - code if code < 0 else code)
+
+
+async def _bounded_output(proc) -> tuple[bytes, bytes]:
+    """The command's stdout and stderr, each up to MAX_OUTPUT_BYTES (the rest read and dropped, so
+    the command never blocks on a full pipe, and an endless one costs the harness no memory)."""
+    async def keep(stream) -> bytes:
+        kept = bytearray()
+        while chunk := await stream.read(1024 * 1024):
+            if len(kept) < MAX_OUTPUT_BYTES:
+                kept += chunk[:MAX_OUTPUT_BYTES - len(kept)]
+        return bytes(kept)
+
+    out, err = await asyncio.gather(keep(proc.stdout), keep(proc.stderr))
+    await proc.wait()
+    return out, err
+
+
+# Workspaces still mounted (a tmpfs holds memory until unmounted): unmounted at exit.
+_LIVE_WORKSPACES: set[str] = set()
+
+
+@atexit.register
+def _unmount_live_workspaces() -> None:
+    for path in list(_LIVE_WORKSPACES):
+        unmount(path)
 
 
 # Process groups of agent commands still running. If this process exits without cancelling them (a
