@@ -7,6 +7,7 @@ from __future__ import annotations
 def test_trial(webbench_trial, browser_session, mcp_proxy, model_gateway, agent_runner, trial_recorder):
     # imported here: collecting 10,000 trials need not load the trial machinery
     from pytest_webbench.grading import grade_trial
+    from pytest_webbench.grading.evidence import unseen_flag
     from pytest_webbench.trial import read_page_state, read_page_value
 
     outcome = agent_runner.run()  # the agent, as a one-trial Harbor run, through the proxy
@@ -22,8 +23,14 @@ def test_trial(webbench_trial, browser_session, mcp_proxy, model_gateway, agent_
         page_value=page_value, page_error=page_error,
     )
     # A call that went around the browser tools is flagged for the report; it never changes the score.
-    record = trial_recorder.record(outcome, grade, calls, page_value, flags=agent_runner.trajectory_flags(), lost=lost,
-                                   page=page, gateway=model_gateway, trace=agent_runner.trace)
+    # Nor does a pass whose answer no permitted call showed: it is flagged, never a clean pass.
+    flags = agent_runner.flags()
+    if grade.passed and (unseen := unseen_flag(webbench_trial.task.meta, mcp_proxy.session.stats.answer_seen,
+                                               mcp_proxy.session.stats.screenshots)):
+        flags.append(unseen)
+    record = trial_recorder.record(outcome, grade, calls, page_value, flags=flags, lost=lost,
+                                   page=page, gateway=model_gateway, trace=agent_runner.trace,
+                                   gateway_turns=agent_runner.turns())
     assert record.outcome == "passed", (
         f"{webbench_trial.trial_id}: {record.stop_reason}: {record.detail} (expected {grade.expected}, "
         f"answer {grade.answer!r})"

@@ -94,7 +94,7 @@ def model_gateway(request, webbench_services: RunServices, webbench_trial: Trial
     handle = open_gateway_route(
         webbench_services.gateway, webbench_services.proxy_base_url, webbench_trial.trial_id, model,
         st.options.model_base_url, model_price(model, st.options.model_price, st.options.allow_unpriced),
-        meta.spend_limit_usd, meta.token_limit, _trial_dir(st, webbench_trial))
+        meta.spend_limit_usd, meta.token_limit, _trial_dir(st, webbench_trial), api=runner.api_for(model))
     try:
         yield handle
     finally:
@@ -117,26 +117,49 @@ class AgentRunner:
                              self.gateway),
             timeout=timeout,
         )
+        self.browser.end_agent_code()
         # the page as the agent left it, before a page check moves it; the trace ends here too
         self.browser.save_screenshot(_trial_dir(self.st, self.spec) / SCREENSHOT)
         if self.st.options.trace:
             self.trace = self.browser.save_trace(_trial_dir(self.st, self.spec))
         return self.outcome
 
-    def trajectory_flags(self) -> list[str]:
-        """Tool calls outside the browser tools that reached the site, the backend or the task's files."""
-        from .grading.trajectory_scan import scan_trajectory, url_needles
+    def flags(self) -> list[str]:
+        """What the record flags: tool calls outside the browser tools that reached the site, the
+        backend or the task's files (read from the gateway's record, the transcript of record);
+        where the CLI's own trajectory claims what the gateway never saw; the agent's files the
+        harness would not copy out; replies the gateway had to count from their bytes."""
+        from .gateway.wiring import MODEL_LOG
+        from .grading.trajectory_scan import scan_calls, targets_for
+        from .grading.transcript import disagreements, read_transcript
 
         if self.outcome is None:
             return []
         services = self.browser.services
-        site = services.site_urls.get(self.spec.task.meta.site, "")
-        targets = {
-            "the site": url_needles(site) + url_needles(self.browser.start_url),
-            "the browser backend": url_needles(services.backend_mcp_url) + url_needles(services.proxy_base_url),
-            "the task's files": [str(self.spec.task.path), str(self.st.suite.path)],
-        }
-        return scan_trajectory(self.outcome.trajectory_steps, targets)
+        targets = [
+            targets_for("the site", [services.site_urls.get(self.spec.task.meta.site, ""), self.browser.start_url]),
+            targets_for("the browser backend", [services.backend_mcp_url, services.proxy_base_url]),
+            targets_for("the task's files", paths=[str(self.spec.task.path), str(self.st.suite.path)]),
+        ]
+        flags = [f"the harness did not copy out {refused}" for refused in self.outcome.files_refused]
+        transcript = read_transcript(_trial_dir(self.st, self.spec) / MODEL_LOG)
+        if transcript is None:  # no model behind this runner: its own steps are all there is
+            calls = [{"name": c.get("function_name"), "arguments": c.get("arguments")}
+                     for step in self.outcome.trajectory_steps for c in step.get("tool_calls") or [] if isinstance(c, dict)]
+            return flags + scan_calls(calls, targets)
+        flags += scan_calls(transcript.calls, targets) + disagreements(transcript, self.outcome.trajectory_steps)
+        if transcript.estimated:
+            flags.append(f"{transcript.estimated} model repl(ies) carried no usage: counted from their bytes")
+        flags += [f"the gateway refused a request: {why}"[:300] for why in transcript.refused_requests[:5]]
+        return flags
+
+    def turns(self) -> int | None:
+        """Model turns as the gateway counted them (None without a gateway)."""
+        from .gateway.wiring import MODEL_LOG
+        from .grading.transcript import read_transcript
+
+        transcript = read_transcript(_trial_dir(self.st, self.spec) / MODEL_LOG)
+        return transcript.turns if transcript is not None else None
 
 
 @pytest.fixture
@@ -161,7 +184,8 @@ class TrialRecorder:
         )
 
     def record(self, outcome: AgentOutcome, grade: Grade, calls, page_value, flags: list[str] | None = None,
-               lost: str | None = None, page=None, gateway=None, trace: dict | None = None) -> TrialRecord:
+               lost: str | None = None, page=None, gateway=None, trace: dict | None = None,
+               gateway_turns: int | None = None) -> TrialRecord:
         from .trial import record_reward_in_harbor
         from .verdict import decide
 
@@ -169,7 +193,7 @@ class TrialRecorder:
         capped = (meter.over_cap() or "a request past the cap") if meter is not None and meter.refused else None
         if meter is not None:  # the gateway's own count, the same way for every runner; the CLI's kept beside it
             tokens = Tokens(input=meter.usage.input, cached=meter.usage.cached, output=meter.usage.output,
-                            reasoning=meter.usage.reasoning, turns=outcome.turns, source="gateway",
+                            reasoning=meter.usage.reasoning, turns=gateway_turns, source="gateway",
                             cost_usd=round(meter.cost_usd, 8) if meter.price is not None else None)
         else:
             tokens = outcome.tokens.model_copy(update={"turns": outcome.turns})
@@ -183,7 +207,7 @@ class TrialRecorder:
             page_value=page_value, instruction=outcome.instruction,
             timings={"trial_sec": outcome.trial_sec, "agent_sec": outcome.agent_sec, "tool_sec": calls.tool_sec,
                      "model_sec": round(meter.model_sec, 6) if meter is not None else None},
-            tokens=tokens, tokens_cli=outcome.tokens if meter is not None else None,
+            tokens=tokens, tokens_cli=outcome.tokens.model_copy(update={"turns": outcome.turns}) if meter is not None else None,
             model_requests=meter.requests if meter is not None else None, model_refused=meter.refused if meter else 0,
             calls=calls, flags=flags or [], trace=trace,
             harbor_trial_dir=str(outcome.harbor_trial_dir.relative_to(self.st.experiment_dir)),

@@ -28,7 +28,7 @@ REAL_KEY = "sk-real-provider-key-9d2"
 INSTRUCTION = "Your browser session id is `S1`: pass it. Start at http://shop.localhost:1/. Find the cheapest mug."
 REQUESTS = {
     # api: (path under the base URL, request body, the header carrying the real key upstream)
-    "responses": ("v1/responses", {"model": "gpt-test", "stream": True, "input": [
+    "responses": ("v1/responses", {"model": "gpt-test", "stream": True, "store": False, "input": [
         {"type": "message", "role": "user", "content": [{"type": "input_text", "text": INSTRUCTION}]}]}, "authorization"),
     "messages": ("v1/messages", {"model": "claude-test", "stream": True, "max_tokens": 100, "messages": [
         {"role": "user", "content": [{"type": "text", "text": INSTRUCTION}]}]}, "x-api-key"),
@@ -141,7 +141,7 @@ def test_a_stream_passes_through_as_it_arrives(stack, tmp_path):
 
     def client() -> list[bytes]:
         got = []
-        with httpx.stream("POST", f"{gateway}/gateway/{route.trial}/v1/responses", json={"model": "m"},
+        with httpx.stream("POST", f"{gateway}/gateway/{route.trial}/v1/responses", json={"model": "m", "store": False},
                           headers={"authorization": f"Bearer {TOKEN}"}, timeout=20) as reply:
             for chunk in reply.iter_raw():
                 got.append(chunk)
@@ -186,7 +186,7 @@ def test_an_agent_that_leaves_mid_reply_stops_the_upstream_s_stream(stack, tmp_p
 
     held = loop.serve(Starlette(routes=[Route("/v1/responses", endless, methods=["POST"])]), "endless model")
     route = _route(routes, held, tmp_path, "responses")
-    with httpx.stream("POST", f"{gateway}/gateway/{route.trial}/v1/responses", json={"model": "m"},
+    with httpx.stream("POST", f"{gateway}/gateway/{route.trial}/v1/responses", json={"model": "m", "store": False},
                       headers={"authorization": f"Bearer {TOKEN}"}, timeout=20) as reply:
         assert b"response.created" in next(reply.iter_raw())
     # the agent is gone: the gateway closes its side, and the model server sees its stream end
@@ -213,7 +213,7 @@ def test_an_agent_that_leaves_before_the_reply_begins_drops_the_upstream_request
     server = loop.run(asyncio.start_server(working, "127.0.0.1", 0))
     route = _route(routes, f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}", tmp_path, "responses")
     host, port = gateway.removeprefix("http://").split(":")
-    body = b'{"model": "gpt-test"}'
+    body = b'{"model": "gpt-test", "store": false}'
     with socket.create_connection((host, int(port)), timeout=10) as agent:
         agent.sendall(b"POST /gateway/%s/v1/responses HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
                       b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
@@ -225,7 +225,10 @@ def test_an_agent_that_leaves_before_the_reply_begins_drops_the_upstream_request
     loop.run(_close_server(server))
 
 
-def test_request_headers_reach_the_model_api_as_they_were_sent(stack, tmp_path):
+def test_only_the_protocol_s_headers_reach_the_model_api(stack, tmp_path):
+    """The agent's own headers stay with the gateway (cookies, organisation and project, proxy
+    credentials, forwarding and telemetry): the content type, the API's version and betas pass,
+    anthropic-beta only with the tokens the pinned CLI sends, and the key is the harness's."""
     loop, *_, routes, gateway = stack
     seen = []
 
@@ -235,13 +238,22 @@ def test_request_headers_reach_the_model_api_as_they_were_sent(stack, tmp_path):
 
     upstream = loop.serve(Starlette(routes=[Route("/v1/responses", echo, methods=["POST"])]), "header echo")
     route = _route(routes, upstream, tmp_path, "responses")
-    reply = httpx.post(f"{gateway}/gateway/{route.trial}/v1/responses", json={"model": "m"}, timeout=20,
-                       headers={"authorization": f"Bearer {TOKEN}", "x-note": "café".encode(), "user-agent": "codex/1"})
+    sent = {"authorization": f"Bearer {TOKEN}", "cookie": "session=abc", "openai-organization": "org-agent",
+            "openai-project": "proj-agent", "proxy-authorization": "Basic eDp5", "x-forwarded-for": "6.6.6.6",
+            "user-agent": "codex/1", "originator": "codex_exec", "x-note": "café".encode(),
+            "anthropic-beta": "claude-code-20250219,files-api-2025-04-14", "anthropic-version": "2023-06-01"}
+    reply = httpx.post(f"{gateway}/gateway/{route.trial}/v1/responses", json={"model": "m", "store": False}, timeout=20,
+                       headers=sent)
     assert reply.status_code == 200
     [headers] = seen
-    assert headers["x-note"].encode("latin-1").decode() == "café"  # the same bytes, not re-encoded
-    assert headers["user-agent"] == "codex/1" and headers["content-type"] == "application/json"
+    for name in ("cookie", "openai-organization", "openai-project", "proxy-authorization", "x-forwarded-for",
+                 "user-agent", "originator", "x-note"):
+        assert name not in headers, name
+    assert headers["content-type"] == "application/json" and headers["anthropic-version"] == "2023-06-01"
+    assert headers["anthropic-beta"] == "claude-code-20250219"  # the files beta is not one the CLI sends
     assert headers["authorization"] == f"Bearer {REAL_KEY}" and TOKEN not in str(headers)
+    [line] = read_model_log(tmp_path / "model-log.jsonl")
+    assert "files-api-2025-04-14" in line.detail
 
 
 def _fresh_gateway(loop, tmp_path, upstream: str) -> tuple[GatewayRoutes, str, GatewayRoute]:
@@ -270,7 +282,7 @@ def test_the_model_api_is_reached_through_the_environment_s_proxy(stack, tmp_pat
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("HTTP_PROXY", f"127.0.0.1:{proxy.sockets[0].getsockname()[1]}")  # no scheme: http, as httpx reads it
     routes, url, route = _fresh_gateway(loop, tmp_path, "http://model.invalid")
-    reply = httpx.post(f"{url}/gateway/{route.trial}/v1/responses", json={"model": "m"}, trust_env=False,  # the agent: direct
+    reply = httpx.post(f"{url}/gateway/{route.trial}/v1/responses", json={"model": "m", "store": False}, trust_env=False,  # the agent: direct
                        headers={"authorization": f"Bearer {TOKEN}"}, timeout=20)
     assert reply.status_code == 200 and seen == [b"POST http://model.invalid/v1/responses HTTP/1.1"]
     loop.run(routes.aclose())
@@ -294,12 +306,12 @@ def test_the_model_api_s_certificate_is_checked_against_ssl_cert_file_or_certifi
     for name in ("SSL_CERT_FILE", "SSL_CERT_DIR"):
         monkeypatch.delenv(name, raising=False)
     untrusted, url, route = _fresh_gateway(loop, tmp_path / "a", upstream)  # certifi's bundle: a self-signed cert fails
-    reply = httpx.post(f"{url}/gateway/{route.trial}/v1/responses", json={"model": "m"},
+    reply = httpx.post(f"{url}/gateway/{route.trial}/v1/responses", json={"model": "m", "store": False},
                        headers={"authorization": f"Bearer {TOKEN}"}, timeout=20)
     assert reply.status_code == 502 and not seen
     monkeypatch.setenv("SSL_CERT_FILE", str(cert))
     trusted, url, route = _fresh_gateway(loop, tmp_path / "b", upstream)
-    reply = httpx.post(f"{url}/gateway/{route.trial}/v1/responses", json={"model": "m"},
+    reply = httpx.post(f"{url}/gateway/{route.trial}/v1/responses", json={"model": "m", "store": False},
                        headers={"authorization": f"Bearer {TOKEN}"}, timeout=20)
     assert reply.status_code == 200 and seen == [b"POST /v1/responses HTTP/1.1"]
     for routes in (untrusted, trusted):
@@ -312,7 +324,7 @@ def test_a_client_that_cannot_be_set_up_is_a_logged_502_a_turn(stack, tmp_path, 
     monkeypatch.setenv("SSL_CERT_FILE", str(tmp_path / "missing.pem"))  # named, but not there
     routes, url, route = _fresh_gateway(loop, tmp_path, "https://127.0.0.1:9")
     for _ in range(2):  # every turn says so (the client is not left half made)
-        reply = httpx.post(f"{url}/gateway/{route.trial}/v1/responses", json={"model": "m"}, trust_env=False,
+        reply = httpx.post(f"{url}/gateway/{route.trial}/v1/responses", json={"model": "m", "store": False}, trust_env=False,
                            headers={"authorization": f"Bearer {TOKEN}"}, timeout=20)
         assert reply.status_code == 502 and "could not be reached: FileNotFoundError" in reply.json()["error"]["message"]
     assert [line.decision for line in read_model_log(tmp_path / "model-log.jsonl")] == ["upstream_error"] * 2
@@ -334,7 +346,7 @@ def test_a_reply_the_model_api_breaks_off_reaches_the_agent_short_and_is_logged(
     route = _route(routes, f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}", tmp_path, "responses")
     got = b""
     with pytest.raises(httpx.RemoteProtocolError):  # the agent sees its reply end short, as it would directly
-        with httpx.stream("POST", f"{gateway}/gateway/{route.trial}/v1/responses", json={"model": "m"},
+        with httpx.stream("POST", f"{gateway}/gateway/{route.trial}/v1/responses", json={"model": "m", "store": False},
                           headers={"authorization": f"Bearer {TOKEN}"}, timeout=20) as reply:
             for chunk in reply.iter_raw():
                 got += chunk

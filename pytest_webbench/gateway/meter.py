@@ -12,7 +12,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from ..proxy.log import CallLog
 from .protocols import Usage
@@ -94,7 +94,9 @@ class ModelCall(BaseModel):
     path: str
     model: str | None = None
     status: int
-    decision: str  # forwarded, refused (over a cap), unauthorized, upstream_error, agent_left (before the reply began)
+    # forwarded, refused (over a cap), refused_request (not the run's protocol, model or options),
+    # unauthorized, upstream_error, agent_left (before the reply began)
+    decision: str
     detail: str | None = None
     latency_ms: float = 0.0  # request sent to reply ended
     ttft_ms: float | None = None  # request sent to the reply's first byte
@@ -103,10 +105,12 @@ class ModelCall(BaseModel):
     output_tokens: int = 0
     reasoning_tokens: int = 0
     usage_reported: bool = False
+    usage_estimated: bool = False  # no usage in the reply: counted from its bytes (and flagged)
     cost_usd: float | None = None
     request_bytes: int = 0
     response_bytes: int = 0
     request_head: str | None = None  # the start of the request body, keys redacted
+    tool_calls: list[dict[str, str]] = Field(default_factory=list)  # what the reply asked for: name, arguments
 
 
 @dataclass
@@ -123,6 +127,7 @@ class TrialMeter:
     refused: int = 0
     model_sec: float = 0.0
     unpriced_requests: int = 0
+    estimated_requests: int = 0  # replies without usage, counted from their bytes
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def over_cap(self) -> str | None:
@@ -142,10 +147,11 @@ class TrialMeter:
         with self._lock:
             self.usage.add(usage)
             self.requests += 1
+            self.estimated_requests += usage.estimated
             self.model_sec += seconds
             if cost is not None:
                 self.cost_usd += cost
-            elif usage.reported:
+            elif usage.reported or usage.estimated:
                 self.unpriced_requests += 1
         return cost
 

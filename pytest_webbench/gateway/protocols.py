@@ -28,11 +28,19 @@ class Usage:
     output: int = 0
     reasoning: int = 0  # part of output, where the API says
     reported: bool = False  # the reply carried usage at all
+    estimated: bool = False  # it did not: counted from the request's and reply's bytes instead
+
+    def estimate(self, request_bytes: int, reply_bytes: int) -> None:
+        """A reply without usage still costs: about four bytes a token each way (an over-count for
+        a stream's framing, which errs toward the cap)."""
+        self.input, self.output = request_bytes // 4, reply_bytes // 4
+        self.estimated = True
 
     def add(self, other: Usage) -> None:
         for name in ("input", "cached", "cache_written", "output", "reasoning"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.reported = self.reported or other.reported
+        self.estimated = self.estimated or other.estimated
 
 
 def api_of(path: str) -> Api:
@@ -90,13 +98,91 @@ def usage_from_event(api: Api, event: dict, usage: Usage) -> None:
             usage.reported = True
 
 
+MAX_CALL_ARGUMENT_CHARS = 4000
+CALL_ITEMS = ("function_call", "custom_tool_call", "local_shell_call")  # Responses output items that ask for a tool
+
+
+def _call(name: Any, arguments: Any) -> dict[str, str]:
+    text = arguments if isinstance(arguments, str) else json.dumps(arguments, default=str)
+    return {"name": str(name or "")[:200], "arguments": text[:MAX_CALL_ARGUMENT_CHARS]}
+
+
+class ToolCalls:
+    """The tool calls a reply asks for, as the model sent them: the transcript of record's calls."""
+
+    def __init__(self, api: Api):
+        self.api = api
+        self.done: list[dict[str, str]] = []
+        self._partial: dict[int, dict[str, Any]] = {}  # streamed calls still being assembled, by index
+
+    def event(self, event: dict) -> None:
+        kind = event.get("type")
+        if self.api == "responses":
+            if kind == "response.output_item.done":
+                self._responses_item(event.get("item"))
+            elif kind == "response.completed" and isinstance(event.get("response"), dict):
+                output = event["response"].get("output")
+                if isinstance(output, list) and any(isinstance(i, dict) and i.get("type") in CALL_ITEMS for i in output):
+                    self.done = []  # the whole reply's list is the one of record
+                    for item in output:
+                        self._responses_item(item)
+        elif self.api == "messages":
+            if kind == "content_block_start" and isinstance(event.get("content_block"), dict):
+                block = event["content_block"]
+                if block.get("type") in ("tool_use", "server_tool_use"):
+                    self._partial[event.get("index", 0)] = {"name": block.get("name"), "json": ""}
+            elif kind == "content_block_delta" and isinstance(event.get("delta"), dict):
+                part = self._partial.get(event.get("index", 0))
+                if part is not None and event["delta"].get("type") == "input_json_delta":
+                    part["json"] += str(event["delta"].get("partial_json", ""))
+            elif kind == "content_block_stop":
+                part = self._partial.pop(event.get("index", 0), None)
+                if part is not None:
+                    self.done.append(_call(part["name"], part["json"] or "{}"))
+            elif kind == "message":  # whole
+                for block in event.get("content") or []:
+                    if isinstance(block, dict) and block.get("type") in ("tool_use", "server_tool_use"):
+                        self.done.append(_call(block.get("name"), block.get("input")))
+        elif self.api == "chat":
+            for choice in event.get("choices") or []:
+                if not isinstance(choice, dict):
+                    continue
+                whole = choice.get("message")
+                if isinstance(whole, dict):
+                    for call in whole.get("tool_calls") or []:
+                        function = call.get("function") or {} if isinstance(call, dict) else {}
+                        self.done.append(_call(function.get("name"), function.get("arguments")))
+                delta = choice.get("delta")
+                for call in (delta.get("tool_calls") or []) if isinstance(delta, dict) else []:
+                    if not isinstance(call, dict):
+                        continue
+                    part = self._partial.setdefault(call.get("index", 0), {"name": "", "json": ""})
+                    function = call.get("function") or {}
+                    part["name"] += str(function.get("name") or "")
+                    part["json"] += str(function.get("arguments") or "")
+
+    def _responses_item(self, item: Any) -> None:
+        if isinstance(item, dict) and item.get("type") in CALL_ITEMS:
+            name = item.get("name") or item.get("type")
+            if item.get("namespace"):
+                name = f"{item['namespace']}__{name}"
+            self.done.append(_call(name, item.get("arguments", item.get("input", item.get("action")))))
+
+    def close(self) -> list[dict[str, str]]:
+        for _, part in sorted(self._partial.items()):  # chat's streamed calls, or a Messages block cut off
+            self.done.append(_call(part["name"], part["json"] or "{}"))
+        self._partial = {}
+        return self.done
+
+
 class StreamReader:
-    """Reads usage from a reply as its bytes pass through, without holding the reply: SSE `data:`
-    lines are parsed one by one (CRLF or LF), a JSON reply at its end."""
+    """Reads usage and the tool calls asked for from a reply as its bytes pass through, without
+    holding the reply: SSE `data:` lines are parsed one by one (CRLF or LF), a JSON reply at its end."""
 
     def __init__(self, api: Api, event_stream: bool):
         self.api, self.event_stream = api, event_stream
         self.usage = Usage()
+        self.calls = ToolCalls(api)
         self._pending = b""
         self._whole = bytearray()
 
@@ -122,6 +208,7 @@ class StreamReader:
             return
         if isinstance(event, dict):
             usage_from_event(self.api, event, self.usage)
+            self.calls.event(event)
 
     def close(self) -> Usage:
         if self.event_stream and self._pending:
@@ -133,8 +220,9 @@ class StreamReader:
                 body = None
             if isinstance(body, dict):
                 whole = {"responses": {"type": "response.completed", "response": body},
-                         "messages": {"type": "message", "usage": body.get("usage")}}.get(self.api, body)
+                         "messages": {"type": "message", "usage": body.get("usage"), "content": body.get("content")}}.get(self.api, body)
                 usage_from_event(self.api, whole, self.usage)
+                self.calls.event(whole)
         return self.usage
 
 
@@ -146,6 +234,13 @@ def refusal(api: Api, message: str) -> tuple[int, dict, dict[str, str]]:
     if api == "messages":
         return 402, {"type": "error", "error": {"type": "billing_error", "message": message}}, {"x-should-retry": "false"}
     return 429, {"error": {"message": message, "type": "insufficient_quota", "code": "insufficient_quota", "param": None}}, {}
+
+
+def invalid_request(api: Api, message: str) -> dict:
+    """The body of a request the gateway refuses as malformed or not allowed (a 4xx)."""
+    if api == "messages":
+        return {"type": "error", "error": {"type": "invalid_request_error", "message": message}}
+    return {"error": {"message": message, "type": "invalid_request_error", "code": None, "param": None}}
 
 
 def unauthorized(api: Api, message: str) -> tuple[int, dict]:

@@ -1,10 +1,14 @@
 """The gateway's per-trial routes: `/gateway/<trial>/<the API's own path>`.
 
 An agent is given `<base>/gateway/<trial>` as its provider's base URL and the trial's token as its
-API key. A request whose key is not the trial's token is refused and never forwarded; one past the
-trial's caps is refused in the API's own error shape (protocols.refusal); the rest go to the
-upstream (the provider, or `--model-base-url`) with the real key, which only this process holds,
-and the reply streams back chunk by chunk as it arrives while its usage is read on the way.
+API key. A request whose key is not the trial's token is refused and never forwarded; so is one the
+run's protocol does not need (policy.py: its endpoints, its model, no provider-side state or tools,
+8 MB at most), and one past the trial's caps, each in the API's own error shape. The rest go to the
+upstream (the provider, or `--model-base-url`) with the allowlisted headers and the real key, which
+only this process holds, one request of a trial at a time (so concurrent requests cannot pass a cap
+together: a trial overshoots it by one request at most), and the reply streams back chunk by chunk
+as it arrives while its usage and the tool calls it asks for are read on the way: the model log is
+the transcript of record.
 
 The hop is kept thin because it sits in front of every model turn: a bare ASGI app rather than a
 framework's request and response objects, and aiohttp rather than httpx as the client. Side by
@@ -20,7 +24,7 @@ import json
 import os
 import ssl
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from urllib.request import getproxies, proxy_bypass
 
 import aiohttp
@@ -29,11 +33,10 @@ import yarl
 
 from ..proxy.upstream import expand_env_refs
 from .meter import ModelLog, TrialMeter, redact
-from .protocols import StreamReader, api_of, refusal, unauthorized
+from .policy import MAX_BODY_BYTES, Refused, check_body, check_path, forwarded_headers
+from .protocols import Api, StreamReader, api_of, invalid_request, refusal, unauthorized
 
-# Hop-by-hop and rewritten headers: never passed on either way.
-DROPPED_REQUEST = {b"host", b"authorization", b"x-api-key", b"content-length", b"accept-encoding", b"connection",
-                   b"transfer-encoding", b"keep-alive", b"upgrade"}
+# Hop-by-hop and rewritten reply headers: never passed back.
 DROPPED_RESPONSE = {b"content-length", b"transfer-encoding", b"connection", b"keep-alive"}
 REQUEST_HEAD_CHARS = 2000
 PREFIX = "/gateway/"
@@ -47,6 +50,9 @@ class GatewayRoute:
     auth: dict[str, str]  # headers carrying the real key; values may name variables as ${NAME}
     meter: TrialMeter
     log: ModelLog
+    api: Api | None = None  # the run's protocol: its endpoints only (None: the path says, as a test's stand-in)
+    model: str | None = None  # the run's model as the API names it: no other is forwarded (None: any)
+    turn: asyncio.Lock = field(default_factory=asyncio.Lock)  # one request of the trial in flight
 
 
 def _given_key(headers: list[tuple[bytes, bytes]]) -> str | None:
@@ -101,29 +107,37 @@ class GatewayRoutes:
         if not trial or not path:
             await _json(send, 404, {"error": {"message": "not a gateway route: /gateway/<trial>/<API path>"}})
             return
-        if scope["method"] not in ("GET", "POST"):
-            await _json(send, 405, {"error": {"message": "GET or POST"}}, [(b"allow", b"GET, POST")])
-            return
         route = self.routes.get(trial)
         if route is None:
             await _json(send, 404, {"error": {"message": "no such trial (it has ended or never started)"}})
             return
-        body = await _body(receive)
-        api = api_of(path)
-        fields = dict(trial=route.trial, api=api, path="/" + path, request_bytes=len(body))
-        if _given_key(scope["headers"]) != route.token:
+        api = route.api or api_of(path)
+        fields = dict(trial=route.trial, api=api, path="/" + path[:500], request_bytes=0)
+        if _given_key(scope["headers"]) != route.token:  # before the body is read: a stranger costs nothing
             status, payload = unauthorized(api, "this key is not this trial's (the gateway refuses it)")
-            route.log.write(status=status, decision="unauthorized", model=_model_of(body), **fields)
+            route.log.write(status=status, decision="unauthorized", **fields)
             await _json(send, status, payload)
             return
-        if (why := route.meter.over_cap()) is not None:
-            message = f"Budget has been exceeded! {why} (webbench trial cap): the run is over, give your answer now"
-            status, payload, headers = refusal(api, message)
-            route.meter.refuse()
-            route.log.write(status=status, decision="refused", detail=why, model=_model_of(body), **fields)
-            await _json(send, status, payload, [(k.encode(), v.encode()) for k, v in headers.items()])
+        try:
+            if route.api is not None:
+                check_path(api, scope["method"], scope.get("raw_path") or scope["path"].encode(), path,
+                           scope.get("query_string") or b"")
+            body = await _body(receive, MAX_BODY_BYTES)
+            fields["request_bytes"] = len(body)
+            check_body(api, body, route.model)
+        except Refused as exc:
+            route.log.write(status=exc.status, decision="refused_request", detail=str(exc)[:500], **fields)
+            await _json(send, exc.status, invalid_request(api, str(exc)))
             return
-        await self._forward(scope, receive, send, route, body, path, api, fields)
+        async with route.turn:  # the cap is checked and the reply counted before the next request goes
+            if (why := route.meter.over_cap()) is not None:
+                message = f"Budget has been exceeded! {why} (webbench trial cap): the run is over, give your answer now"
+                status, payload, headers = refusal(api, message)
+                route.meter.refuse()
+                route.log.write(status=status, decision="refused", detail=why, model=_model_of(body), **fields)
+                await _json(send, status, payload, [(k.encode(), v.encode()) for k, v in headers.items()])
+                return
+            await self._forward(scope, receive, send, route, body, path, api, fields)
 
     def _session(self) -> aiohttp.ClientSession:
         if self._client is None:
@@ -154,8 +168,7 @@ class GatewayRoutes:
 
     async def _forward(self, scope: dict, receive, send, route: GatewayRoute, body: bytes, path: str, api: str,
                        fields: dict) -> None:
-        # Header bytes as UTF-8 (aiohttp writes them so): what came in goes on unchanged.
-        headers = [(k.decode("latin-1"), v.decode("utf-8", "replace")) for k, v in scope["headers"] if k not in DROPPED_REQUEST]
+        headers, dropped = forwarded_headers(scope["headers"])
         real = {k: expand_env_refs(v) for k, v in route.auth.items()}
         headers += [*real.items(), ("accept-encoding", "identity")]
         query = scope.get("query_string") or b""
@@ -199,6 +212,8 @@ class GatewayRoutes:
                 return
             finally:
                 asking = False
+            if dropped:
+                fields["detail"] = f"anthropic-beta not passed on: {', '.join(dropped)[:300]}"
             content_type = upstream.headers.get("content-type", "").partition(";")[0].strip()
             reader = StreamReader(api, content_type == "text/event-stream" and not upstream.headers.get("content-encoding"))
             passed = [(k, v) for k, v in upstream.raw_headers if k.lower() not in DROPPED_RESPONSE]
@@ -220,14 +235,18 @@ class GatewayRoutes:
                 upstream.release()
                 elapsed = time.perf_counter() - started
                 usage = reader.close()
+                if not usage.reported and upstream.status < 400:  # counted all the same, from the bytes
+                    usage.estimate(len(body), size)
                 cost = route.meter.account(usage, elapsed)
                 if ending is not None and _left(watcher):
                     ending = "the agent left mid-reply"
+                detail = "; ".join(d for d in (fields.pop("detail", None), ending) if d) or None
                 # logged before the reply ends, so a line is there once its agent has the reply
                 route.log.write(status=upstream.status, decision="forwarded", latency_ms=elapsed * 1000,
                                 ttft_ms=None if first is None else (first - started) * 1000, input_tokens=usage.input,
                                 cached_tokens=usage.cached, output_tokens=usage.output, reasoning_tokens=usage.reasoning,
-                                usage_reported=usage.reported, cost_usd=cost, response_bytes=size, detail=ending, **fields)
+                                usage_reported=usage.reported, usage_estimated=usage.estimated, cost_usd=cost,
+                                response_bytes=size, detail=detail, tool_calls=reader.calls.close(), **fields)
         finally:
             watcher.remove_done_callback(agent_left)
             watcher.cancel()
@@ -255,11 +274,15 @@ def _tls_context() -> ssl.SSLContext:
     return ssl.create_default_context(cafile=certifi.where())
 
 
-async def _body(receive) -> bytes:
-    chunks = []
+async def _body(receive, limit: int) -> bytes:
+    chunks, size = [], 0
     while True:
         message = await receive()
-        chunks.append(message.get("body", b""))
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise Refused(f"the request body is over {limit} bytes", 413)
+        chunks.append(chunk)
         if not message.get("more_body"):
             return b"".join(chunks)
 

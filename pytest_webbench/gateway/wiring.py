@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .meter import ModelLog, Price, TrialMeter, price_from_table
+from .policy import run_model_name
 from .routes import GatewayRoute, GatewayRoutes
 
 MODEL_LOG = "model-log.jsonl"
@@ -77,13 +78,16 @@ class GatewayHandle:
 
 
 def open_gateway_route(routes: GatewayRoutes, base_url: str, trial: str, model: str | None, upstream: str | None,
-                       price: Price | None, spend_limit_usd: float, token_limit: int | None, trial_dir: Path) -> GatewayHandle:
+                       price: Price | None, spend_limit_usd: float, token_limit: int | None, trial_dir: Path,
+                       api: str | None = None) -> GatewayHandle:
+    """`api`: the protocol the run's agent speaks (its endpoints only are forwarded); the run's
+    model is the only one forwarded."""
     provider = provider_of(model)
     auth = {provider.key_header: ("Bearer " if provider.key_header == "authorization" else "") + "${" + provider.key_variable + "}"}
     route = GatewayRoute(
         trial=trial, token="wbt-" + secrets.token_urlsafe(24), upstream=(upstream or provider.base_url).rstrip("/"), auth=auth,
         meter=TrialMeter(trial=trial, price=price, spend_limit_usd=spend_limit_usd, token_limit=token_limit),
-        log=ModelLog(trial_dir / MODEL_LOG),
+        log=ModelLog(trial_dir / MODEL_LOG), api=api, model=run_model_name(model),
     )
     path = routes.add(route)
     return GatewayHandle(url=base_url + path, token=route.token, key_variable=provider.key_variable, route=route)

@@ -32,6 +32,7 @@ class CallRecord(BaseModel):
     webmcp: dict[str, Any] | None = None
     cap_reached: bool = False
     result: str | None = None  # what the agent got back (its text parts, bounded), for the trial's timeline
+    saw: list[str] | None = None  # answer fields this result was the first to show (grading/evidence.py)
 
 
 def bounded(value: Any, limit: int = MAX_ARGUMENT_CHARS) -> Any:

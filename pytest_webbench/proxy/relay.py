@@ -58,6 +58,8 @@ class ProxyStats:
     server_messages: int = 0
     upstream_failures: int = 0  # the browser server did not answer (dead, unreachable, garbled)
     webmcp_invokes: dict[str, int] = field(default_factory=dict)  # "injected:completed" -> n
+    answer_seen: set[str] = field(default_factory=set)  # answer fields some permitted call's result showed
+    screenshots: int = 0  # results that carried an image (what an image shows is not read)
 
 
 @dataclass
@@ -91,10 +93,13 @@ Step = Answer | Relay | Call
 class ProxySession:
     def __init__(
         self, policy: ArmPolicy, session_id: str, upstream: Upstream, log: CallLog,
-        trial: str, call_cap: int | None = None,
+        trial: str, call_cap: int | None = None, watch: dict[str, list[str]] | None = None,
     ):
         self.policy, self.session_id, self.upstream, self.log = policy, session_id, upstream, log
         self.trial, self.call_cap = trial, call_cap
+        # answer field -> the (casefolded) forms its value may take in a result: which permitted
+        # call first showed each is logged, so a pass can show it came through the browser
+        self.watch = watch or {}
         self.stats = ProxyStats()
         self._seq = itertools.count(1)
         # Calls may complete on several threads at once (stdio mode): accounting is serialised.
@@ -294,12 +299,26 @@ class ProxySession:
             outcome, detail = "tool_error", _result_text(reply)[:500]
         else:
             outcome, detail = "ok", None
+        saw = self._saw(reply) if decision == "forwarded" and outcome == "ok" and method == "tools/call" else None
         self.log.write(CallRecord(
             time=time.time(), trial=self.trial, seq=next(self._seq), method=method, tool=tool,
             arguments=bounded(arguments) if arguments is not None else None, decision=decision, rule=rule,
             outcome=outcome, detail=detail, latency_ms=(time.perf_counter() - started) * 1000,
             webmcp=webmcp, cap_reached=cap_reached, result=_bounded_text(reply) if method == "tools/call" else None,
+            saw=saw or None,
         ))
+
+    def _saw(self, reply: dict) -> list[str]:
+        content = (reply.get("result") or {}).get("content")
+        if isinstance(content, list) and any(isinstance(c, dict) and c.get("type") == "image" for c in content):
+            self.stats.screenshots += 1
+        pending = [f for f in self.watch if f not in self.stats.answer_seen]
+        if not pending:
+            return []
+        text = _result_text(reply).casefold()
+        newly = [f for f in pending if any(form in text for form in self.watch[f])]
+        self.stats.answer_seen.update(newly)
+        return newly
 
 
 def _invoke_status(reply: dict, payload: Any, listed: bool) -> str:

@@ -16,6 +16,8 @@ from functools import cache
 from importlib import resources
 from pathlib import Path
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 
@@ -48,7 +50,14 @@ class RunnerSpec(BaseModel):
     options: dict = Field(default_factory=dict)  # kwargs for the Harbor agent (its options model)
     # Harbor's ModelApiFormat to declare when --model-base-url points the agent at an endpoint
     endpoint_api_format: str | None = None
+    # provider -> the model API the agent speaks to it (gateway/policy.py forwards only its endpoints)
+    model_api: dict[str, Literal["responses", "messages", "chat"]] = Field(default_factory=dict)
     env: dict[str, str] = Field(default_factory=dict)  # fixed environment for the agent's commands
+
+    def api_for(self, model: str | None) -> str | None:
+        """The model API the agent speaks for this `provider/model` (None: not stated)."""
+        provider = model.split("/", 1)[0] if model and "/" in model else None
+        return self.model_api.get(provider) if provider else None
 
     def check_model(self, model: str | None) -> str | None:
         """The model this preset will run, or a clear error before any trial starts."""

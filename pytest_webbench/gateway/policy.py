@@ -1,0 +1,131 @@
+"""What the gateway forwards, per protocol: exactly the endpoints, headers and request options the
+run's agent CLI needs, and nothing an agent could use to reach beyond its run's model.
+
+From the pinned CLIs' own requests (Codex 0.171.0, Claude Code 2.1.332, Pi 1.6.0, captured through
+the gateway and directly): Codex posts the Responses API (`/responses`), Claude Code the Messages
+API (`/v1/messages?beta=true`), Pi chat completions (`/chat/completions`), each with the run's
+model only. Anything else is refused in the protocol's own error shape and logged, never forwarded:
+
+- another method, path or query (traversal and encodings included: a raw path holding `%`, `\\`,
+  `//` or a dot segment is refused before it is compared);
+- another model than the run's;
+- options that keep state or work at the provider beyond one model reply: background responses,
+  stored responses and conversations, provider-side tools that reach the web, run code or connect
+  to other servers (web search and fetch, code execution, remote MCP, file search);
+- a body over MAX_BODY_BYTES (413).
+
+Request headers are allowlisted (`HEADERS`); the key is the harness's, added by the route.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from .protocols import Api
+
+MAX_BODY_BYTES = 8 * 1024 * 1024  # as the MCP route's
+# The API paths each protocol's CLI posts, relative to its provider's base URL, with the queries it sends.
+ENDPOINTS: dict[str, dict[str, frozenset[str]]] = {
+    "responses": {"responses": frozenset({""})},
+    "messages": {"v1/messages": frozenset({"", "beta=true"}), "v1/messages/count_tokens": frozenset({"", "beta=true"})},
+    "chat": {"chat/completions": frozenset({""})},
+}
+# Request headers passed on (lower case); all others (cookies, organisation and project, proxy
+# credentials, forwarding and client telemetry headers) stay with the gateway.
+HEADERS = frozenset({"content-type", "accept", "anthropic-version", "anthropic-beta", "openai-beta"})
+# anthropic-beta tokens passed on: those the pinned Claude Code sends. Others are dropped (and said
+# in the model log), since a beta turns on features at the provider.
+ANTHROPIC_BETAS = frozenset({
+    "claude-code-20250219", "interleaved-thinking-2025-05-14", "context-management-2025-06-27",
+    "mid-conversation-tool-changes-2026-07-01", "thinking-token-count-2026-05-13", "effort-2025-11-24",
+    "thinking-display-updates-2026-08-18", "per-turn-control-2026-07-01", "prompt-caching-2024-07-31",
+    "token-counting-2024-11-01",
+})
+# Tool types that the provider runs itself, reaching beyond the model: the web, code, other servers, files.
+HOSTED_TOOL_PREFIXES = ("web_search", "web_fetch", "code_execution", "code_interpreter", "mcp", "file_search",
+                        "image_generation", "computer_use_preview")
+# Body keys that keep state at the provider or hand it work of its own.
+STATEFUL_KEYS = ("background", "previous_response_id", "conversation", "prompt", "mcp_servers", "container")
+
+
+class Refused(ValueError):
+    """A request the gateway does not forward; `status` is the HTTP status it is answered with."""
+
+    def __init__(self, message: str, status: int = 400):
+        super().__init__(message)
+        self.status = status
+
+
+def check_path(api: Api, method: str, raw_path: bytes, path: str, query: bytes) -> None:
+    """`path` is the API path after the trial's prefix; `raw_path` the request's whole raw path."""
+    if b"%" in raw_path or b"\\" in raw_path or b"//" in raw_path or any(
+            seg in (b".", b"..") for seg in raw_path.split(b"/")):
+        raise Refused("the request path holds an encoding or a dot segment: refused", 404)
+    allowed = ENDPOINTS.get(api, {})
+    if path not in allowed:
+        raise Refused(f"/{path} is not an endpoint of this run's model API ({api}): refused", 404)
+    if method != "POST":
+        raise Refused(f"{method} /{path}: only POST is forwarded", 405)
+    if query.decode("latin-1") not in allowed[path]:
+        raise Refused(f"the query {query.decode('latin-1')[:100]!r} is not one this API's CLI sends: refused")
+
+
+def forwarded_headers(headers: list[tuple[bytes, bytes]]) -> tuple[list[tuple[str, str]], list[str]]:
+    """The headers passed on (header bytes as UTF-8, as aiohttp writes them), and what was dropped
+    from anthropic-beta."""
+    out, dropped = [], []
+    for raw_name, raw_value in headers:
+        name = raw_name.decode("latin-1").lower()
+        if name not in HEADERS:
+            continue
+        value = raw_value.decode("utf-8", "replace")
+        if name == "anthropic-beta":
+            tokens = [t.strip() for t in value.split(",") if t.strip()]
+            dropped += [t for t in tokens if t not in ANTHROPIC_BETAS]
+            value = ",".join(t for t in tokens if t in ANTHROPIC_BETAS)
+            if not value:
+                continue
+        out.append((name, value))
+    return out, dropped
+
+
+def check_body(api: Api, body: bytes, model: str | None) -> dict[str, Any]:
+    """The request as JSON, if the gateway may forward it: the run's model, no provider-side state
+    or tools. `model` is the run's model as the API names it (None: not checked)."""
+    try:
+        request = json.loads(body)
+    except ValueError:
+        raise Refused("the request body is not JSON") from None
+    if not isinstance(request, dict):
+        raise Refused("the request body is not a JSON object")
+    if model is not None and request.get("model") != model:
+        raise Refused(f"model {str(request.get('model'))[:100]!r} is not this run's model ({model}): refused")
+    for key in STATEFUL_KEYS:
+        if request.get(key) not in (None, False):
+            raise Refused(f"{key!r} keeps state or work at the provider: refused")
+    if api == "responses" and request.get("store") is not False:
+        raise Refused("a Responses request must set store: false (the gateway forwards no stored response)")
+    if api != "responses" and request.get("store") not in (None, False):
+        raise Refused("store: stored responses are refused")
+    for tool in request.get("tools") or []:
+        kind = str(tool.get("type", "")) if isinstance(tool, dict) else ""
+        if kind.startswith(HOSTED_TOOL_PREFIXES):
+            raise Refused(f"the tool type {kind!r} runs at the provider, beyond the browser and this run: refused")
+    return request
+
+
+def run_model_name(model: str | None) -> str | None:
+    """The run's `provider/model` as the API names it (`openai/gpt-5` -> `gpt-5`; OpenRouter keeps
+    the rest: `openrouter/anthropic/x` -> `anthropic/x`)."""
+    if not model:
+        return None
+    return model.split("/", 1)[1] if "/" in model else model
+
+
+@dataclass(frozen=True)
+class Decision:
+    request: dict[str, Any]
+    headers: list[tuple[str, str]]
+    dropped_betas: list[str]

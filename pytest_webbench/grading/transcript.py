@@ -1,0 +1,87 @@
+"""The transcript of record: what passed through the model gateway (gateway/meter.py's model log),
+against the CLI's own trajectory, which the agent can write.
+
+The gateway's log says how many model turns there were, what they cost and which tool calls the
+model asked for; the record takes those. The CLI's ATIF trajectory (Harbor's conversion of the
+CLI's session files, all of them under the agent's control) is kept as the agent's account. Where
+it claims what the gateway never saw (a tool call no reply asked for, more model turns than were
+answered) the trial is flagged, and its page says so.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..gateway.meter import ModelCall, read_model_log
+
+MAX_SHOWN = 160
+
+
+@dataclass
+class Transcript:
+    turns: int = 0  # model replies the gateway passed back (forwarded, not an error)
+    calls: list[dict[str, str]] = field(default_factory=list)  # the tool calls they asked for, in order
+    estimated: int = 0  # replies without usage, counted from their bytes
+    refused_requests: list[str] = field(default_factory=list)  # requests not forwarded: not the run's protocol
+
+
+def read_transcript(model_log: Path) -> Transcript | None:
+    """None when the trial had no gateway route (a runner that calls no model)."""
+    if not model_log.exists():
+        return None
+    return transcript_of(read_model_log(model_log))
+
+
+def transcript_of(lines: list[ModelCall]) -> Transcript:
+    out = Transcript()
+    for line in lines:
+        if line.decision == "forwarded" and line.status < 400:
+            out.turns += 1
+            out.calls += line.tool_calls
+            out.estimated += line.usage_estimated
+        elif line.decision == "refused_request":
+            out.refused_requests.append(f"{line.path}: {line.detail}")
+    return out
+
+
+def _canonical(arguments: Any) -> str:
+    """Arguments as one comparable string: parsed where they are JSON text, keys sorted."""
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments)
+        except ValueError:
+            return arguments.strip()
+    return json.dumps(arguments, sort_keys=True, ensure_ascii=False)
+
+
+def _trajectory_calls(steps: list[dict]) -> list[tuple[str, str]]:
+    out = []
+    for step in steps:
+        for call in step.get("tool_calls") or []:
+            if isinstance(call, dict):
+                out.append((str(call.get("function_name", "")), _canonical(call.get("arguments"))))
+    return out
+
+
+def disagreements(record: Transcript, steps: list[dict]) -> list[str]:
+    """Where the CLI's trajectory claims what the gateway never saw. A call matches by its
+    arguments (converters rename tools: Codex's namespace, Claude's prefixes), each used once."""
+    flags = []
+    claimed_turns = sum(1 for step in steps if step.get("source") == "agent")
+    if claimed_turns > record.turns:
+        flags.append(f"the agent's trajectory shows {claimed_turns} model turns; the gateway answered {record.turns}")
+    asked = [_canonical(call.get("arguments")) for call in record.calls]
+    unseen = []
+    for name, arguments in _trajectory_calls(steps):
+        if arguments in asked:
+            asked.remove(arguments)
+        else:
+            unseen.append(f"{name} {arguments}")
+    if unseen:
+        shown = unseen[0] if len(unseen[0]) <= MAX_SHOWN else unseen[0][:MAX_SHOWN] + "..."
+        flags.append(f"the agent's trajectory shows {len(unseen)} tool call(s) its model never asked for "
+                     f"(the gateway's record), e.g. {shown}")
+    return flags
