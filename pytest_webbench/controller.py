@@ -79,6 +79,7 @@ class RunController:
         from .harbor_jobs import write_job_results
         from .report import write_report
 
+        _check_suite(st)
         if st.options.browser == "kernel":
             self.browsers_left = _sweep_browsers(st)
         self.job_problems = write_job_results(st.experiment_dir, st.options.experiment_id)
@@ -111,6 +112,15 @@ class RunController:
         elif published:
             for experiment in published:
                 terminalreporter.write_line(f"published {experiment.name} ({experiment.rows} rows): {experiment.url}")
+
+
+def _check_suite(st: WebbenchState) -> None:
+    """The suite's hashes again, read afresh at the run's end, beside those the run planned with."""
+    from .records import SuiteCheck, read_manifest, write_suite_check
+    from .suite import Suite
+
+    before = read_manifest(st.experiment_dir).content_hashes
+    write_suite_check(st.experiment_dir, SuiteCheck(before=before, after=Suite.content_hashes.func(st.suite)))
 
 
 def _sweep_browsers(st: WebbenchState) -> dict[str, str]:

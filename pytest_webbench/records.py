@@ -243,6 +243,37 @@ def read_undeleted_browsers(experiment_dir: Path) -> dict[str, UndeletedBrowser]
     return out
 
 
+class SuiteCheck(BaseModel):
+    """The suite's hashes as the run planned it and as they were when it ended (suite-check.json):
+    an agent that could change the suite would change what every later trial measured."""
+
+    before: dict[str, str]
+    after: dict[str, str]
+
+    @property
+    def changed(self) -> list[str]:
+        return sorted(k for k in set(self.before) | set(self.after) if self.before.get(k) != self.after.get(k))
+
+
+SUITE_CHECK = "suite-check.json"
+
+
+def write_suite_check(experiment_dir: Path, check: SuiteCheck) -> None:
+    atomic_write(experiment_dir / SUITE_CHECK, check.model_dump_json(indent=1))
+
+
+def read_suite_check(experiment_dir: Path) -> str:
+    """What the run's end says of the suite: `unchanged`, `changed: <keys>`, or why it is unknown."""
+    path = experiment_dir / SUITE_CHECK
+    try:
+        check = SuiteCheck.model_validate_json(path.read_bytes())
+    except FileNotFoundError:
+        return "not checked (the run has not ended, or ended before its report)"
+    except (ValidationError, ValueError, OSError) as exc:
+        return f"unknown: {path} is unreadable ({type(exc).__name__})"
+    return f"changed: {', '.join(check.changed)}" if check.changed else "unchanged"
+
+
 def write_manifest(experiment_dir: Path, manifest: RunManifest) -> None:
     atomic_write(experiment_dir / "manifest.json", manifest.model_dump_json(indent=2))
 

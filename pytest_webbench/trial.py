@@ -273,10 +273,12 @@ async def run_harbor_trial(
     steps = load_trajectory_steps(trial_dir / "agent" / "trajectory.json")  # read once: answer, turns, scan
     refused = read_refusals(trial_dir)
     answer_raw, too_large = read_answer_file(answer_path)
+    if answer_raw is None and too_large is None:  # the final message: the gateway's record of it, where there is one
+        answer_raw = final_reply(trial_dir) if gateway is not None else None
     answer_refused = too_large or next((why for path, why in refused if path == ANSWER_PATH), None)
     return AgentOutcome(
         harbor_trial_dir=trial_dir, instruction=spec.task.instruction + "\n\n" + instruction_extra,
-        answer_raw=answer_raw if answer_raw is not None else final_agent_message(steps),
+        answer_raw=answer_raw if answer_raw is not None or gateway is not None else final_agent_message(steps),
         agent_sec=agent_sec, trial_sec=trial_sec, tokens=tokens, exception=exception, scored_note=scored_note,
         # model turns: the agent's steps, each one model response (None: no trajectory)
         turns=sum(1 for step in steps if step.get("source") == "agent") if steps else None,
@@ -286,6 +288,16 @@ async def run_harbor_trial(
 
 
 MAX_ANSWER_BYTES = 1024 * 1024
+
+
+def final_reply(trial_dir: Path) -> bytes | None:
+    """The agent's final message as the model gateway passed it (the CLI's trajectory, which the
+    agent can rewrite, is not read for it)."""
+    from .gateway.wiring import MODEL_LOG
+    from .grading.transcript import read_transcript
+
+    transcript = read_transcript(trial_dir / MODEL_LOG)
+    return transcript.final_text.encode() if transcript is not None and transcript.final_text else None
 
 
 def read_answer_file(path: Path) -> tuple[bytes | None, str | None]:

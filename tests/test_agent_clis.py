@@ -243,3 +243,46 @@ def test_a_hostile_agent_finds_no_other_process_and_no_file_of_the_harness(pytes
     assert "Failed to connect" in net and "Could not resolve host: api.onkernel.com" in net, net  # site, Kernel
     assert "<html" not in net.lower() and "Shoply" not in net  # nothing of the site came back
     assert "ROUTE http://127.0.0.1:" in net and "no such trial route" in net, net  # a live route, wrong key: 404
+
+
+@pytest.mark.parametrize("arm", ["control", "treatment", "playwright"])
+def test_a_hostile_agent_breaks_no_wall_in_any_arm(arm, pytester, monkeypatch, tmp_path):
+    """The scripted hostile model drives the real Codex CLI (ScriptedModel.breakout): it plants
+    links where the harness copies from and writes to, forges a rollout that sorts last, spends its
+    token on other gateway paths and models, and leaves Node's vm from its browser code for the
+    host's process to read the task's answer rule (and file: URLs for the same), then answers with
+    what it found. It must find nothing: the trial is not a pass, nothing of the harness or the
+    answer rule is anywhere in the results, the harness's file outside is untouched, and the record
+    and logs say what it tried."""
+    sentinel = "sentinel-in-the-harness-env-0b4"
+    monkeypatch.setenv("WEBBENCH_HOSTILE_SENTINEL", sentinel)
+    canary = tmp_path / "harness" / "canary.txt"
+    canary.parent.mkdir()
+    canary.write_text("untouched")
+    model = ModelEndpoint(LOCAL_WEB, canary=canary)
+    loop = ServiceLoop()
+    try:
+        url = loop.serve(model.app, "scripted model endpoint")
+        result, exp = run_cli(pytester, monkeypatch, (model, url), "codex", "webbench-script-breakout",
+                              f"shop-price and {arm}", f"breakout-{arm}")
+    finally:
+        loop.close()
+    result.assert_outcomes(failed=1)
+    [record] = read_trial_records(exp)[0]
+    assert record.outcome != "passed" and record.reward == 0, record
+    for path in exp.rglob("*"):  # nothing of the harness's environment or the answer rule, anywhere
+        if path.is_file() and not path.is_symlink():
+            data = path.read_bytes()
+            assert sentinel.encode() not in data and b"[metadata.webbench" not in data, path
+    assert canary.read_text() == "untouched" and sorted(p.name for p in canary.parent.iterdir()) == ["canary.txt"]
+    flags = "\n".join(record.flags)
+    assert "/logs/agent/environ.txt: a symbolic link" in flags and "/logs/agent/task: a symbolic link" in flags
+    # the forged rollout became the CLI's account: it is checked against the gateway's, which is the record
+    assert "omits" in flags or "never asked for" in flags
+    assert record.tokens.turns == 4 and record.answer == {"price": None}  # the record's turns: the gateway's
+    from pytest_webbench.gateway.meter import read_model_log
+
+    refused = [c for c in read_model_log(exp / record.harbor_trial_dir / "model-log.jsonl") if c.decision == "refused_request"]
+    assert len(refused) == 7, [(c.path, c.detail) for c in refused]  # 5 paths, another model, background
+    [call] = [c for c in read_call_log(exp / record.harbor_trial_dir / "proxy-log.jsonl").records if c.tool == "execute_playwright_code"]
+    assert call.decision == "forwarded" and "ERR_BLOCKED_BY_ADMINISTRATOR" in call.result and "ENOENT" in call.result

@@ -199,3 +199,26 @@ def test_a_tool_batch_that_throws_when_registered_errors_the_trial_and_names_the
     assert "shop.js" in treatment.detail and "batch exploded" in treatment.detail
     report = json.loads((pytester.path / "results" / "batch" / "report.json").read_text())
     assert not report["complete"] and report["paired"][0]["excluded"] == 1
+
+
+def test_a_suite_changed_during_the_run_is_said_at_the_top_of_the_report(pytester):
+    """The suite is hashed when the run is planned and again at its end: a change between (here by
+    a solution that writes into its own task, as an agent with a way to the suite would) is said,
+    where an unchanged suite is said to be so."""
+    import shutil
+
+    suite = pytester.path / "suite"
+    shutil.copytree(LOCAL_WEB, suite, ignore=shutil.ignore_patterns("__pycache__"))
+    reference = suite / "tasks" / "shop-price" / "solution" / "reference.py"
+    reference.write_text(reference.read_text() + "\n\n_solve = solve\n\n\nasync def solve(browser, arm):\n"
+                         "    from pathlib import Path\n"
+                         f"    Path({str(suite / 'tasks' / 'shop-price' / 'instruction.md')!r}).write_text('changed')\n"
+                         "    return await _solve(browser, arm)\n")
+    for exp, selection in (("same", "wiki-population and control"), ("changed", "shop-price and control")):
+        result = pytester.runpytest_subprocess(
+            "-p", "no:cacheprovider", f"--results-dir={pytester.path / 'results'}", "--suite", str(suite),
+            "--experiment-id", exp, "-k", selection)
+        result.assert_outcomes(passed=1)
+    assert json.loads((pytester.path / "results" / "same" / "report.json").read_text())["suite_check"] == "unchanged"
+    changed = (pytester.path / "results" / "changed" / "report.md").read_text()
+    assert "THE SUITE'S FILES CHANGED DURING THE RUN** (suite hash differently" in changed

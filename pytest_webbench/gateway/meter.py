@@ -111,6 +111,7 @@ class ModelCall(BaseModel):
     response_bytes: int = 0
     request_head: str | None = None  # the start of the request body, keys redacted
     tool_calls: list[dict[str, str]] = Field(default_factory=list)  # what the reply asked for: name, arguments
+    reply_text: str | None = None  # what the reply said (bounded): the agent's last one is its answer of record
 
 
 @dataclass

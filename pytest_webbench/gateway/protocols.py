@@ -99,6 +99,7 @@ def usage_from_event(api: Api, event: dict, usage: Usage) -> None:
 
 
 MAX_CALL_ARGUMENT_CHARS = 4000
+MAX_REPLY_TEXT_CHARS = 10000
 CALL_ITEMS = ("function_call", "custom_tool_call", "local_shell_call")  # Responses output items that ask for a tool
 
 
@@ -108,12 +109,18 @@ def _call(name: Any, arguments: Any) -> dict[str, str]:
 
 
 class ToolCalls:
-    """The tool calls a reply asks for, as the model sent them: the transcript of record's calls."""
+    """What a reply says, as the model sent it: the tool calls it asks for and its text (the
+    transcript of record's)."""
 
     def __init__(self, api: Api):
         self.api = api
         self.done: list[dict[str, str]] = []
+        self.text = ""
         self._partial: dict[int, dict[str, Any]] = {}  # streamed calls still being assembled, by index
+
+    def _say(self, text: Any) -> None:
+        if isinstance(text, str) and len(self.text) < MAX_REPLY_TEXT_CHARS:
+            self.text = (self.text + text)[:MAX_REPLY_TEXT_CHARS]
 
     def event(self, event: dict) -> None:
         kind = event.get("type")
@@ -122,8 +129,8 @@ class ToolCalls:
                 self._responses_item(event.get("item"))
             elif kind == "response.completed" and isinstance(event.get("response"), dict):
                 output = event["response"].get("output")
-                if isinstance(output, list) and any(isinstance(i, dict) and i.get("type") in CALL_ITEMS for i in output):
-                    self.done = []  # the whole reply's list is the one of record
+                if isinstance(output, list) and output:
+                    self.done, self.text = [], ""  # the whole reply's list is the one of record
                     for item in output:
                         self._responses_item(item)
         elif self.api == "messages":
@@ -131,10 +138,14 @@ class ToolCalls:
                 block = event["content_block"]
                 if block.get("type") in ("tool_use", "server_tool_use"):
                     self._partial[event.get("index", 0)] = {"name": block.get("name"), "json": ""}
+                elif block.get("type") == "text":
+                    self._say(block.get("text"))
             elif kind == "content_block_delta" and isinstance(event.get("delta"), dict):
                 part = self._partial.get(event.get("index", 0))
                 if part is not None and event["delta"].get("type") == "input_json_delta":
                     part["json"] += str(event["delta"].get("partial_json", ""))
+                elif event["delta"].get("type") == "text_delta":
+                    self._say(event["delta"].get("text"))
             elif kind == "content_block_stop":
                 part = self._partial.pop(event.get("index", 0), None)
                 if part is not None:
@@ -143,16 +154,21 @@ class ToolCalls:
                 for block in event.get("content") or []:
                     if isinstance(block, dict) and block.get("type") in ("tool_use", "server_tool_use"):
                         self.done.append(_call(block.get("name"), block.get("input")))
+                    elif isinstance(block, dict) and block.get("type") == "text":
+                        self._say(block.get("text"))
         elif self.api == "chat":
             for choice in event.get("choices") or []:
                 if not isinstance(choice, dict):
                     continue
                 whole = choice.get("message")
                 if isinstance(whole, dict):
+                    self._say(whole.get("content"))
                     for call in whole.get("tool_calls") or []:
                         function = call.get("function") or {} if isinstance(call, dict) else {}
                         self.done.append(_call(function.get("name"), function.get("arguments")))
                 delta = choice.get("delta")
+                if isinstance(delta, dict):
+                    self._say(delta.get("content"))
                 for call in (delta.get("tool_calls") or []) if isinstance(delta, dict) else []:
                     if not isinstance(call, dict):
                         continue
@@ -162,6 +178,10 @@ class ToolCalls:
                     part["json"] += str(function.get("arguments") or "")
 
     def _responses_item(self, item: Any) -> None:
+        if isinstance(item, dict) and item.get("type") == "message":
+            for part in item.get("content") or []:
+                if isinstance(part, dict) and part.get("type") == "output_text":
+                    self._say(part.get("text"))
         if isinstance(item, dict) and item.get("type") in CALL_ITEMS:
             name = item.get("name") or item.get("type")
             if item.get("namespace"):

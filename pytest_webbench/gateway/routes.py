@@ -246,7 +246,8 @@ class GatewayRoutes:
                                 ttft_ms=None if first is None else (first - started) * 1000, input_tokens=usage.input,
                                 cached_tokens=usage.cached, output_tokens=usage.output, reasoning_tokens=usage.reasoning,
                                 usage_reported=usage.reported, usage_estimated=usage.estimated, cost_usd=cost,
-                                response_bytes=size, detail=detail, tool_calls=reader.calls.close(), **fields)
+                                response_bytes=size, detail=detail, tool_calls=reader.calls.close(),
+                                reply_text=reader.calls.text or None, **fields)
         finally:
             watcher.remove_done_callback(agent_left)
             watcher.cancel()

@@ -26,6 +26,7 @@ class Transcript:
     calls: list[dict[str, str]] = field(default_factory=list)  # the tool calls they asked for, in order
     estimated: int = 0  # replies without usage, counted from their bytes
     refused_requests: list[str] = field(default_factory=list)  # requests not forwarded: not the run's protocol
+    final_text: str | None = None  # the last reply's words: the agent's final message of record
 
 
 def read_transcript(model_log: Path) -> Transcript | None:
@@ -42,6 +43,8 @@ def transcript_of(lines: list[ModelCall]) -> Transcript:
             out.turns += 1
             out.calls += line.tool_calls
             out.estimated += line.usage_estimated
+            if line.reply_text and line.reply_text.strip():
+                out.final_text = line.reply_text.strip()
         elif line.decision == "refused_request":
             out.refused_requests.append(f"{line.path}: {line.detail}")
     return out
@@ -73,15 +76,22 @@ def disagreements(record: Transcript, steps: list[dict]) -> list[str]:
     claimed_turns = sum(1 for step in steps if step.get("source") == "agent")
     if claimed_turns > record.turns:
         flags.append(f"the agent's trajectory shows {claimed_turns} model turns; the gateway answered {record.turns}")
-    asked = [_canonical(call.get("arguments")) for call in record.calls]
+    asked = [(call.get("name", ""), _canonical(call.get("arguments"))) for call in record.calls]
     unseen = []
     for name, arguments in _trajectory_calls(steps):
-        if arguments in asked:
-            asked.remove(arguments)
-        else:
+        match = next((i for i, (_, a) in enumerate(asked) if a == arguments), None)
+        if match is None:
             unseen.append(f"{name} {arguments}")
+        else:
+            asked.pop(match)
     if unseen:
-        shown = unseen[0] if len(unseen[0]) <= MAX_SHOWN else unseen[0][:MAX_SHOWN] + "..."
         flags.append(f"the agent's trajectory shows {len(unseen)} tool call(s) its model never asked for "
-                     f"(the gateway's record), e.g. {shown}")
+                     f"(the gateway's record), e.g. {_shown(unseen[0])}")
+    if asked:  # a rollout replaced or cut: the calls the model did ask for are missing from it
+        flags.append(f"the agent's trajectory omits {len(asked)} tool call(s) its model asked for "
+                     f"(the gateway's record), e.g. {_shown(' '.join(asked[0]))}")
     return flags
+
+
+def _shown(text: str) -> str:
+    return text if len(text) <= MAX_SHOWN else text[:MAX_SHOWN] + "..."

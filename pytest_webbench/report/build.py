@@ -18,7 +18,7 @@ from pydantic import BaseModel, Field
 
 from ..harbor_jobs import read_job_problems
 from ..record_index import RecordScan, scan_records
-from ..records import RunManifest, TrialRecord, UndeletedBrowser, read_manifest, read_undeleted_browsers
+from ..records import RunManifest, TrialRecord, UndeletedBrowser, read_manifest, read_suite_check, read_undeleted_browsers
 from ..stopping import read_decisions
 from ..stats import ASSUMPTIONS, pass_at_k, pass_hat_k
 from .paired import PairedRow, PooledEffect, adjust_paired_rows, paired_row, pooled_effect
@@ -92,6 +92,7 @@ class Report(BaseModel):
     model: str | None
     browser: str
     isolation: str | None = None  # the agents' walls, from the manifest
+    suite_check: str = "not checked"  # the suite's files hashed at the run's end against the plan's (records.SuiteCheck)
     attempts: int
     arms: list[str]
     complete: bool
@@ -336,8 +337,10 @@ def build_report_from_dir(experiment_dir: Path, scan: RecordScan | None = None) 
     with no_cyclic_gc():
         manifest = read_manifest(experiment_dir)
         scan = scan or scan_records(experiment_dir)
-        return build_report(manifest, scan.records, scan.problems + read_job_problems(experiment_dir),
-                            list(read_undeleted_browsers(experiment_dir).values()), read_decisions(experiment_dir))
+        report = build_report(manifest, scan.records, scan.problems + read_job_problems(experiment_dir),
+                              list(read_undeleted_browsers(experiment_dir).values()), read_decisions(experiment_dir))
+        report.suite_check = read_suite_check(experiment_dir)
+        return report
 
 
 @contextmanager

