@@ -22,6 +22,11 @@ def test_trial(webbench_trial, browser_session, mcp_proxy, model_gateway, agent_
         webbench_trial.task.meta, outcome.answer_raw, calls.forwarded, cap_hit=calls.cap_hit,
         page_value=page_value, page_error=page_error,
     )
+    walls = None
+    if agent_runner.grades == "walls":  # the hostile runner: its trial is the walls it tried
+        from pytest_webbench.grading.walls import grade_walls
+
+        grade, walls = grade_walls(outcome.harbor_trial_dir)
     # A call that went around the browser tools is flagged for the report; it never changes the score.
     # Nor does a pass whose answer no permitted call showed: it is flagged, never a clean pass.
     flags = agent_runner.flags()
@@ -30,7 +35,7 @@ def test_trial(webbench_trial, browser_session, mcp_proxy, model_gateway, agent_
         flags.append(unseen)
     record = trial_recorder.record(outcome, grade, calls, page_value, flags=flags, lost=lost,
                                    page=page, gateway=model_gateway, trace=agent_runner.trace,
-                                   gateway_turns=agent_runner.turns())
+                                   gateway_turns=agent_runner.turns(), walls=walls)
     assert record.outcome == "passed", (
         f"{webbench_trial.trial_id}: {record.stop_reason}: {record.detail} (expected {grade.expected}, "
         f"answer {grade.answer!r})"

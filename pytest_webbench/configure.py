@@ -79,7 +79,7 @@ def _check_gateway(options) -> None:
     from .runners import runner_spec
 
     runner = runner_spec(options.runner)
-    if runner.cli is None:
+    if not runner.uses_gateway:
         return
     model = runner.check_model(options.model)
     try:
@@ -94,7 +94,7 @@ def _check_seal(options, config: pytest.Config) -> None:
     all unless allowed."""
     from .runners import runner_spec
 
-    if options.environment != "host" or runner_spec(options.runner).cli is None or config.option.collectonly:
+    if options.environment != "host" or not runner_spec(options.runner).agent_commands or config.option.collectonly:
         return
     from .environments.seal import can_seal, unshare_command
 
@@ -115,7 +115,7 @@ def _check_agent_network(options, suite) -> None:
     from .environments.host import HARNESS_HOSTS, hosts_beyond_the_seal
     from .runners import runner_spec
 
-    if options.allow_unsealed or runner_spec(options.runner).cli is None:
+    if options.allow_unsealed or not runner_spec(options.runner).agent_commands:
         return
     if options.environment == "host":
         host = urlsplit(options.proxy_url or "").hostname

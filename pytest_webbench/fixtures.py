@@ -84,7 +84,7 @@ def model_gateway(request, webbench_services: RunServices, webbench_trial: Trial
     """The trial's route through the model gateway, for runners that call a model (None otherwise)."""
     st = state(request.config)
     runner = runner_spec(st.options.runner)
-    if runner.cli is None:
+    if not runner.uses_gateway:
         yield None
         return
     from .gateway.wiring import model_price, open_gateway_route
@@ -106,6 +106,7 @@ class AgentRunner:
         self.st, self.spec, self.browser, self.proxy, self.gateway = st, spec, browser, proxy, gateway
         self.outcome: AgentOutcome | None = None
         self.trace: dict | None = None  # the browser trace's file and URLs (records.BrowserTrace)
+        self.grades = runner_spec(st.options.runner).grades  # what its trials are graded by
 
     def run(self) -> AgentOutcome:
         from .trial import run_harbor_trial
@@ -185,7 +186,7 @@ class TrialRecorder:
 
     def record(self, outcome: AgentOutcome, grade: Grade, calls, page_value, flags: list[str] | None = None,
                lost: str | None = None, page=None, gateway=None, trace: dict | None = None,
-               gateway_turns: int | None = None) -> TrialRecord:
+               gateway_turns: int | None = None, walls=None) -> TrialRecord:
         from .trial import record_reward_in_harbor
         from .verdict import decide
 
@@ -209,7 +210,7 @@ class TrialRecorder:
                      "model_sec": round(meter.model_sec, 6) if meter is not None else None},
             tokens=tokens, tokens_cli=outcome.tokens.model_copy(update={"turns": outcome.turns}) if meter is not None else None,
             model_requests=meter.requests if meter is not None else None, model_refused=meter.refused if meter else 0,
-            calls=calls, flags=flags or [], trace=trace,
+            calls=calls, flags=flags or [], trace=trace, walls=walls,
             harbor_trial_dir=str(outcome.harbor_trial_dir.relative_to(self.st.experiment_dir)),
         )
         record_reward_in_harbor(outcome.harbor_trial_dir, record.reward)

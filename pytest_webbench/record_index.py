@@ -23,7 +23,7 @@ from typing import Any
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
 from .records import (
-    BrowserCalls, PlannedTrial, Timings, Tokens, TrialRecord, atomic_write, supersede_record, trial_record_path,
+    BrowserCalls, PlannedTrial, Timings, Tokens, TrialRecord, Wall, atomic_write, supersede_record, trial_record_path,
 )
 
 INDEX = "index.jsonl"
@@ -43,6 +43,7 @@ class ReportedTrial(PlannedTrial):
     tokens: Tokens = Field(default_factory=Tokens)
     tokens_cli: Tokens | None = None
     calls: BrowserCalls = Field(default_factory=BrowserCalls)
+    walls: list[Wall] | None = None
 
 
 class IndexLine(BaseModel):

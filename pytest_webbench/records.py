@@ -26,7 +26,7 @@ Outcome = Literal["passed", "failed", "errored"]
 StopReason = Literal[
     "wrong_answer", "no_answer", "bot_block", "site_error", "backend_error", "unreadable_page", "call_cap",
     "over_spend", "agent_error", "agent_timeout", "error_before_grading", "no_browser_call", "browser_crashed",
-    "upstream_error", "worker_crashed", "output_refused",
+    "upstream_error", "worker_crashed", "output_refused", "wall_breached",
 ]
 class ExperimentExists(Exception):
     pass
@@ -120,6 +120,14 @@ class BrowserTrace(BaseModel):
     error: str | None = None  # why the trace could not be had
 
 
+class Wall(BaseModel):
+    """One route around the walls the hostile runner tried (runners/hostile.py, grading/walls.py)."""
+
+    route: str  # what was tried, e.g. "shell: the harness's keys"
+    status: Literal["held", "breached", "not probed"]
+    evidence: str = ""  # what was seen: the proof of a breach, or what a held route answered
+
+
 class TrialRecord(PlannedTrial):
     schema_version: RecordSchema = RECORD_SCHEMA
     experiment_id: str
@@ -147,6 +155,7 @@ class TrialRecord(PlannedTrial):
     flags: list[str] = Field(default_factory=list)
     harbor_trial_dir: str | None = None  # relative to the experiment directory (see trial_dir)
     trace: BrowserTrace | None = None  # None: traces were off, or the trial ended before its agent ran
+    walls: list[Wall] | None = None  # the hostile runner's trials: each route it tried, held or breached
     worker: str = Field(default_factory=lambda: os.environ.get("PYTEST_XDIST_WORKER", "main"))
     started_at: str | None = None
     finished_at: str = Field(default_factory=lambda: datetime.now(UTC).isoformat())

@@ -150,8 +150,11 @@ SCORED_ENDINGS = frozenset({
 
 
 def _trial_context(spec: TrialSpec, browser: BrowserSessionHandle) -> dict:
+    """What our own agents are told of the trial (never a real agent): the task, the arm, the
+    browser, and the harness's addresses (the hostile runner probes them)."""
+    services = browser.services
     return {"task_dir": str(spec.task.path), "arm": spec.key.arm, "browser_session_id": browser.session_id,
-            "start_url": browser.start_url}
+            "start_url": browser.start_url, "harness_urls": [services.backend_mcp_url, services.proxy_base_url]}
 
 
 def _exit_ports(*urls: str | None) -> list[int]:
@@ -208,7 +211,7 @@ def harbor_trial_config(options: RunOptions, runner: RunnerSpec, spec: TrialSpec
             kwargs={"exit_ports": _exit_ports(proxy.url, gateway.url if gateway is not None else None),
                     "visible_paths": _visible_paths(runner),
                     # the reference and nop runners run no command of an agent's: nothing to seal
-                    "allow_unsealed": options.allow_unsealed or runner.cli is None},
+                    "allow_unsealed": options.allow_unsealed or not runner.agent_commands},
         )
     else:  # a sandbox holds nothing of the suite or the results: only the task's instruction goes in
         environment = EnvironmentConfig(type=EnvironmentType(options.environment))

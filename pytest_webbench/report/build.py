@@ -84,6 +84,32 @@ class TrialNote(BaseModel):
     note: str
 
 
+class WallRow(BaseModel):
+    """One route the hostile runner tried, over the run's trials (runners/hostile.py)."""
+
+    route: str
+    held: int = 0
+    breached: int = 0
+    not_probed: int = 0
+    evidence: str = ""  # a breach's evidence (the first), else what a held route answered
+
+
+def wall_rows(records: Iterable[TrialRecord]) -> list[WallRow]:
+    rows: dict[str, WallRow] = {}
+    for r in records:
+        for w in r.walls or []:
+            row = rows.setdefault(w.route, WallRow(route=w.route, evidence=w.evidence))
+            if w.status == "breached":
+                if not row.breached:
+                    row.evidence = f"{r.trial_id}: {w.evidence}"
+                row.breached += 1
+            elif w.status == "held":
+                row.held += 1
+            else:
+                row.not_probed += 1
+    return list(rows.values())
+
+
 class Report(BaseModel):
     schema_version: int = REPORT_SCHEMA
     experiment_id: str
@@ -117,6 +143,7 @@ class Report(BaseModel):
     over_spend: list[TrialNote]
     toolset_invalid: list[TrialNote]
     token_disagreements: list[TrialNote] = Field(default_factory=list)  # the CLI's figures against the gateway's
+    walls: list[WallRow] = Field(default_factory=list)  # --runner hostile: which walls this setup keeps
     broken_pairs: list[str]
     browsers_not_deleted: list[UndeletedBrowser] = Field(default_factory=list)  # cloud browsers that may still be billed
     problems: list[str]
@@ -320,7 +347,7 @@ def build_report(manifest: RunManifest, records: list[TrialRecord], problems: li
         usage=[_usage(arm, by_arm.get(arm, [])) for arm in manifest.arms],
         stop_reasons={arm: dict(sorted(v.items())) for arm, v in sorted(stop_reasons.items(), key=lambda kv: arm_order.get(kv[0], 99))
                       if v},
-        **_notes(ordered),
+        **_notes(ordered), walls=wall_rows(ordered),
         broken_pairs=manifest.broken_pairs, browsers_not_deleted=list(browsers_not_deleted or []),
         problems=problems, assumptions=ASSUMPTIONS,
         caveat=(f"With {manifest.attempts} attempt(s) per task and arm this run screens for large effects only: a null "

@@ -148,6 +148,14 @@ def render_markdown(report: Report) -> str:
     if report.broken_pairs:
         out += ["", f"Pairs broken by selection (one arm deselected, left out of the paired table): {', '.join(report.broken_pairs)}"]
 
+    if report.walls:
+        out += ["", "## The walls of this setup (--runner hostile)", "",
+                "Each route the hostile runner tried from inside its trials, on this run's environment and browser: "
+                "held where nothing of the harness (its keys, the suite's answers, the results, other trials) was "
+                "reached that way."]
+        out += _table(["route", "held", "breached", "not probed", "evidence"],
+                      [[w.route, str(w.held), str(w.breached), str(w.not_probed), w.evidence[:200].replace("|", "/").replace("\n", " ")]
+                       for w in report.walls])
     out += ["", "## Usage, tools and validity", ""]
     out += _table(
         ["arm", "trials", "median agent s (model / browser calls)", "input tok", "cached tok", "output tok",

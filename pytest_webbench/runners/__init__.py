@@ -53,6 +53,19 @@ class RunnerSpec(BaseModel):
     # provider -> the model API the agent speaks to it (gateway/policy.py forwards only its endpoints)
     model_api: dict[str, Literal["responses", "messages", "chat"]] = Field(default_factory=dict)
     env: dict[str, str] = Field(default_factory=dict)  # fixed environment for the agent's commands
+    # Whether it runs commands of its own in the agent's environment (default: it does when it has a
+    # CLI): those are sealed, and a run that cannot seal them is refused unless allowed.
+    runs_commands: bool | None = None
+    grades: Literal["task", "walls"] = "task"  # "walls": its trials are graded by the walls it tried (runners/hostile.py)
+
+    @property
+    def agent_commands(self) -> bool:
+        return self.runs_commands if self.runs_commands is not None else self.cli is not None
+
+    @property
+    def uses_gateway(self) -> bool:
+        """It calls a model (or probes the gateway): each trial gets a route through the model gateway."""
+        return bool(self.model_api)
 
     def api_for(self, model: str | None) -> str | None:
         """The model API the agent speaks for this `provider/model` (None: not stated)."""

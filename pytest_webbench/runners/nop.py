@@ -10,7 +10,7 @@ class NopAgent(BaseAgent):
     capabilities = AgentCapabilities(mcp_servers=True)
 
     def __init__(self, *args, **kwargs):
-        for key in ("task_dir", "arm", "browser_session_id", "start_url"):
+        for key in ("task_dir", "arm", "browser_session_id", "start_url", "harness_urls"):
             kwargs.pop(key, None)
         super().__init__(*args, **kwargs)
 

@@ -78,7 +78,8 @@ class ReferenceAgent(BaseAgent):
     capabilities = AgentCapabilities(mcp_servers=True)
 
     def __init__(self, *args, task_dir: str, arm: str, browser_session_id: str, start_url: str,
-                 wrong_answers: dict[str, dict[str, float]] | None = None, seed: str = "webbench", **kwargs):
+                 wrong_answers: dict[str, dict[str, float]] | None = None, seed: str = "webbench",
+                 harness_urls: list[str] | None = None, **kwargs):
         """`wrong_answers` (task -> arm -> chance) makes the replay answer wrongly that often, drawn
         from `seed` and the trial, so a run's outcomes vary as an agent's do yet repeat exactly
         (sequential runs are tested with it: a task where one arm errs has a real effect)."""
