@@ -12,6 +12,10 @@ Side by side in one run, alternating rounds:
 
 - an untraced harness round (`--no-trace`), beside the traced one: what the browser trace
   (Playwright tracing with screenshots and DOM snapshots, saved as trace.zip) adds per trial.
+- a walled round: the local backend's own session as a trial has it (browsers/pod.py: a Chromium of
+  its own in a seal, the harness's connection through the seal's door), `goto` the same start page,
+  the agent's code runner started by a first call (its own seal), and closed: what the walls around
+  an agent's browser code cost per trial, against the bare page above.
 
     .venv/bin/python benchmarks/trial_overhead.py [--rounds 3]
 
@@ -79,6 +83,27 @@ def bare_round(browser, start_urls: list[str]) -> list[float]:
     return times
 
 
+def walled_round(services, start_urls: list[str]) -> tuple[list[float], list[float]]:
+    """Per trial: a walled session opened at its start page and closed; and the code runner's start
+    (the first call's time less a warm call's)."""
+    backend = services.backend
+    opened, runner = [], []
+    for n, url in enumerate(start_urls):
+        session = f"walled-{n}"
+        started = time.perf_counter()
+        services.loop.run(backend.create_session(session, site_urls=[url]), timeout=120)
+        services.loop.run(backend.goto(session, url), timeout=60)
+        first = time.perf_counter()
+        services.loop.run(backend.execute_playwright(session, "return 1"), timeout=60)
+        warm = time.perf_counter()
+        services.loop.run(backend.execute_playwright(session, "return 1"), timeout=60)
+        done = time.perf_counter()
+        services.loop.run(backend.delete_session(session), timeout=60)
+        opened.append(first - started + (time.perf_counter() - done))
+        runner.append((warm - first) - (done - warm))
+    return opened, runner
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=3)
@@ -95,7 +120,7 @@ def main() -> None:
     services = RunServices.start(suite, "local")  # the bundled sites, served as in a run
     arms = len(suite.spec.arms)
     start_urls = [services.site_urls[t.meta.site] + t.meta.start_path for t in suite.tasks for _ in range(arms)]
-    overheads, agents, firsts, bare, traced, untraced = [], [], [], [], [], []
+    overheads, agents, firsts, bare, traced, untraced, walled, runners = [], [], [], [], [], [], [], []
     try:
         with sync_playwright() as playwright:
             browser = playwright.chromium.launch(executable_path=chromium_path(), args=["--no-sandbox", "--disable-gpu"])
@@ -109,6 +134,9 @@ def main() -> None:
                     traced += items
                     untraced += harness_round(Path(tmp), 1000 + n, "--no-trace")[3]
                     bare += bare_round(browser, start_urls)
+                    w, r = walled_round(services, start_urls)
+                    walled += w
+                    runners += r
             browser.close()
     finally:
         services.close()
@@ -120,6 +148,10 @@ def main() -> None:
     print(f"  bare context + goto + close: median {b * 1000:.0f} ms")
     print(f"  ratio {o / b:.2f}x")
     print(f"target <= 1.5x: {'met' if o / b <= 1.5 else 'NOT met'}")
+    w, r = statistics.median(walled), statistics.median(runners)
+    print(f"  walls: a sealed Chromium opened at the start page and closed: median {w * 1000:.0f} ms "
+          f"({w / b:.2f}x the bare page, +{(w - b) * 1000:.0f} ms); the sealed code runner's start: median {r * 1000:.0f} ms; "
+          f"together +{(w - b + r) * 1000:.0f} ms a trial, {(w - b + r) / REAL_TRIAL_SEC:.2%} of a {REAL_TRIAL_SEC:.0f} s agent trial")
     t, u = statistics.median(traced), statistics.median(untraced)
     share = (t - u) / REAL_TRIAL_SEC
     print(f"  tracing: item median {t * 1000:.0f} ms traced against {u * 1000:.0f} ms untraced: +{(t - u) * 1000:.0f} ms, "

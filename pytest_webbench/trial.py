@@ -152,9 +152,10 @@ SCORED_ENDINGS = frozenset({
 def _trial_context(spec: TrialSpec, browser: BrowserSessionHandle) -> dict:
     """What our own agents are told of the trial (never a real agent): the task, the arm, the
     browser, and the harness's addresses (the hostile runner probes them)."""
-    services = browser.services
+    services = getattr(browser, "services", None)
+    urls = [services.backend_mcp_url, services.proxy_base_url] if services is not None else []
     return {"task_dir": str(spec.task.path), "arm": spec.key.arm, "browser_session_id": browser.session_id,
-            "start_url": browser.start_url, "harness_urls": [services.backend_mcp_url, services.proxy_base_url]}
+            "start_url": browser.start_url, "harness_urls": urls}
 
 
 def _exit_ports(*urls: str | None) -> list[int]:

@@ -5,6 +5,15 @@ import pytest
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
+# The pytester fixture restores sys.modules after each test, dropping what the test imported first.
+# A test that serves an ASGI app inside it (the scripted model) imports uvicorn's httptools
+# protocol, which is then dropped and imported afresh by the next server: the new module's
+# `except httptools.HttpParserUpgrade` no longer names the class the C parser raises, and a
+# WebSocket upgrade (Codex's first attempt) kills the connection instead of getting its 426.
+# Imported here, before any test, they are never dropped.
+import uvicorn.protocols.http.httptools_impl  # noqa: E402,F401
+import uvicorn.protocols.websockets.websockets_sansio_impl  # noqa: E402,F401
+
 HAVE_CHROMIUM = shutil.which("chromium") is not None or os.path.exists("/usr/bin/chromium")
 
 
