@@ -108,6 +108,7 @@ class LocalBackend:
         try:
             endpoint = await pod.start()
             await self.call("open", session=session_id, cdp_url=endpoint, trace=trace)
+            pod.prestart_runner()  # after the harness's connection: that one is made before anything of the agent's
         except BaseException:
             self.pods.pop(session_id, None)
             await pod.close()
@@ -169,7 +170,8 @@ class LocalBackend:
             force_overwrite_namespace=force_overwrite_namespace,
         )
         listed = await self.call("list_custom", session=session_id)
-        self._pod(session_id).injected = {d["tool"]["name"]: {"id": d["id"], "namespace": d["namespace"]} for d in listed["tools"]}
+        await self._pod(session_id).set_injected(
+            {d["tool"]["name"]: {"id": d["id"], "namespace": d["namespace"]} for d in listed["tools"]})
         return added
 
     async def list_custom_tools(self, session_id: str) -> dict:

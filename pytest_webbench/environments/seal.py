@@ -171,16 +171,12 @@ class Exits:
             self.opened[port] = self.opened.get(port, 0) + 1
             try:
                 up_reader, up_writer = await self.connect(port)
-            except OSError:
+            except (OSError, asyncio.CancelledError):  # no way through, or the exits closed meanwhile
                 writer.close()
                 self.connections.discard(task)
                 return
-            try:
-                await asyncio.gather(pump(reader, up_writer), pump(up_reader, writer))
-            finally:
-                for w in (writer, up_writer):
-                    w.close()
-                self.connections.discard(task)
+            await relay(reader, writer, up_reader, up_writer)
+            self.connections.discard(task)
         return forward
 
     def close(self) -> None:
@@ -194,6 +190,19 @@ class Exits:
         if self.door is not None:
             self.door.close()
             self.door = None
+
+
+async def relay(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, up_reader: asyncio.StreamReader,
+                up_writer: asyncio.StreamWriter) -> None:
+    """Both directions until both end. Cancelled (its exits closed under a connection left open)
+    it closes both sides and ends quietly: the connection's task is over, not failed."""
+    try:
+        await asyncio.gather(pump(reader, up_writer), pump(up_reader, writer))
+    except asyncio.CancelledError:
+        pass
+    finally:
+        for w in (writer, up_writer):
+            w.close()
 
 
 async def pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

@@ -149,6 +149,17 @@ const OPS = {
     return { connected: true };
   },
 
+  async ping() {
+    return { pong: true };
+  },
+
+  // The injected tools' names, once the treatment's batch is registered.
+  async injected({ injected }) {
+    ready();
+    s.injected = new Map(Object.entries(injected || {}));
+    return { injected: s.injected.size };
+  },
+
   async exec({ code, timeout_ms }) {
     ready();
     return runCode(code, timeout_ms || 60000, playwrightScope());
