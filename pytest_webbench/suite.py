@@ -49,6 +49,9 @@ class FieldRule(_Strict):
     min_items: int | None = None
     casefold: bool = False  # compare strings ignoring case and surrounding space
     from_page: str | None = None  # must equal this key of the page check's value
+    # computed from what the pages show (a sum, a count): no single result shows it, so the
+    # answer-evidence check (grading/evidence.py) does not look for it
+    derived: bool = False
 
     @property
     def pins_a_value(self) -> bool:

@@ -27,6 +27,8 @@ def test_reference_runner_passes_every_item_and_leaves_a_complete_experiment(pyt
     records, problems = read_trial_records(exp)
     assert not problems and len(records) == len(manifest.trials) == len(TASKS) * 3
     assert all(r.outcome == "passed" and r.calls.forwarded > 0 for r in records)
+    # an honest pass is a clean one: a permitted call showed every pinned value (grading/evidence.py)
+    assert [(r.trial_id, r.flags) for r in records if r.flags] == []
     # each record names its Harbor folder relative to the experiment, so the folder can be moved
     assert all(not Path(r.harbor_trial_dir).is_absolute() and (exp / r.harbor_trial_dir / "result.json").exists() for r in records)
     assert set(manifest.content_hashes) >= {"suite", "tool_batch:codehub", "tool_batch:shop", "tool_batch:wiki", "tool_batch:market"}

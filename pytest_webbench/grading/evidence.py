@@ -2,7 +2,8 @@
 a task's pinned values take (`answer_forms`), and logs which call first showed each field. A pass
 whose answer no permitted call ever showed is flagged, so it is never a clean pass: the answer came
 from somewhere other than what the browser showed (or from a screenshot, whose pixels the proxy
-does not read, which the flag says). Page-graded answers need none: the page check is the evidence.
+does not read, which the flag says). Page-graded answers need none: the page check is the evidence; nor do fields a task marks
+`derived` (a sum, a count no single page shows).
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ def answer_forms(meta: WebbenchMeta) -> dict[str, list[str]]:
         return {}
     out = {}
     for key, rule in meta.answer.items():
+        if rule.derived:
+            continue
         values = [rule.equals] if rule.equals is not None else list(rule.one_of or [])
         if forms := [f for v in values for f in _forms(v)]:
             out[key] = forms
