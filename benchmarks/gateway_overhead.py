@@ -75,8 +75,8 @@ def serve_gateway(upstream: str) -> None:
     from pytest_webbench.gateway.meter import ModelLog, Price, TrialMeter
     from pytest_webbench.gateway.routes import GatewayRoute, GatewayRoutes
     from pytest_webbench.proxy.http_endpoint import ProxyRoutes
-    from pytest_webbench.run import _listener
-    from pytest_webbench.service import ServiceLoop
+    from pytest_webbench.trial.services import _listener
+    from pytest_webbench.trial.service_loop import ServiceLoop
 
     os.environ["WEBBENCH_BENCH_KEY"] = "sk-bench"
     loop = ServiceLoop()

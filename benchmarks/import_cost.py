@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 HEAVY = ("harbor", "litellm", "pydantic", "scipy", "mcp", "httpx", "uvicorn", "starlette", "playwright", "kernel",
-         "pytest_webbench.fixtures", "pytest_webbench.trial")
+         "pytest_webbench.trial.fixtures", "pytest_webbench.trial.harbor_run")
 
 
 ISOLATED = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}

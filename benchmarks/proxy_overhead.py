@@ -80,7 +80,7 @@ def pct(values: list[float], q: float) -> float:
 
 def relay_alone(n: int) -> list[float]:
     """The relay's own work per call (rules, accounting, log write), no transport at all."""
-    from pytest_webbench.arms import arm_policy
+    from pytest_webbench.design.arms import arm_policy
     from pytest_webbench.proxy.log import CallLog
     from pytest_webbench.proxy.relay import ProxySession
 

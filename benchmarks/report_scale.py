@@ -39,8 +39,8 @@ ATTEMPTS = 5
 
 
 def make_experiment(root: Path, trials: int, seed: int = 7) -> Path:
-    from pytest_webbench.record_index import write_trial_record
-    from pytest_webbench.records import (
+    from pytest_webbench.results.record_index import write_trial_record
+    from pytest_webbench.results.records import (
         BrowserCalls, BrowserTrace, PlannedTrial, RunManifest, TaskLimits, Timings, Tokens, TrialRecord, write_manifest,
     )
 
@@ -88,7 +88,7 @@ def make_experiment(root: Path, trials: int, seed: int = 7) -> Path:
 
 
 def _pages(job: tuple[str, list[str]]) -> None:
-    from pytest_webbench.records import TrialRecord
+    from pytest_webbench.results.records import TrialRecord
     from pytest_webbench.viewer.pages import write_trial_pages
 
     directory = Path(job[0])

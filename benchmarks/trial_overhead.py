@@ -113,8 +113,8 @@ def main() -> None:
     from playwright.sync_api import sync_playwright
 
     from pytest_webbench.browsers.local import chromium_path
-    from pytest_webbench.run import RunServices
-    from pytest_webbench.suite import load_suite
+    from pytest_webbench.trial.services import RunServices
+    from pytest_webbench.design.suite import load_suite
 
     suite = load_suite(ROOT / "suites" / "local-web")
     services = RunServices.start(suite, "local")  # the bundled sites, served as in a run

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from .pairing import TrialKey, order_trials, pair_position
-from .state import STATE_KEY, WebbenchState, item_key, state
+from .design.pairing import TrialKey, order_trials, pair_position
+from .planning.state import STATE_KEY, WebbenchState, item_key, state
 
-BENCH_MODULE = Path(__file__).with_name("bench.py")
+BENCH_MODULE = Path(__file__).parent / "trial" / "bench.py"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -69,11 +69,11 @@ def pytest_configure(config: pytest.Config) -> None:
     # the session's end: the cyclic collector would re-scan them many times over (a tenth of
     # collecting 10,000 items). Off until collection ends, then they are frozen out of its way.
     gc.disable()
-    from .configure import configure_run
+    from .planning.configure import configure_run
 
     st, controller = configure_run(config)
     config.stash[STATE_KEY] = st
-    from . import fixtures
+    from .trial import fixtures
 
     config.pluginmanager.register(fixtures, "webbench-fixtures")  # the trial's fixtures, only for a --suite run
     if controller is not None:
@@ -94,7 +94,7 @@ def _trial_keys(st: WebbenchState) -> list[TrialKey]:
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "webbench_trial" not in metafunc.fixturenames or STATE_KEY not in metafunc.config.stash:
         return
-    from .suite import TrialSpec
+    from .design.suite import TrialSpec
 
     st = state(metafunc.config)
     tasks = {t.name: t for t in st.suite.tasks}
@@ -126,7 +126,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         keys.sort(key=lambda k: k.attempt)
     ordered = order_trials(keys, st.options.experiment_id, st.options.paired, st.options.attempts)
     if st.options.shard:
-        from .pairing import shard_trials
+        from .design.pairing import shard_trials
 
         mine = {k.trial_id for k in shard_trials(ordered, *st.options.shard)}
         if others_shards := [by_id[k.trial_id] for k in ordered if k.trial_id not in mine]:
@@ -147,7 +147,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 def pytest_runtest_setup(item: pytest.Item) -> None:
     """--sequential: a trial of a task already decided is not run (nothing of it is opened)."""
     if STATE_KEY in item.config.stash and state(item.config).options.sequential and (key := item_key(item)):
-        from .stopping import skip_if_decided
+        from .planning.stopping import skip_if_decided
 
         skip_if_decided(state(item.config), key, item.config)
 
@@ -157,7 +157,7 @@ def pytest_runtest_makereport(item: pytest.Item, call):
     report = yield
     if STATE_KEY not in item.config.stash:
         return report
-    from .fixtures import RECORDER_KEY, record_if_missing
+    from .trial.recorder import RECORDER_KEY, record_if_missing
     from .report.pytest_html import attach
 
     if report.failed and report.when in ("setup", "call"):

@@ -9,12 +9,12 @@ from types import SimpleNamespace
 
 import pytest
 
-from pytest_webbench.arms import ARM_POLICIES, arm_instructions
-from pytest_webbench.options import RunOptions
-from pytest_webbench.pairing import TrialKey
+from pytest_webbench.design.arms import ARM_POLICIES, arm_instructions
+from pytest_webbench.planning.options import RunOptions
+from pytest_webbench.design.pairing import TrialKey
 from pytest_webbench.runners import runner_spec
-from pytest_webbench.suite import TrialSpec, load_suite
-from pytest_webbench.trial import harbor_trial_config
+from pytest_webbench.design.suite import TrialSpec, load_suite
+from pytest_webbench.trial.harbor_run import harbor_trial_config
 
 LOCAL_WEB = Path(__file__).resolve().parents[1] / "suites" / "local-web"
 

@@ -6,14 +6,14 @@ import json
 import pytest
 from mcp import Client
 
-from pytest_webbench.arms import arm_policy
+from pytest_webbench.design.arms import arm_policy
 from pytest_webbench.browsers.local import LocalBackend
 from pytest_webbench.browsers.mcp_server import build_server
 from pytest_webbench.proxy.http_endpoint import ProxyRoutes
 from pytest_webbench.proxy.log import CallLog, read_call_log
 from pytest_webbench.proxy.relay import ProxySession
 from pytest_webbench.proxy.upstream import HttpUpstream
-from pytest_webbench.service import ServiceLoop
+from pytest_webbench.trial.service_loop import ServiceLoop
 
 pytestmark = pytest.mark.chromium
 

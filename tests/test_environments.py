@@ -11,11 +11,14 @@ from types import SimpleNamespace
 
 import pytest
 
-from pytest_webbench.pairing import TrialKey
-from pytest_webbench.run import RunOptions
+from pytest_webbench.design.pairing import TrialKey
+from pytest_webbench.trial.services import RunOptions
 from pytest_webbench.runners import runner_spec
-from pytest_webbench.suite import load_suite
-from pytest_webbench.trial import BrowserSessionHandle, ProxyHandle, TrialSpec, harbor_trial_config
+from pytest_webbench.design.suite import load_suite
+from pytest_webbench.design.suite import TrialSpec
+from pytest_webbench.trial.browser_session import BrowserSessionHandle
+from pytest_webbench.trial.harbor_run import harbor_trial_config
+from pytest_webbench.trial.proxy_route import ProxyHandle
 
 ROOT = Path(__file__).resolve().parents[1]
 LOCAL_WEB = ROOT / "suites" / "local-web"
@@ -94,7 +97,7 @@ def _suite_with_shop_price_network(pytester, network: str) -> tuple[Path, Path]:
 
 
 def test_a_task_that_gives_its_agent_network_of_its_own_is_refused_in_a_sandbox_unless_unsealed(pytester):
-    from pytest_webbench.manifest import _isolation
+    from pytest_webbench.planning.manifest import _isolation
 
     suite, toml = _suite_with_shop_price_network(pytester, "")
     common = ("--suite", str(suite), "--runner", "codex", "--collect-only", f"--results-dir={pytester.path / 'r'}",

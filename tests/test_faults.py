@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_webbench.pairing import TrialKey, order_trials
-from pytest_webbench.records import RunManifest, TrialRecord
+from pytest_webbench.design.pairing import TrialKey, order_trials
+from pytest_webbench.results.records import RunManifest, TrialRecord
 
 pytestmark = pytest.mark.chromium
 TESTS = Path(__file__).resolve().parent
@@ -85,7 +85,7 @@ def test_a_dead_upstream_mcp_server_errors_the_trials_that_need_it(pytester, mon
 
     from kernel_api_standin import KernelApiStandin
 
-    from pytest_webbench.service import ServiceLoop
+    from pytest_webbench.trial.service_loop import ServiceLoop
 
     key = "sk-kernel-fault-test"
     api = KernelApiStandin(key)

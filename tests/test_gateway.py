@@ -18,7 +18,7 @@ from starlette.routing import Route
 
 from pytest_webbench.gateway.meter import ModelLog, Price, TrialMeter, read_model_log
 from pytest_webbench.gateway.routes import GatewayRoute, GatewayRoutes
-from pytest_webbench.service import ServiceLoop
+from pytest_webbench.trial.service_loop import ServiceLoop
 
 sys.path.insert(0, str(Path(__file__).parent / "support"))
 from model_endpoint import TURN_USAGE, ModelEndpoint  # noqa: E402
@@ -399,7 +399,7 @@ def test_codex_s_websocket_attempt_gets_426_on_the_run_s_listener(stack):
     import socket
 
     from pytest_webbench.proxy.http_endpoint import ProxyRoutes
-    from pytest_webbench.run import _listener
+    from pytest_webbench.trial.services import _listener
 
     loop, *_ = stack
     url = loop.serve(_listener(ProxyRoutes(), GatewayRoutes()), "proxy and gateway")

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from pytest_webbench.gateway.meter import read_model_log
-from pytest_webbench.records import read_trial_records
+from pytest_webbench.results.records import read_trial_records
 
 pytestmark = [pytest.mark.chromium, pytest.mark.seal]
 LOCAL_WEB = Path(__file__).resolve().parents[1] / "suites" / "local-web"

@@ -11,7 +11,7 @@ import pytest
 
 from pytest_webbench.browsers.base import BackendError
 from pytest_webbench.browsers.kernel import KernelBackend
-from pytest_webbench.service import ServiceLoop
+from pytest_webbench.trial.service_loop import ServiceLoop
 
 sys.path.insert(0, str(Path(__file__).parent / "support"))
 from kernel_api_standin import PNG_1PX, KernelApiStandin  # noqa: E402
@@ -175,7 +175,7 @@ def test_a_public_web_pair_runs_end_to_end_on_kernel_stand_ins(pytester, monkeyp
     # each browser recorded as Kernel's replay (started before the agent, stopped after it) and
     # linked from the record and the trial's page, with the live view
     assert sorted(api.replays.items()) == [("rp_kb_0001", "stopped"), ("rp_kb_0002", "stopped")]
-    from pytest_webbench.records import read_trial_records
+    from pytest_webbench.results.records import read_trial_records
 
     [exp] = (pytester.path / "results").iterdir()
     for record in read_trial_records(exp)[0]:

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_webbench.records import read_manifest, read_trial_records
+from pytest_webbench.results.records import read_manifest, read_trial_records
 
 pytestmark = pytest.mark.chromium
 LOCAL_WEB = Path(__file__).resolve().parents[1] / "suites" / "local-web"
@@ -110,7 +110,7 @@ def test_pairs_stay_together_and_in_order_under_xdist(pytester):
         assert first.worker == second.worker and first.worker.startswith("gw")
         assert first.finished_at <= second.started_at
     # both workers appended to one record index: it holds every record, as its file says
-    from pytest_webbench.record_index import ReportedTrial, scan_records
+    from pytest_webbench.results.record_index import ReportedTrial, scan_records
 
     scan = scan_records(exp)
     assert scan.from_files == 0 and scan.dead_lines == 0

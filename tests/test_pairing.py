@@ -1,4 +1,4 @@
-from pytest_webbench.pairing import TrialKey, broken_pairs, control_first_attempts, order_trials, pair_position
+from pytest_webbench.design.pairing import TrialKey, broken_pairs, control_first_attempts, order_trials, pair_position
 
 
 def keys(tasks=("a", "b"), attempts=4, arms=("control", "treatment", "playwright")):
@@ -65,7 +65,7 @@ def test_the_xdist_methods_the_pair_scheduler_overrides_are_the_ones_it_was_writ
     import xdist
     from xdist.scheduler import LoadScopeScheduling
 
-    from pytest_webbench.scheduling import XDIST_PRIVATE_METHODS, XDIST_TESTED_WITH, PairScheduling
+    from pytest_webbench.planning.scheduling import XDIST_PRIVATE_METHODS, XDIST_TESTED_WITH, PairScheduling
 
     changed = {}
     for name, digest in XDIST_PRIVATE_METHODS.items():

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_webbench.records import ExperimentExists, claim_experiment_dir
+from pytest_webbench.results.records import ExperimentExists, claim_experiment_dir
 
 LOCAL_WEB = Path(__file__).resolve().parents[1] / "suites" / "local-web"
 TASKS = sorted(p.name for p in (LOCAL_WEB / "tasks").iterdir() if p.is_dir())
@@ -29,7 +29,7 @@ def test_without_suite_the_plugin_is_inert(pytester):
 
 
 HEAVY = ("harbor", "litellm", "pydantic", "scipy", "mcp", "httpx", "uvicorn", "playwright", "kernel",
-         "pytest_webbench.fixtures", "pytest_webbench.trial", "pytest_webbench.report")
+         "pytest_webbench.trial.fixtures", "pytest_webbench.trial.harbor_run", "pytest_webbench.report")
 
 
 def test_without_suite_nothing_heavy_is_imported(pytester, monkeypatch):
@@ -173,7 +173,7 @@ def test_suite_hash_covers_regular_files_in_path_order_and_skips_the_rest(tmp_pa
     import hashlib
     import os
 
-    from pytest_webbench.suite import load_suite
+    from pytest_webbench.design.suite import load_suite
 
     suite = tmp_path / "suite"
     shutil.copytree(LOCAL_WEB, suite, ignore=shutil.ignore_patterns("__pycache__"))

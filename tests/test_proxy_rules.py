@@ -7,7 +7,7 @@ import json
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from pytest_webbench.arms import arm_policy
+from pytest_webbench.design.arms import arm_policy
 from pytest_webbench.proxy.log import CallLog, read_call_log
 from pytest_webbench.proxy.relay import ProxySession
 from pytest_webbench.proxy.rules import mentions_webmcp, strip_webmcp_guidance

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from pytest_webbench.browsers.local import LocalBackend
-from pytest_webbench.run import load_site_app
-from pytest_webbench.service import ServiceLoop
-from pytest_webbench.suite import load_suite
+from pytest_webbench.trial.services import load_site_app
+from pytest_webbench.trial.service_loop import ServiceLoop
+from pytest_webbench.design.suite import load_suite
 
 from test_public_web import LOCAL_WEB_DIR, PUBLIC_WEB
 

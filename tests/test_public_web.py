@@ -7,7 +7,7 @@ import subprocess
 from collections import Counter
 from pathlib import Path
 
-from pytest_webbench.suite import load_suite
+from pytest_webbench.design.suite import load_suite
 
 PUBLIC_WEB = Path(__file__).resolve().parents[1] / "suites" / "public-web"
 LOCAL_WEB_DIR = PUBLIC_WEB.parent / "local-web"

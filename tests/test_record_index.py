@@ -17,8 +17,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from pytest_webbench.record_index import INDEX, ReportedTrial, rewrite_index, scan_records, write_trial_record
-from pytest_webbench.records import (
+from pytest_webbench.results.record_index import INDEX, ReportedTrial, rewrite_index, scan_records, write_trial_record
+from pytest_webbench.results.records import (
     BrowserCalls, PlannedTrial, RunManifest, TaskLimits, Timings, Tokens, TrialRecord, supersede_record, write_manifest,
 )
 
@@ -146,7 +146,7 @@ def _planned_run(exp: Path, tasks: list[str], attempts: int, shard: str | None =
 
 def test_a_resume_and_a_merge_leave_an_index_the_report_reads_whole(tmp_path):
     from pytest_webbench.report.merge import merge_shards
-    from pytest_webbench.resume import trials_to_skip
+    from pytest_webbench.planning.resume import trials_to_skip
 
     rng = random.Random(3)
     shards = []

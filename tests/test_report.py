@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_webbench.record_index import write_trial_record
-from pytest_webbench.records import (
+from pytest_webbench.results.record_index import write_trial_record
+from pytest_webbench.results.records import (
     BrowserCalls, PlannedTrial, RunManifest, TaskLimits, Timings, Tokens, TrialRecord, write_manifest,
 )
 from pytest_webbench.report.__main__ import main as report_main

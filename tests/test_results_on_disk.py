@@ -7,10 +7,10 @@ import shutil
 from pathlib import Path
 
 from pytest_webbench.browsers.base import BackendError
-from pytest_webbench.harbor_jobs import write_job_results
-from pytest_webbench.record_index import write_trial_record
-from pytest_webbench.records import TrialRecord, read_trial_records, trial_dir
-from pytest_webbench.verdict import error_before_grading
+from pytest_webbench.results.harbor_jobs import write_job_results
+from pytest_webbench.results.record_index import write_trial_record
+from pytest_webbench.results.records import TrialRecord, read_trial_records, trial_dir
+from pytest_webbench.grading.verdict import error_before_grading
 
 
 def test_an_error_is_classified_by_its_type_not_by_words_in_its_message():

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_webbench.records import read_manifest, read_trial_records
+from pytest_webbench.results.records import read_manifest, read_trial_records
 from pytest_webbench.stats.sequential import SequentialRule
 
 pytestmark = pytest.mark.chromium

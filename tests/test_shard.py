@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_webbench.pairing import TrialKey, order_trials, shard_trials
+from pytest_webbench.design.pairing import TrialKey, order_trials, shard_trials
 from pytest_webbench.report.__main__ import main as report_main
 
 LOCAL_WEB = Path(__file__).resolve().parents[1] / "suites" / "local-web"

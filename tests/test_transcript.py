@@ -12,7 +12,7 @@ from pytest_webbench.gateway.meter import ModelCall
 from pytest_webbench.grading.evidence import answer_forms, unseen_flag
 from pytest_webbench.grading.trajectory_scan import ipv4_of, is_loopback, scan_calls, targets_for
 from pytest_webbench.grading.transcript import disagreements, transcript_of
-from pytest_webbench.suite import WebbenchMeta
+from pytest_webbench.design.suite import WebbenchMeta
 
 SITE = "http://shop.localhost:43803"
 TARGETS = [targets_for("the site", [SITE]), targets_for("the browser backend", ["http://127.0.0.1:39001/mcp"]),

@@ -8,9 +8,9 @@ import pytest
 
 from pytest_webbench.grading import Grade
 from pytest_webbench.grading.page_state import PageState
-from pytest_webbench.records import BrowserCalls, Tokens
-from pytest_webbench.trial import AgentOutcome
-from pytest_webbench.verdict import decide
+from pytest_webbench.results.records import BrowserCalls, Tokens
+from pytest_webbench.trial.harbor_run import AgentOutcome
+from pytest_webbench.grading.verdict import decide
 
 PASSED = Grade(True, None, "answer matches")
 FAILED = Grade(False, "wrong_answer", "price: expected 17.49, got 12")

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from pytest_webbench.proxy.log import read_call_log
-from pytest_webbench.records import read_trial_records
+from pytest_webbench.results.records import read_trial_records
 
 pytestmark = pytest.mark.chromium
 ROOT = Path(__file__).resolve().parents[1]

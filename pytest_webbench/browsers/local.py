@@ -14,7 +14,6 @@ import base64
 import itertools
 import json
 import os
-import shutil
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..suite import WebbenchMeta
+from ..design.suite import WebbenchMeta
 
 
 def _forms(value: Any) -> list[str]:

@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..suite import FieldRule, WebbenchMeta
+from ..design.suite import FieldRule, WebbenchMeta
 from .answer import AnswerError, parse_answer
 
 _TYPES: dict[str, tuple[type, ...]] = {

@@ -15,6 +15,7 @@ recorded answer, and every change of value or outcome is listed (exit 1 if any).
 from __future__ import annotations
 
 import argparse
+import asyncio
 import sys
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel
 
-from ..records import atomic_write
+from ..results.records import atomic_write
 
 SNAPSHOT_HTML = "page-check.html"
 SNAPSHOT_META = "page-check.json"
@@ -58,29 +59,41 @@ def save_page_check(trial_dir: Path, saved: SavedPageCheck, html: str | None) ->
     atomic_write(trial_dir / SNAPSHOT_META, saved.model_dump_json(indent=2))
 
 
-def saved_page_app(html: str):
-    from starlette.applications import Starlette
-    from starlette.responses import HTMLResponse
-    from starlette.routing import Route
+async def serve_saved_page(html: str) -> asyncio.AbstractServer:
+    """The saved page for any GET, its scripts blocked, on 127.0.0.1 (one page, so no framework)."""
+    body = html.encode("utf-8")
+    head = ("HTTP/1.1 200 OK\r\ncontent-type: text/html; charset=utf-8\r\n"
+            + "".join(f"{k}: {v}\r\n" for k, v in INERT.items())
+            + f"content-length: {len(body)}\r\nconnection: close\r\n\r\n").encode()
 
-    async def page(request):
-        return HTMLResponse(html, headers=INERT)
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            await reader.readuntil(b"\r\n\r\n")
+            writer.write(head + body)
+            await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
 
-    return Starlette(routes=[Route("/{path:path}", page)])
+    return await asyncio.start_server(answer, "127.0.0.1", 0)
 
 
 def recheck_saved_pages(experiment_dir: Path) -> list[Recheck]:
     """Runs each saved page's task check again, and grades the trial again with it."""
+    return asyncio.run(_recheck(experiment_dir))
+
+
+async def _recheck(experiment_dir: Path) -> list[Recheck]:
     from ..browsers.local import LocalBackend
-    from ..records import read_manifest, read_trial_records
-    from ..service import ServiceLoop
-    from ..suite import load_suite
+    from ..design.suite import load_suite
+    from ..results.records import read_manifest, read_trial_records
     from .grade import grade_trial
 
     manifest = read_manifest(experiment_dir)
     tasks = {t.name: t for t in load_suite(Path(manifest.suite_path)).tasks}
     records = {r.trial_id: r for r in read_trial_records(experiment_dir)[0]}
-    loop, backend = ServiceLoop(), LocalBackend()
+    backend = LocalBackend()
     out: list[Recheck] = []
     try:
         for meta_path in sorted((experiment_dir / "jobs").glob(f"*/*/{SNAPSHOT_META}")):
@@ -88,19 +101,18 @@ def recheck_saved_pages(experiment_dir: Path) -> list[Recheck]:
             record, task = records.get(saved.trial_id), tasks.get(saved.task)
             if record is None or task is None or task.meta.page is None:
                 continue
-            base = loop.serve(saved_page_app((meta_path.parent / SNAPSHOT_HTML).read_text(encoding="utf-8")), "saved page")
+            server = await serve_saved_page((meta_path.parent / SNAPSHOT_HTML).read_text(encoding="utf-8"))
             parts = urlsplit(saved.url)
-            url = base + parts.path + (f"?{parts.query}" if parts.query else "")
+            url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}{parts.path}" + (f"?{parts.query}" if parts.query else "")
             session = f"recheck-{saved.trial_id}"
-
-            async def check(url=url, session=session, script=task.meta.page.script):
+            try:
                 await backend.create_session(session, site_urls=[url])
                 try:
-                    return await backend.read_page(session, url, script)
+                    value = await asyncio.wait_for(backend.read_page(session, url, task.meta.page.script), 120)
                 finally:
                     await backend.delete_session(session)
-
-            value = loop.run(check(), timeout=120)
+            finally:
+                server.close()
             grade = grade_trial(task.meta, record.answer_raw, record.calls.forwarded, cap_hit=record.calls.cap_hit,
                                 page_value=value)
             now = "passed" if grade.passed else "failed"
@@ -108,8 +120,7 @@ def recheck_saved_pages(experiment_dir: Path) -> list[Recheck]:
             out.append(Recheck(trial_id=saved.trial_id, outcome_before=before, outcome_now=now,
                                value_before=saved.value, value_now=value, detail=grade.detail))
     finally:
-        loop.run(backend.close(), timeout=30)
-        loop.close()
+        await backend.close()
     return out
 
 

@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from pydantic import BaseModel, Field, ValidationError
 
-from ..records import Wall, atomic_write
+from ..results.records import Wall, atomic_write
 from .grade import Grade
 
 WALLS = "walls.json"

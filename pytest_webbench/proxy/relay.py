@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ..arms import WEBMCP_TOOL, ArmPolicy
+from ..design.arms import WEBMCP_TOOL, ArmPolicy
 from .log import MAX_RESULT_CHARS, CallLog, CallRecord, bounded
 from .rules import Rejection, check_call, filter_tools
 

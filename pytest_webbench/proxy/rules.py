@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..arms import WEBMCP_TOOL, ArmPolicy
+from ..design.arms import WEBMCP_TOOL, ArmPolicy
 
 # Any spelling of WebMCP in code: webmcp, modelContext, document?.modelContext,
 # navigator["modelContext"], a bound executeTool... all contain one of these, case-insensitively.

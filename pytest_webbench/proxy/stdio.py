@@ -21,7 +21,7 @@ import threading
 from pathlib import Path
 from typing import BinaryIO
 
-from ..arms import ARM_POLICIES, arm_policy
+from ..design.arms import ARM_POLICIES, arm_policy
 from .framing import MAX_LINE_BYTES, Oversized, read_lines
 from .log import CallLog
 from .relay import Answer, Call, ProxySession, Relay

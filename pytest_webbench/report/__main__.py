@@ -15,7 +15,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..records import atomic_write
+from ..results.records import atomic_write
 from .compare import compare_reports, render_comparison
 from .build import build_report_from_dir
 from .render import headline_lines, paired_lines

@@ -16,10 +16,10 @@ from statistics import median
 
 from pydantic import BaseModel, Field
 
-from ..harbor_jobs import read_job_problems
-from ..record_index import RecordScan, scan_records
-from ..records import RunManifest, TrialRecord, UndeletedBrowser, read_manifest, read_suite_check, read_undeleted_browsers
-from ..stopping import read_decisions
+from ..results.harbor_jobs import read_job_problems
+from ..results.record_index import RecordScan, scan_records
+from ..results.records import RunManifest, TrialRecord, UndeletedBrowser, read_manifest, read_suite_check, read_undeleted_browsers
+from ..results.decisions import read_decisions
 from ..stats import ASSUMPTIONS, pass_at_k, pass_hat_k
 from .paired import PairedRow, PooledEffect, adjust_paired_rows, paired_row, pooled_effect
 from .rates import Rate, rate

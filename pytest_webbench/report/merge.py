@@ -11,9 +11,9 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from ..pairing import TrialKey, broken_pairs, order_trials
-from ..record_index import rebuild_index
-from ..records import ExperimentExists, RunManifest, claim_experiment_dir, read_manifest, write_manifest
+from ..design.pairing import TrialKey, broken_pairs, order_trials
+from ..results.record_index import rebuild_index
+from ..results.records import ExperimentExists, RunManifest, claim_experiment_dir, read_manifest, write_manifest
 
 SAME = ("experiment_id", "suite", "runner", "model", "browser", "environment", "attempts", "arms", "paired", "content_hashes")
 

@@ -8,7 +8,7 @@ from statistics import median
 
 from pydantic import BaseModel, Field
 
-from ..records import TrialRecord
+from ..results.records import TrialRecord
 from ..stats import holm, mcnemar_exact, mde_clustered_from_data, pooled_paired_interval, sign_test
 from .rates import Rate, passed, rate
 

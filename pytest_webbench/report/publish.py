@@ -15,7 +15,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from ..records import RunManifest, TrialRecord, read_manifest, read_trial_records
+from ..results.records import RunManifest, TrialRecord, read_manifest, read_trial_records
 
 
 class PublishError(Exception):

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from ..records import TrialRecord, trial_dir
+from ..results.records import TrialRecord, trial_dir
 
 PROPERTY = "webbench"
 COLUMNS = ("Task", "Attempt", "Arm", "Calls", "Tokens", "Agent s", "Stop reason")

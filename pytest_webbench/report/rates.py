@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from ..records import TrialRecord
+from ..results.records import TrialRecord
 from ..stats import wilson
 
 

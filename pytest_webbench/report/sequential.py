@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from ..pairing import TrialKey
-from ..records import PlannedTrial, RunManifest
-from ..stopping import TaskDecision, not_run
+from ..design.pairing import TrialKey
+from ..results.records import PlannedTrial, RunManifest
+from ..results.decisions import TaskDecision, not_run
 
 
 class TaskStop(BaseModel):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from ..records import TrialRecord
+from ..results.records import TrialRecord
 from ..stats import cmh_test, fisher_exact_p, holm, newcombe_difference
 from .rates import Rate, passed, rate
 

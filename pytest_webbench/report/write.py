@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..record_index import rewrite_index, scan_records
-from ..records import atomic_write
+from ..results.record_index import rewrite_index, scan_records
+from ..results.records import atomic_write
 from ..viewer.pages import write_pages
 from .build import Report, build_report_from_dir, no_cyclic_gc
 from .html import render_html

@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 from harbor.agents.base import BaseAgent
 from harbor.agents.capabilities import AgentCapabilities
 
-from ..arms import ANSWER_PATH
+from ..design.arms import ANSWER_PATH
 from ..grading.walls import Wall, Walls, write_walls
 
 CANARY_VARIABLE = "WEBBENCH_HOSTILE_CANARY"

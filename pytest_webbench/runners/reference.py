@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from harbor.agents.base import BaseAgent
 from harbor.agents.capabilities import AgentCapabilities
 
-from ..arms import ANSWER_PATH
+from ..design.arms import ANSWER_PATH
 
 if TYPE_CHECKING:  # the MCP SDK loads when a trial runs, not when a run is planned (~1 s)
     from mcp import Client

@@ -15,8 +15,8 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from ..pairing import PAIRED_ARMS
-from ..records import TrialRecord, atomic_write
+from ..design.pairing import PAIRED_ARMS
+from ..results.records import TrialRecord, atomic_write
 from .frames import frame_bytes
 from .timeline import Timeline, build_timeline
 
@@ -139,7 +139,7 @@ def write_trial_pages(experiment_dir: Path, record: TrialRecord) -> None:
     key = _key(record.trial_id)
     if key is None or not key.pair_id:
         return
-    from ..pairing import PAIRED_ARMS, TrialKey
+    from ..design.pairing import PAIRED_ARMS, TrialKey
 
     other = TrialKey(key.task, key.attempt, next(a for a in PAIRED_ARMS if a != key.arm)).trial_id
     partner = _read(experiment_dir, {other})
@@ -154,7 +154,7 @@ def write_pages(experiment_dir: Path, report, scan=None) -> set[str]:
     are now current. A page is current without a look when the record index's line for its trial
     (for a pair page: for both members) vouches for it (`scan`, the report's record scan); others
     cost a stat, and only the records of stale pages are read."""
-    from ..record_index import scan_records
+    from ..results.record_index import scan_records
 
     scan = scan if scan is not None else scan_records(experiment_dir)
     pages = experiment_dir / PAGES
@@ -212,7 +212,7 @@ def write_pages(experiment_dir: Path, report, scan=None) -> set[str]:
 
 
 def _key(trial_id: str):
-    from ..pairing import TrialKey
+    from ..design.pairing import TrialKey
 
     try:
         return TrialKey.parse(trial_id)

@@ -18,7 +18,7 @@ from pydantic import BaseModel, Field
 from ..browsers.base import TRACE_FILE
 from ..gateway.meter import read_model_log
 from ..proxy.log import read_call_log
-from ..records import TrialRecord, trial_dir
+from ..results.records import TrialRecord, trial_dir
 from .frames import nearest_frame, read_trace
 
 AGENT_TEXT_CHARS = 1500

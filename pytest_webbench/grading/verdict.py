@@ -10,13 +10,21 @@ Harbor's error policy does), never by searching a message's text.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from .grading import Grade
-    from .grading.page_state import PageState
-    from .records import BrowserCalls, RunManifest, TrialRecord
-    from .trial import AgentOutcome
+    from . import Grade
+    from .page_state import PageState
+    from ..results.records import BrowserCalls, RunManifest, Tokens, TrialRecord
+
+
+class AgentOutcome(Protocol):
+    """What the verdict reads of the agent's run (trial/harbor_run.py's AgentOutcome)."""
+
+    exception: str | None  # the run failed (auth, rate limit, crash)
+    scored_note: str | None  # it ended on its own limits (time, context, output): still graded
+    output_refused: str | None  # its answer file was a link, special or too large
+    tokens: Tokens
 
 
 @dataclass(frozen=True)
@@ -33,7 +41,7 @@ class Verdict:
 def _error_policy() -> list[tuple[type[BaseException], str]]:
     """Exception type -> stop reason for a trial that broke before it could be graded; the first
     match (by isinstance) wins, anything else is `error_before_grading`."""
-    from .browsers.base import BackendError
+    from ..browsers.base import BackendError
 
     return [(BackendError, "backend_error")]
 
@@ -78,7 +86,7 @@ def decide(outcome: AgentOutcome, grade: Grade, calls: BrowserCalls, lost: str |
 
 def worker_crash_record(manifest: RunManifest, trial_id: str, detail: str) -> TrialRecord | None:
     """The record of a trial whose xdist worker died while running it (SIGKILL, out of memory)."""
-    from .records import TrialRecord
+    from ..results.records import TrialRecord
 
     planned = next((t for t in manifest.trials if t.trial_id == trial_id), None)
     if planned is None:

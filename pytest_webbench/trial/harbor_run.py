@@ -1,127 +1,24 @@
-"""One trial's parts: its spec, its browser session, its proxy route, its Harbor run."""
+"""One trial's Harbor run: what Harbor receives (the task, the agent with the proxy as its only MCP
+server and its gateway route, where it runs), the run itself, and what the harness takes from it:
+the answer, the agent's files it refused, Harbor's result with our reward."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 from urllib.parse import urlsplit
 
-from .arms import ANSWER_PATH, arm_instructions
-from .browsers.base import BackendError
-from .grading.trajectory_scan import load_trajectory_steps
-from .proxy.log import CallLog, read_call_log
-from .proxy.relay import ProxySession
-from .proxy.upstream import HttpUpstream
-from .records import BrowserCalls, Tokens
-from .run import RunOptions, RunServices
-from .runners import RunnerSpec
-from .suite import Task, TrialSpec  # noqa: F401 - TrialSpec re-exported
-
-
-@dataclass
-class BrowserSessionHandle:
-    session_id: str
-    start_url: str
-    services: RunServices
-    screenshot_saved: bool = False
-
-    def save_screenshot(self, path: Path) -> None:
-        """The page as the agent left it, for the reports; nothing if there is no page to show."""
-        if self.screenshot_saved:
-            return
-        try:
-            png = self.run(self.services.backend.screenshot(self.session_id), timeout=30)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(png)
-        except Exception:
-            return  # the session never opened, the browser died, or the disk refused: no picture, same grade
-        self.screenshot_saved = True
-
-    def save_trace(self, folder: Path) -> dict | None:
-        """The session's trace into the trial's folder (once), before the harness reads the page."""
-        try:
-            return self.run(self.services.backend.save_trace(self.session_id, folder), timeout=150)
-        except Exception as exc:  # noqa: BLE001 - a lost trace is reported, never a changed grade
-            return {"error": f"{type(exc).__name__}: {exc}"[:500]}
-
-    def run(self, coro, timeout: float | None = 120):
-        return self.services.loop.run(coro, timeout=timeout)
-
-    def end_agent_code(self) -> None:
-        """The agent has stopped: its code's runner and hooks go before anything is read."""
-        self.run(self.services.backend.end_agent_code(self.session_id), timeout=60)
-
-    def lost(self) -> str | None:
-        """Why the browser is gone, if it is (asked after the agent stops)."""
-        try:
-            return self.run(self.services.backend.session_lost(self.session_id), timeout=60)
-        except Exception:  # a backend that cannot say is no evidence either way
-            return None
-
-
-async def open_browser_session(services: RunServices, spec: TrialSpec, session_id: str, start_url: str,
-                               trace: bool = False) -> None:
-    """A fresh context at the task's start page; in treatment, the site's tool batch registered
-    before the agent starts (retried once: a registration resent replaces the first)."""
-    backend = services.backend
-    await backend.create_session(session_id, page_api_only=spec.policy.page_api_only, trace=trace,
-                                 site_urls=[services.site_urls[spec.task.meta.site]])
-    try:
-        await backend.goto(session_id, start_url)
-    except BackendError as exc:
-        raise BackendError(f"could not open the start page {start_url}: {exc}") from exc
-    batch_site = spec.task.meta.tool_batch
-    if spec.policy.inject_tool_batch and batch_site:
-        batch_path = services.suite.tool_batch_path(batch_site)
-        assert batch_path is not None
-        source = batch_path.read_text(encoding="utf-8")
-        namespace = services.suite.spec.sites[batch_site].namespace or batch_site
-        for attempt in (1, 2):
-            try:
-                await backend.add_custom_tools(session_id, namespace, source, force_overwrite_namespace=True)
-                break
-            except BackendError as exc:
-                if attempt == 2 or exc.code not in (None, "conflict") or "source" in str(exc):
-                    raise BackendError(f"registering tool batch {batch_path.name} failed: {exc}") from exc
-                await asyncio.sleep(0.2)
-
-
-@dataclass
-class ProxyHandle:
-    url: str
-    session: ProxySession
-    log_path: Path
-
-    def calls(self) -> BrowserCalls:
-        contents = read_call_log(self.log_path)
-        rejected: dict[str, int] = {}
-        for rec in contents.records:
-            if rec.decision == "rejected" and rec.rule:
-                rejected[rec.rule] = rejected.get(rec.rule, 0) + 1
-        stats = self.session.stats
-        tool_sec = sum(r.latency_ms for r in contents.records if r.decision == "forwarded" and r.method == "tools/call") / 1000
-        return BrowserCalls(
-            forwarded=stats.forwarded_calls, rejected=stats.rejected_calls, cap_hit=stats.cap_hits > 0, tool_sec=round(tool_sec, 6),
-            rejected_rules=rejected, webmcp_invokes=dict(stats.webmcp_invokes),
-            unreadable_log_lines=contents.unreadable_lines, upstream_failures=stats.upstream_failures,
-        )
-
-
-def open_proxy_route(services: RunServices, spec: TrialSpec, session_id: str, trial_dir: Path) -> ProxyHandle:
-    log_path = trial_dir / "proxy-log.jsonl"
-    from .grading.evidence import answer_forms
-
-    session = ProxySession(
-        spec.policy, session_id, HttpUpstream(services.backend_mcp_url, services.upstream_headers), CallLog(log_path),
-        trial=spec.trial_id, call_cap=spec.task.meta.turn_cap, watch=answer_forms(spec.task.meta),
-    )
-    path = services.routes.add(spec.trial_id, session)
-    return ProxyHandle(services.proxy_base_url + path, session, log_path)
+from ..design.arms import ANSWER_PATH, arm_instructions
+from ..design.suite import TrialSpec
+from ..grading.trajectory_scan import load_trajectory_steps
+from ..planning.options import RunOptions
+from ..results.records import Tokens
+from ..runners import RunnerSpec
+from .browser_session import BrowserSessionHandle
+from .proxy_route import ProxyHandle
 
 
 @dataclass
@@ -173,7 +70,7 @@ def _visible_paths(runner: RunnerSpec) -> list[str]:
     """The pinned CLIs' folder stays visible to the agent's commands wherever it lives."""
     if runner.cli is None:
         return []
-    from .runners.install import npm_prefix
+    from ..runners.install import npm_prefix
 
     return [str(npm_prefix())]
 
@@ -182,7 +79,7 @@ def _agent_env(runner: RunnerSpec) -> dict[str, str]:
     """The preset's environment, with the pinned CLI (and the Node it needs) first on PATH."""
     env = dict(runner.env)
     if runner.cli is not None:
-        from .runners.install import bin_path, node_bin_dir
+        from ..runners.install import bin_path, node_bin_dir
 
         first = [str(bin_path(runner.cli).parent)] + ([str(node_bin_dir(runner.cli))] if runner.cli.node else [])
         env["PATH"] = os.pathsep.join([*first, os.environ.get("PATH", "/usr/bin:/bin")])
@@ -297,8 +194,8 @@ MAX_ANSWER_BYTES = 1024 * 1024
 def final_reply(trial_dir: Path) -> bytes | None:
     """The agent's final message as the model gateway passed it (the CLI's trajectory, which the
     agent can rewrite, is not read for it)."""
-    from .gateway.wiring import MODEL_LOG
-    from .grading.transcript import read_transcript
+    from ..gateway.wiring import MODEL_LOG
+    from ..grading.transcript import read_transcript
 
     transcript = read_transcript(trial_dir / MODEL_LOG)
     return transcript.final_text.encode() if transcript is not None and transcript.final_text else None
@@ -318,7 +215,7 @@ def read_answer_file(path: Path) -> tuple[bytes | None, str | None]:
 
 
 def read_refusals(trial_dir: Path) -> list[tuple[str, str]]:
-    from .environments.host import REFUSALS
+    from ..environments.host import REFUSALS
 
     try:
         entries = json.loads((trial_dir / REFUSALS).read_text())
@@ -344,7 +241,7 @@ def record_reward_in_harbor(trial_dir: Path, reward: float) -> None:
     from harbor.models.trial.result import TrialResult
     from harbor.models.verifier.result import VerifierResult
 
-    from .records import atomic_write
+    from ..results.records import atomic_write
 
     path = trial_dir / "result.json"
     if not path.exists():
@@ -352,32 +249,3 @@ def record_reward_in_harbor(trial_dir: Path, reward: float) -> None:
     result = TrialResult.model_validate_json(path.read_text())
     result.verifier_result = VerifierResult(rewards={"reward": reward})
     atomic_write(path, result.model_dump_json(indent=2))
-
-
-def read_page_state(browser: BrowserSessionHandle):
-    """The page the agent left the browser on (see grading/page_state.py); None if unreadable."""
-    from .grading.page_state import PAGE_STATE_SCRIPT, read_page_state as parse
-
-    try:
-        value = browser.run(browser.services.backend.evaluate(browser.session_id, PAGE_STATE_SCRIPT), timeout=60)
-    except Exception:
-        return None
-    return parse(value)
-
-
-def read_page_value(browser: BrowserSessionHandle, spec: TrialSpec, trial_dir: Path) -> tuple[Any, str | None]:
-    """The task's page check on the live page; the page it read is kept for re-checking
-    (grading/snapshots.py)."""
-    from .grading.snapshots import SavedPageCheck, save_page_check
-
-    page = spec.task.meta.page
-    if page is None:
-        return None, None
-    url = browser.services.site_urls[spec.task.meta.site] + page.path
-    try:
-        checked = browser.run(browser.services.backend.check_page(browser.session_id, url, page.script))
-    except BackendError as exc:
-        return None, str(exc)
-    saved = SavedPageCheck(trial_id=spec.trial_id, task=spec.key.task, url=checked.get("url") or url, value=checked["value"])
-    save_page_check(trial_dir, saved, checked.get("html"))
-    return checked["value"], None

@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
-from .stopping import SequentialPlan
+from .decisions import SequentialPlan
 
 # 2: a record's harbor_trial_dir is relative to the experiment directory (1: absolute), so a
 # results folder can be moved, copied off a CI machine or merged.
@@ -159,6 +159,14 @@ class TrialRecord(PlannedTrial):
     worker: str = Field(default_factory=lambda: os.environ.get("PYTEST_XDIST_WORKER", "main"))
     started_at: str | None = None
     finished_at: str = Field(default_factory=lambda: datetime.now(UTC).isoformat())
+
+
+SCREENSHOT = "final-screenshot.png"  # in a trial's Harbor folder: the page as the agent left it
+
+
+def harbor_folder(experiment_dir: Path, arm: str, trial_id: str) -> Path:
+    """A trial's Harbor folder (its logs, trajectory, screenshot, trace): jobs/<arm>/<trial>."""
+    return experiment_dir / "jobs" / arm / trial_id
 
 
 def trial_dir(experiment_dir: Path, record: BaseModel) -> Path | None:

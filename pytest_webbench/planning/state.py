@@ -11,11 +11,11 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from .pairing import TrialKey
+from ..design.pairing import TrialKey
 
 if TYPE_CHECKING:
     from .options import RunOptions
-    from .suite import TrialSpec
+    from ..design.suite import TrialSpec
 
 STATE_KEY = pytest.StashKey["WebbenchState"]()
 

@@ -13,42 +13,10 @@ the report, never missing.
 from __future__ import annotations
 
 import json
-import os
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import Literal
 
-from pydantic import BaseModel, Field, ValidationError
-
-from .pairing import TrialKey
-
-DECISIONS = "decisions"
-
-
-class SequentialPlan(BaseModel):
-    """The rule a sequential run uses, as the manifest records it."""
-
-    max_pairs: int
-    alpha: float = 0.05
-    futility_below: float
-    description: str
-
-
-class TaskDecision(BaseModel):
-    task: str
-    outcome: Literal["effect", "futility"]  # pass/fail: a difference shown, or none to be shown within the cap
-    favours: Literal["treatment", "control"] | None = None
-    speed: Literal["effect", "futility"]
-    speed_favours: Literal["treatment", "control"] | None = None
-    pairs: int  # tested pairs (both trials ended) the decision rests on
-    # their attempts: under -n they end out of order, so the pairs seen are not always 1..pairs
-    attempts: list[int] = Field(default_factory=list)
-    last_attempt: int  # the highest attempt whose pair had run when it was decided
-    control_only: int
-    treatment_only: int
-    treatment_faster: int
-    control_faster: int
-    decided_at: str = Field(default_factory=lambda: datetime.now(UTC).isoformat())
+from ..design.pairing import TrialKey
+from ..results.decisions import SequentialPlan, TaskDecision, not_run, read_decision, write_decision
 
 
 def plan_for(attempts: int) -> SequentialPlan:
@@ -60,7 +28,7 @@ def plan_for(attempts: int) -> SequentialPlan:
 def rule_for(attempts: int):
     """The rule for a run of at most `attempts` pairs per task: the preset tuned for a fixed design of
     half as many pairs (benchmarks/stats_calibration.py), capped at `attempts`."""
-    from .stats.sequential import SequentialRule
+    from ..stats.sequential import SequentialRule
 
     preset = SequentialRule.for_fixed_design(max(1, attempts // 2))
     return SequentialRule(max_pairs=attempts, futility_below=preset.futility_below)
@@ -99,21 +67,6 @@ def task_counts(experiment_dir: Path, task: str, attempts: int) -> tuple[list[in
     return tested, c_only, t_only, t_fast, c_fast, last
 
 
-def read_decision(experiment_dir: Path, task: str) -> TaskDecision | None:
-    try:
-        return TaskDecision.model_validate_json((experiment_dir / DECISIONS / f"{task}.json").read_bytes())
-    except (OSError, ValidationError, ValueError):
-        return None
-
-
-def read_decisions(experiment_dir: Path) -> dict[str, TaskDecision]:
-    out = {}
-    for path in sorted((experiment_dir / DECISIONS).glob("*.json")):
-        if (decision := read_decision(experiment_dir, path.stem)) is not None:
-            out[decision.task] = decision
-    return out
-
-
 def decide_task(experiment_dir: Path, task: str, attempts: int) -> TaskDecision | None:
     """The task's decision: the one on disk, or a new one if its pairs so far decide it (written
     with an exclusive create, so of two workers deciding at once the first wins)."""
@@ -133,27 +86,13 @@ def decide_task(experiment_dir: Path, task: str, attempts: int) -> TaskDecision 
         speed_favours=_favours(speed, t_fast, c_fast), pairs=pairs, attempts=tested, last_attempt=last, control_only=c_only,
         treatment_only=t_only, treatment_faster=t_fast, control_faster=c_fast,
     )
-    folder = experiment_dir / DECISIONS
-    folder.mkdir(parents=True, exist_ok=True)
-    try:
-        with open(folder / f"{task}.json", "x", encoding="utf-8") as f:
-            f.write(decision.model_dump_json(indent=2))
-            f.flush()
-            os.fsync(f.fileno())
-    except FileExistsError:
-        return read_decision(experiment_dir, task) or decision
-    return decision
+    return write_decision(experiment_dir, decision)
 
 
 def _favours(verdict: str, treatment: int, control: int) -> str | None:
     if verdict != "effect":
         return None
     return "treatment" if treatment > control else "control"
-
-
-def not_run(key: TrialKey, decision: TaskDecision | None) -> bool:
-    """Whether the trial falls after its task was decided (its pair, or its playwright round)."""
-    return decision is not None and key.attempt > decision.last_attempt
 
 
 def skip_reason(decision: TaskDecision) -> str:

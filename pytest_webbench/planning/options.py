@@ -14,7 +14,7 @@ from typing import Literal
 import pytest
 from pydantic import BaseModel, ConfigDict, Field
 
-from .pairing import PAIRED_ARMS
+from ..design.pairing import PAIRED_ARMS
 
 ARM_CHOICES = ("control", "treatment", "playwright")
 BROWSER_CHOICES = ("local", "kernel")
@@ -56,7 +56,7 @@ def results_dir(config: pytest.Config) -> Path:
 
 
 def options_from_config(config: pytest.Config) -> RunOptions:
-    from .records import new_experiment_id
+    from ..results.records import new_experiment_id
 
     get = config.getoption
     if get("resume") and get("experiment_id") and get("resume") != get("experiment_id"):
@@ -135,7 +135,7 @@ def _arms(text: str | None) -> tuple[str, ...] | None:
 def _shard(text: str | None) -> tuple[int, int] | None:
     if not text:
         return None
-    from .pairing import parse_shard
+    from ..design.pairing import parse_shard
 
     try:
         return parse_shard(text)
@@ -145,7 +145,7 @@ def _shard(text: str | None) -> tuple[int, int] | None:
 
 def _from_manifest(experiment_id: str, results: Path, given: dict) -> dict:
     """The resumed run's own options, from its manifest; a value given again must be the same."""
-    from .records import read_manifest
+    from ..results.records import read_manifest
 
     try:
         manifest = read_manifest(results / experiment_id)

@@ -11,12 +11,12 @@ import os
 import sys
 from dataclasses import dataclass, field
 
-from .browsers.base import BrowserBackend
-from .options import RunOptions
-from .gateway.routes import GatewayRoutes
-from .proxy.http_endpoint import ProxyRoutes
-from .service import ServiceLoop
-from .suite import Suite
+from ..browsers.base import BrowserBackend
+from ..planning.options import RunOptions
+from ..gateway.routes import GatewayRoutes
+from ..proxy.http_endpoint import ProxyRoutes
+from .service_loop import ServiceLoop
+from ..design.suite import Suite
 
 
 def load_site_app(suite: Suite, site: str):
@@ -61,15 +61,15 @@ class RunServices:
         loop = ServiceLoop()
         headers: dict[str, str] = {}
         if browser == "kernel":
-            from .browsers.kernel import DEFAULT_MCP_URL, KernelBackend
+            from ..browsers.kernel import DEFAULT_MCP_URL, KernelBackend
 
             # Agents use Kernel's hosted MCP server behind the proxy; the harness uses the API.
             backend: BrowserBackend = KernelBackend()
             backend_url = os.environ.get("KERNEL_MCP_URL", DEFAULT_MCP_URL)
             headers = {"Authorization": "Bearer ${KERNEL_API_KEY}"}
         else:
-            from .browsers.local import LocalBackend
-            from .browsers.mcp_server import build_server
+            from ..browsers.local import LocalBackend
+            from ..browsers.mcp_server import build_server
 
             backend = LocalBackend()
             app = build_server(backend).streamable_http_app(json_response=True, stateless_http=True)

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .record_index import rebuild_index
-from .records import RunManifest, read_manifest, read_trial_records, supersede_record
+from ..results.record_index import rebuild_index
+from ..results.records import RunManifest, read_manifest, read_trial_records, supersede_record
 
 
 class ResumeError(Exception):

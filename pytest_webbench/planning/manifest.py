@@ -10,8 +10,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .pairing import TrialKey, broken_pairs, pair_position
-from .records import PlannedTrial, RunManifest, TaskLimits, write_manifest
+from ..design.pairing import TrialKey, broken_pairs, pair_position
+from ..results.records import PlannedTrial, RunManifest, TaskLimits, write_manifest
 from .stopping import plan_for
 
 if TYPE_CHECKING:
@@ -21,8 +21,8 @@ VERSIONED = ("pytest-webbench", "harbor", "mcp", "playwright", "pytest", "scipy"
 
 
 def build_manifest(st: WebbenchState, keys: list[TrialKey]) -> RunManifest:
-    from .runners import runner_spec
-    from .runners.install import installed_version
+    from ..runners import runner_spec
+    from ..runners.install import installed_version
 
     opts = st.options
     runner = runner_spec(opts.runner)
@@ -54,12 +54,12 @@ def _isolation(opts, tasks) -> str:
     sandbox holding every agent to the proxy's host, `sandbox:<type>+open` where a task of the run
     gave its agent network of its own (allowed with --allow-unsealed)."""
     if opts.environment != "host":
-        from .runners import runner_spec
+        from ..runners import runner_spec
 
         # the reference and nop runners run no command of an agent's: nothing in the sandbox to wall in
         open_network = runner_spec(opts.runner).agent_commands and any(task.agent_has_own_network for task in tasks)
         return f"sandbox:{opts.environment}" + ("+open" if open_network else "")
-    from .environments.host import isolation
+    from ..environments.host import isolation
 
     return isolation()
 

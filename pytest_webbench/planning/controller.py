@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from .pairing import TrialKey, order_trials
+from ..design.pairing import TrialKey, order_trials
 from .state import WebbenchState
 
 
@@ -60,9 +60,9 @@ class RunController:
         counted, reported and rerun by --resume-errored."""
         if "[" not in crashitem:
             return
-        from .record_index import write_trial_record
-        from .records import read_manifest, trial_record_path
-        from .verdict import worker_crash_record
+        from ..results.record_index import write_trial_record
+        from ..results.records import read_manifest, trial_record_path
+        from ..grading.verdict import worker_crash_record
 
         trial_id = crashitem.rsplit("[", 1)[1].rstrip("]")
         if trial_record_path(self.st.experiment_dir, trial_id).exists():
@@ -76,8 +76,8 @@ class RunController:
         st, config = self.st, session.config
         if not (st.experiment_dir / "manifest.json").exists() or config.option.collectonly:
             return  # nothing was planned, or only planned: the manifest is the result
-        from .harbor_jobs import write_job_results
-        from .report import write_report
+        from ..results.harbor_jobs import write_job_results
+        from ..report import write_report
 
         _check_suite(st)
         if st.options.browser == "kernel":
@@ -85,7 +85,7 @@ class RunController:
         self.job_problems = write_job_results(st.experiment_dir, st.options.experiment_id)
         st.report = write_report(st.experiment_dir)
         if config.getoption("publish", None) == "braintrust":
-            from .report.publish import PublishError, publish_braintrust
+            from ..report.publish import PublishError, publish_braintrust
 
             try:
                 st.published = publish_braintrust(st.experiment_dir, config.getoption("publish_project", None))
@@ -96,7 +96,7 @@ class RunController:
         report = self.st.report
         if report is None:
             return
-        from .report.render import headline_lines, paired_lines
+        from ..report.render import headline_lines, paired_lines
 
         terminalreporter.write_sep("=", "webbench")
         for line in headline_lines(report) + paired_lines(report):
@@ -116,8 +116,8 @@ class RunController:
 
 def _check_suite(st: WebbenchState) -> None:
     """The suite's hashes again, read afresh at the run's end, beside those the run planned with."""
-    from .records import SuiteCheck, read_manifest, write_suite_check
-    from .suite import Suite
+    from ..results.records import SuiteCheck, read_manifest, write_suite_check
+    from ..design.suite import Suite
 
     before = read_manifest(st.experiment_dir).content_hashes
     write_suite_check(st.experiment_dir, SuiteCheck(before=before, after=Suite.content_hashes.func(st.suite)))
@@ -127,9 +127,9 @@ def _sweep_browsers(st: WebbenchState) -> dict[str, str]:
     """Every Kernel browser of this run still alive is deleted; what cannot be is kept on disk."""
     import asyncio
 
-    from .browsers.base import BackendError
-    from .browsers.kernel import sweep_run_browsers
-    from .records import record_undeleted_browser
+    from ..browsers.base import BackendError
+    from ..browsers.kernel import sweep_run_browsers
+    from ..results.records import record_undeleted_browser
 
     try:
         return asyncio.run(sweep_run_browsers(st.experiment_dir, st.options.experiment_id))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from xdist.scheduler import LoadScopeScheduling
 
-from .pairing import TrialKey
+from ..design.pairing import TrialKey
 
 # The private methods of xdist's LoadScopeScheduling this class overrides or calls, with the sha256
 # (first 16 hex digits) of their source in the release it was written against (pyproject pins
@@ -33,7 +33,7 @@ class PairScheduling(LoadScopeScheduling):
         st = self.config.stash.get(STATE_KEY, None)
         if st is None or not st.options.sequential:
             return
-        from .stopping import not_run, read_decision
+        from ..results.decisions import not_run, read_decision
 
         while self.workqueue:
             scope = next(iter(self.workqueue))

@@ -8,7 +8,7 @@ def test_trial(webbench_trial, browser_session, mcp_proxy, model_gateway, agent_
     # imported here: collecting 10,000 trials need not load the trial machinery
     from pytest_webbench.grading import grade_trial
     from pytest_webbench.grading.evidence import unseen_flag
-    from pytest_webbench.trial import read_page_state, read_page_value
+    from pytest_webbench.trial.browser_session import read_page_state, read_page_value
 
     outcome = agent_runner.run()  # the agent, as a one-trial Harbor run, through the proxy
     # Faults, read before grading moves the page: a crashed or ended browser, a block or error page.

@@ -16,9 +16,9 @@ from .state import WebbenchState
 
 
 def configure_run(config: pytest.Config) -> tuple[WebbenchState, RunController | None]:
-    from .records import ExperimentExists, claim_experiment_dir
-    from .runners import UnknownRunner, check_runner
-    from .suite import SuiteError, load_suite, resolve_suite_path
+    from ..results.records import ExperimentExists, claim_experiment_dir
+    from ..runners import UnknownRunner, check_runner
+    from ..design.suite import SuiteError, load_suite, resolve_suite_path
 
     # Harbor imports litellm, which otherwise waits ~7 s on a price-map download it cannot make.
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -75,8 +75,8 @@ def configure_run(config: pytest.Config) -> tuple[WebbenchState, RunController |
 def _check_gateway(options) -> None:
     """A real agent's model requests go through the gateway: its provider must be one the gateway
     speaks, and its model priced (or unpriced runs allowed), before any trial starts."""
-    from .gateway.wiring import GatewayConfigError, model_price, provider_of
-    from .runners import runner_spec
+    from ..gateway.wiring import GatewayConfigError, model_price, provider_of
+    from ..runners import runner_spec
 
     runner = runner_spec(options.runner)
     if not runner.uses_gateway:
@@ -92,11 +92,11 @@ def _check_gateway(options) -> None:
 def _check_seal(options, config: pytest.Config) -> None:
     """A real agent on this host runs sealed (its own network, mount and PID namespaces), or not at
     all unless allowed."""
-    from .runners import runner_spec
+    from ..runners import runner_spec
 
     if options.environment != "host" or not runner_spec(options.runner).agent_commands or config.option.collectonly:
         return
-    from .environments.seal import can_seal, unshare_command
+    from ..environments.seal import can_seal, unshare_command
 
     if not can_seal() and not options.allow_unsealed:
         raise pytest.UsageError(
@@ -112,8 +112,8 @@ def _check_agent_network(options, suite) -> None:
     allowlist) would let a sandboxed agent reach a site around its tools, so it is refused unless
     unsealed runs were allowed. On this machine a sealed agent reaches only its loopback, so a
     --proxy-url naming another host would leave it without its tools and model."""
-    from .environments.host import HARNESS_HOSTS, hosts_beyond_the_seal
-    from .runners import runner_spec
+    from ..environments.host import HARNESS_HOSTS, hosts_beyond_the_seal
+    from ..runners import runner_spec
 
     if options.allow_unsealed or not runner_spec(options.runner).agent_commands:
         return
@@ -144,8 +144,8 @@ def _check_kernel_access() -> None:
     """A missing or bad key, or no network, is one clear error before any trial, not one per trial."""
     import asyncio
 
-    from .browsers.base import BackendError
-    from .browsers.kernel import KernelBackend
+    from ..browsers.base import BackendError
+    from ..browsers.kernel import KernelBackend
 
     async def check() -> None:
         backend = KernelBackend()

@@ -1,0 +1,112 @@
+"""One trial's browser session as the harness holds it: opened at the task's start page (with the
+treatment's tool batch registered before the agent starts), ended for the agent's code when the
+agent stops, and read by the harness afterwards (the page state, the task's page check, the final
+screenshot and the trace)."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..browsers.base import BackendError
+from ..design.suite import TrialSpec
+from .services import RunServices
+
+
+@dataclass
+class BrowserSessionHandle:
+    session_id: str
+    start_url: str
+    services: RunServices
+    screenshot_saved: bool = False
+
+    def save_screenshot(self, path: Path) -> None:
+        """The page as the agent left it, for the reports; nothing if there is no page to show."""
+        if self.screenshot_saved:
+            return
+        try:
+            png = self.run(self.services.backend.screenshot(self.session_id), timeout=30)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(png)
+        except Exception:
+            return  # the session never opened, the browser died, or the disk refused: no picture, same grade
+        self.screenshot_saved = True
+
+    def save_trace(self, folder: Path) -> dict | None:
+        """The session's trace into the trial's folder (once), before the harness reads the page."""
+        try:
+            return self.run(self.services.backend.save_trace(self.session_id, folder), timeout=150)
+        except Exception as exc:  # noqa: BLE001 - a lost trace is reported, never a changed grade
+            return {"error": f"{type(exc).__name__}: {exc}"[:500]}
+
+    def run(self, coro, timeout: float | None = 120):
+        return self.services.loop.run(coro, timeout=timeout)
+
+    def end_agent_code(self) -> None:
+        """The agent has stopped: its code's runner and hooks go before anything is read."""
+        self.run(self.services.backend.end_agent_code(self.session_id), timeout=60)
+
+    def lost(self) -> str | None:
+        """Why the browser is gone, if it is (asked after the agent stops)."""
+        try:
+            return self.run(self.services.backend.session_lost(self.session_id), timeout=60)
+        except Exception:  # a backend that cannot say is no evidence either way
+            return None
+
+
+async def open_browser_session(services: RunServices, spec: TrialSpec, session_id: str, start_url: str,
+                               trace: bool = False) -> None:
+    """A fresh context at the task's start page; in treatment, the site's tool batch registered
+    before the agent starts (retried once: a registration resent replaces the first)."""
+    backend = services.backend
+    await backend.create_session(session_id, page_api_only=spec.policy.page_api_only, trace=trace,
+                                 site_urls=[services.site_urls[spec.task.meta.site]])
+    try:
+        await backend.goto(session_id, start_url)
+    except BackendError as exc:
+        raise BackendError(f"could not open the start page {start_url}: {exc}") from exc
+    batch_site = spec.task.meta.tool_batch
+    if spec.policy.inject_tool_batch and batch_site:
+        batch_path = services.suite.tool_batch_path(batch_site)
+        assert batch_path is not None
+        source = batch_path.read_text(encoding="utf-8")
+        namespace = services.suite.spec.sites[batch_site].namespace or batch_site
+        for attempt in (1, 2):
+            try:
+                await backend.add_custom_tools(session_id, namespace, source, force_overwrite_namespace=True)
+                break
+            except BackendError as exc:
+                if attempt == 2 or exc.code not in (None, "conflict") or "source" in str(exc):
+                    raise BackendError(f"registering tool batch {batch_path.name} failed: {exc}") from exc
+                await asyncio.sleep(0.2)
+
+
+def read_page_state(browser: BrowserSessionHandle):
+    """The page the agent left the browser on (see grading/page_state.py); None if unreadable."""
+    from ..grading.page_state import PAGE_STATE_SCRIPT, read_page_state as parse
+
+    try:
+        value = browser.run(browser.services.backend.evaluate(browser.session_id, PAGE_STATE_SCRIPT), timeout=60)
+    except Exception:
+        return None
+    return parse(value)
+
+
+def read_page_value(browser: BrowserSessionHandle, spec: TrialSpec, trial_dir: Path) -> tuple[Any, str | None]:
+    """The task's page check on the live page; the page it read is kept for re-checking
+    (grading/snapshots.py)."""
+    from ..grading.snapshots import SavedPageCheck, save_page_check
+
+    page = spec.task.meta.page
+    if page is None:
+        return None, None
+    url = browser.services.site_urls[spec.task.meta.site] + page.path
+    try:
+        checked = browser.run(browser.services.backend.check_page(browser.session_id, url, page.script))
+    except BackendError as exc:
+        return None, str(exc)
+    saved = SavedPageCheck(trial_id=spec.trial_id, task=spec.key.task, url=checked.get("url") or url, value=checked["value"])
+    save_page_check(trial_dir, saved, checked.get("html"))
+    return checked["value"], None
