@@ -10,11 +10,12 @@ from pathlib import Path
 import pytest
 
 from pytest_webbench.results.records import read_manifest, read_trial_records
+from pytest_webbench.planning.stopping import rule_for
 from pytest_webbench.stats.sequential import SequentialRule
 
 pytestmark = pytest.mark.chromium
 LOCAL_WEB = Path(__file__).resolve().parents[1] / "suites" / "local-web"
-MAX_PAIRS = 8
+MAX_PAIRS = 10
 PRESET = """
 name = "reference-seeded"
 agent = "pytest_webbench.runners.reference:ReferenceAgent"
@@ -77,14 +78,15 @@ def test_a_sequential_run_under_xdist_stops_decided_tasks_and_reports_the_saving
     exp = pytester.path / "results" / "seq"
     manifest = read_manifest(exp)
     assert manifest.sequential is not None and manifest.sequential.max_pairs == MAX_PAIRS
-    assert len(manifest.trials) == 2 * MAX_PAIRS * 3  # the plan at its cap: 2 tasks x 8 attempts x 3 arms
+    assert len(manifest.trials) == 2 * MAX_PAIRS * 3  # the plan at its cap: 2 tasks x 10 attempts x 3 arms
     records, _ = read_trial_records(exp)
     report = json.loads((exp / "report.json").read_text())
     seq = report["sequential"]
     decisions = {t["task"]: t["decision"] for t in seq["tasks"]}
     assert set(decisions) == {"shop-price", "wiki-population"}  # the planned tasks only
     assert seq["fixed_design_trials"] == 2 * (MAX_PAIRS // 2) * 3
-    rule = SequentialRule(max_pairs=MAX_PAIRS, futility_below=manifest.sequential.futility_below)
+    rule = rule_for(MAX_PAIRS)
+    assert (rule.alpha, rule.futility_below) == (manifest.sequential.alpha_per_endpoint, manifest.sequential.futility_below)
 
     # shop-price: every pair favours treatment; the rule declares the effect as soon as its boundary
     # allows, and the rounds after it are not run
@@ -95,10 +97,12 @@ def test_a_sequential_run_under_xdist_stops_decided_tasks_and_reports_the_saving
     # the first pair count where both verdicts stop on pairs all favouring treatment (no pair both passed)
     first = min(n for n in range(1, MAX_PAIRS + 1) if "continue" not in (rule.decide(0, n, n), rule.decide_speed(0, 0, n)))
     # decided at the boundary, or one pair later: under -n 2 the other worker's pair may end before
-    # the decision is next taken (it is taken from the pairs complete at that moment)
+    # the decision is next taken; either way on attempts 1..k, never on whichever pairs ended first
     assert first <= shop["pairs"] <= first + 1, (first, shop["pairs"])
     assert replay(records, "shop-price", rule) == ("effect", shop["pairs"])  # every pair alike: order is moot
     assert verdict_on(records, "shop-price", rule, shop["attempts"]) == "effect"
+    assert shop["attempts"] == list(range(1, shop["pairs"] + 1))
+    assert shop["p_value"] <= rule.alpha < shop["speed_p_value"]  # anytime p-values, as Holm over tasks reads them
     shop_pairs_run = len({r.attempt for r in records if r.task == "shop-price" and r.arm != "playwright"})
     assert shop_pairs_run < MAX_PAIRS  # stopped early (a pair or two already in flight on the other worker may finish)
     # wiki-population: every pair agrees (both pass): the rule stops it for futility, as the replay says
@@ -106,9 +110,9 @@ def test_a_sequential_run_under_xdist_stops_decided_tasks_and_reports_the_saving
     if wiki is None:  # ran to its cap undecided
         verdict, at = replay(records, "wiki-population", rule)
         assert verdict == "continue" and len({r.attempt for r in records if r.task == "wiki-population"}) == MAX_PAIRS
-    else:  # decided on the pairs it had seen (under -n, not always the first ones): the rule applied to
+    else:  # decided on the first pairs, attempts 1..k, whatever order they ended in: the rule applied to
         # exactly those stops both verdicts, with the decision's outcome
-        assert len(wiki["attempts"]) == wiki["pairs"] and wiki["outcome"] == "futility"
+        assert wiki["attempts"] == list(range(1, wiki["pairs"] + 1)) and wiki["outcome"] == "futility"
         assert verdict_on(records, "wiki-population", rule, wiki["attempts"]) == "futility"
 
     # not run is not missing: the report is complete, and its counts add up
@@ -123,7 +127,7 @@ def test_a_sequential_run_under_xdist_stops_decided_tasks_and_reports_the_saving
             assert {"control", "treatment"} <= arms or arms == {"playwright"}, (task, attempt, arms)
     md = (exp / "report.md").read_text()
     assert "## Sequential run: each task stopped when decided" in md and "saved" in md
-    result.stdout.fnmatch_lines(["*sequential: ran * of 48 planned trials*"])
+    result.stdout.fnmatch_lines(["*sequential: ran * of 60 planned trials*"])
 
     # --resume: a lost record's pair runs again; what the decisions left unrun stays unrun (skipped, not missing)
     (exp / "trials" / "wiki-population-a1-treatment.json").unlink()
@@ -136,7 +140,7 @@ def test_a_sequential_run_under_xdist_stops_decided_tasks_and_reports_the_saving
 
 
 def test_sequential_needs_pairs_and_a_cap(pytester):
-    for args, message in [(["--unpaired"], "drop --unpaired"), (["--attempts", "1"], "at least 2")]:
+    for args, message in [(["--unpaired"], "drop --unpaired"), (["--attempts", "6"], "at least 7")]:
         result = pytester.runpytest_subprocess("-p", "no:cacheprovider", f"--results-dir={pytester.path / 'r'}", "--suite",
                                                str(LOCAL_WEB), "--sequential", *args, "--collect-only")
         assert result.ret == pytest.ExitCode.USAGE_ERROR and message in result.stderr.str()

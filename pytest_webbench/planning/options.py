@@ -106,8 +106,14 @@ def options_from_config(config: pytest.Config) -> RunOptions:
 def check_sequential(options: RunOptions) -> None:
     if options.sequential and not options.paired:
         raise pytest.UsageError("--sequential decides each task on its control/treatment pairs: drop --unpaired")
-    if options.sequential and options.attempts < 2:
-        raise pytest.UsageError(f"--sequential --attempts {options.attempts}: give the most pairs a task may get (at least 2)")
+    if options.sequential:
+        from .stopping import ALPHA, smallest_cap
+
+        if options.attempts < (least := smallest_cap()):
+            raise pytest.UsageError(
+                f"--sequential --attempts {options.attempts}: the most pairs a task may get must be at least {least}: "
+                f"with fewer, not even every pair favouring one arm could show an effect at alpha {ALPHA:g} "
+                f"(split over pass/fail and speed), so the run could only ever stop for futility")
 
 
 def check_arms(arms: tuple[str, ...], paired: bool) -> None:

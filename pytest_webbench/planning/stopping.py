@@ -2,36 +2,120 @@
 
 Pairs run in rounds (attempt 1 of every task, then attempt 2, ...), up to `--attempts` pairs per
 task. Before a pair starts, its task's pairs so far are read from the records on disk and the rule
-(`stats/sequential.py`: an exact, anytime-valid boundary on the discordant pairs, with a futility
-bound) is applied to the pass/fail split and, jointly, to the speed split; once both have stopped,
-the task's decision is written to `decisions/<task>.json` (the first writer wins) and its later
-pairs, and their playwright trials, are not run: the pair scheduler stops handing them out and a
-worker skips any it already holds. A decided task's remaining trials are "not run (decided)" in
-the report, never missing.
+(`stats/sequential.py`: an exact boundary on the discordant pairs for every look up to the cap,
+with a futility bound) is applied to the pass/fail split and to the speed split, each at half the
+run's alpha, so the chance of any false claim about a task, on either, is at most alpha. Once both
+have stopped, the task's decision is written to `decisions/<task>.json` (the first writer wins)
+and its later pairs, and their playwright trials, are not run: the pair scheduler stops handing
+them out and a worker skips any it already holds. A decided task's remaining trials are "not run
+(decided)" in the report, never missing.
+
+A decision rests on the longest run of attempts 1..k whose pairs have all ended, never on whichever
+pairs ended first: under `-n`, fast outcomes (a quick failure) end before slow ones (a timeout),
+so the pairs that happen to be complete are a biased sample, while a prefix in attempt order is
+not. A pair that ended early waits for those before it.
 """
 
 from __future__ import annotations
 
 import json
+import math
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..design.pairing import TrialKey
 from ..results.decisions import SequentialPlan, TaskDecision, not_run, read_decision, write_decision
 
+ALPHA = 0.05  # the chance of any false claim about a task (pass/fail or speed)
+ENDPOINTS = 2  # pass/fail and speed, each tested at ALPHA / ENDPOINTS (Bonferroni)
+
 
 def plan_for(attempts: int) -> SequentialPlan:
     rule = rule_for(attempts)
-    return SequentialPlan(max_pairs=rule.max_pairs, alpha=rule.alpha, futility_below=rule.futility_below,
-                          description=rule.describe())
+    return SequentialPlan(max_pairs=rule.max_pairs, alpha=ALPHA, alpha_per_endpoint=rule.alpha,
+                          futility_below=rule.futility_below, description=rule.describe())
+
+
+def smallest_cap() -> int:
+    """The fewest pairs in which an effect can be declared at alpha / 2: all of them one way."""
+    from ..stats.sequential import SequentialRule
+
+    return SequentialRule.smallest_cap(ALPHA / ENDPOINTS)
 
 
 def rule_for(attempts: int):
-    """The rule for a run of at most `attempts` pairs per task: the preset tuned for a fixed design of
-    half as many pairs (benchmarks/stats_calibration.py), capped at `attempts`."""
+    """The rule for a run of at most `attempts` pairs per task: the futility threshold of the preset
+    tuned for a fixed design of half as many pairs (benchmarks/stats_calibration.py), capped at
+    `attempts`, and lowered where it would stop a task whose every pair so far favoured one arm, so
+    that every cap `--sequential` accepts can declare an effect."""
     from ..stats.sequential import SequentialRule
 
-    preset = SequentialRule.for_fixed_design(max(1, attempts // 2))
-    return SequentialRule(max_pairs=attempts, futility_below=preset.futility_below)
+    preset = SequentialRule.for_fixed_design(max(1, attempts // 2), alpha=ALPHA / ENDPOINTS)
+    rule = SequentialRule(alpha=ALPHA / ENDPOINTS, max_pairs=attempts, futility_below=preset.futility_below)
+    one_way = min((rule.predictive_chance(0, n, n) for n in range(rule.min_pairs_for_futility, attempts)), default=1.0)
+    if one_way <= rule.futility_below:
+        rule = SequentialRule(alpha=ALPHA / ENDPOINTS, max_pairs=attempts, futility_below=math.floor(one_way * 0.9 * 1e6) / 1e6)
+    return rule
+
+
+@dataclass
+class PairOutcome:
+    """One ended pair, as the rule reads it."""
+
+    control_passed: bool
+    treatment_passed: bool
+    control_sec: float | None = None
+    treatment_sec: float | None = None
+
+    @property
+    def step(self) -> int:
+        """+1: only treatment passed; -1: only control; 0: both or neither."""
+        return int(self.treatment_passed) - int(self.control_passed)
+
+    @property
+    def speed_step(self) -> int:
+        """+1: both passed and treatment was faster; -1: control was; 0 otherwise (ties dropped)."""
+        if not (self.control_passed and self.treatment_passed and self.control_sec and self.treatment_sec):
+            return 0
+        return (self.treatment_sec < self.control_sec) - (self.control_sec < self.treatment_sec)
+
+
+@dataclass
+class TaskPairs:
+    """The pairs a task's decision may rest on: the ended pairs among attempts 1..k, where k is the
+    longest prefix whose every pair has ended (an errored pair ends, and is left out)."""
+
+    attempts: list[int] = field(default_factory=list)
+    pairs: list[PairOutcome] = field(default_factory=list)
+    last_attempt: int = 0  # the highest attempt with any trial recorded
+
+    @property
+    def counts(self) -> tuple[int, int, int, int]:
+        """(control only, treatment only, treatment faster, control faster)."""
+        steps = [p.step for p in self.pairs]
+        speed = [p.speed_step for p in self.pairs]
+        return steps.count(-1), steps.count(1), speed.count(1), speed.count(-1)
+
+
+def prefix_pairs(by_attempt: dict[int, tuple[dict | None, dict | None]], attempts: int) -> TaskPairs:
+    """From each attempt's (control, treatment) records, or None where not yet recorded."""
+    out = TaskPairs()
+    prefix_open = True
+    for attempt in range(1, attempts + 1):
+        c, t = by_attempt.get(attempt, (None, None))
+        if c is not None or t is not None:
+            out.last_attempt = attempt
+        if not prefix_open:
+            continue
+        if c is None or t is None:
+            prefix_open = False  # attempts after this one wait for it
+            continue
+        if c.get("outcome") in ("passed", "failed") and t.get("outcome") in ("passed", "failed"):
+            out.attempts.append(attempt)
+            out.pairs.append(PairOutcome(
+                c["outcome"] == "passed", t["outcome"] == "passed",
+                (c.get("timings") or {}).get("agent_sec"), (t.get("timings") or {}).get("agent_sec")))
+    return out
 
 
 def _read_record(path: Path) -> dict | None:
@@ -41,30 +125,32 @@ def _read_record(path: Path) -> dict | None:
         return None
 
 
-def task_counts(experiment_dir: Path, task: str, attempts: int) -> tuple[list[int], int, int, int, int, int]:
-    """(the tested pairs' attempts, control only, treatment only, treatment faster, control faster,
-    last attempt run) from the task's records on disk; a pair counts once both its trials ended
-    (passed or failed)."""
-    tested: list[int] = []
-    c_only = t_only = t_fast = c_fast = last = 0
+def task_pairs(experiment_dir: Path, task: str, attempts: int) -> TaskPairs:
     trials = experiment_dir / "trials"
-    for attempt in range(1, attempts + 1):
-        c = _read_record(trials / f"{TrialKey(task, attempt, 'control').trial_id}.json")
-        t = _read_record(trials / f"{TrialKey(task, attempt, 'treatment').trial_id}.json")
-        if c is not None or t is not None:
-            last = attempt
-        if not (c and t and c.get("outcome") in ("passed", "failed") and t.get("outcome") in ("passed", "failed")):
-            continue
-        tested.append(attempt)
-        cp, tp = c["outcome"] == "passed", t["outcome"] == "passed"
-        c_only += cp and not tp
-        t_only += tp and not cp
-        if cp and tp:
-            cs, ts = (c.get("timings") or {}).get("agent_sec"), (t.get("timings") or {}).get("agent_sec")
-            if cs and ts:
-                t_fast += ts < cs
-                c_fast += cs < ts
-    return tested, c_only, t_only, t_fast, c_fast, last
+    by_attempt = {
+        attempt: (_read_record(trials / f"{TrialKey(task, attempt, 'control').trial_id}.json"),
+                  _read_record(trials / f"{TrialKey(task, attempt, 'treatment').trial_id}.json"))
+        for attempt in range(1, attempts + 1)}
+    return prefix_pairs(by_attempt, attempts)
+
+
+def decision_on(rule, task: str, seen: TaskPairs) -> TaskDecision | None:
+    """The rule applied to the pairs seen: a decision once both endpoints have stopped, else None."""
+    pairs = len(seen.pairs)
+    if pairs == 0:
+        return None
+    c_only, t_only, t_fast, c_fast = seen.counts
+    outcome = rule.decide(c_only, t_only, pairs)
+    speed = rule.decide_speed(t_fast, c_fast, pairs)
+    if outcome == "continue" or speed == "continue":  # a task stops once both endpoints have
+        return None
+    return TaskDecision(
+        task=task, outcome=outcome, favours=_favours(outcome, t_only, c_only), speed=speed,
+        speed_favours=_favours(speed, t_fast, c_fast), pairs=pairs, attempts=seen.attempts,
+        last_attempt=seen.last_attempt, control_only=c_only, treatment_only=t_only, treatment_faster=t_fast,
+        control_faster=c_fast, p_value=rule.anytime_p([p.step for p in seen.pairs]),
+        speed_p_value=rule.anytime_p([p.speed_step for p in seen.pairs]),
+    )
 
 
 def decide_task(experiment_dir: Path, task: str, attempts: int) -> TaskDecision | None:
@@ -72,29 +158,14 @@ def decide_task(experiment_dir: Path, task: str, attempts: int) -> TaskDecision 
     with an exclusive create, so of two workers deciding at once the first wins)."""
     if (known := read_decision(experiment_dir, task)) is not None:
         return known
-    rule = rule_for(attempts)
-    tested, c_only, t_only, t_fast, c_fast, last = task_counts(experiment_dir, task, attempts)
-    pairs = len(tested)
-    if pairs == 0:
-        return None
-    outcome = rule.decide(c_only, t_only, pairs)
-    speed = rule.decide_speed(t_fast, c_fast, pairs)
-    if outcome == "continue" or speed == "continue":  # the joint policy: both verdicts are kept
-        return None
-    decision = TaskDecision(
-        task=task, outcome=outcome, favours=_favours(outcome, t_only, c_only), speed=speed,
-        speed_favours=_favours(speed, t_fast, c_fast), pairs=pairs, attempts=tested, last_attempt=last, control_only=c_only,
-        treatment_only=t_only, treatment_faster=t_fast, control_faster=c_fast,
-    )
-    return write_decision(experiment_dir, decision)
+    decision = decision_on(rule_for(attempts), task, task_pairs(experiment_dir, task, attempts))
+    return None if decision is None else write_decision(experiment_dir, decision)
 
 
 def _favours(verdict: str, treatment: int, control: int) -> str | None:
     if verdict != "effect":
         return None
     return "treatment" if treatment > control else "control"
-
-
 def skip_reason(decision: TaskDecision) -> str:
     return (f"not run: task {decision.task} was decided after {decision.pairs} pair(s) "
             f"({decision.outcome}{' for ' + decision.favours if decision.favours else ''}; speed {decision.speed})")

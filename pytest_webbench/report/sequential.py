@@ -8,12 +8,16 @@ from pydantic import BaseModel
 from ..design.pairing import TrialKey
 from ..results.records import PlannedTrial, RunManifest
 from ..results.decisions import TaskDecision, not_run
+from ..stats import holm
 
 
 class TaskStop(BaseModel):
     task: str
     decision: TaskDecision | None  # None: not decided (ran to its cap, or the run is unfinished)
     pairs_run: int  # pairs with at least one trial recorded
+    # the decision's anytime p-values, Holm-adjusted over the run's decided tasks (one family per endpoint)
+    p_holm: float | None = None
+    speed_p_holm: float | None = None
 
 
 class SequentialSummary(BaseModel):
@@ -47,6 +51,10 @@ def summarize(manifest: RunManifest, decisions: dict[str, TaskDecision], planned
         if t.pair_id and t.trial_id in recorded:
             attempts_run[t.task].add(t.attempt)
     tasks = [TaskStop(task=task, decision=decisions.get(task), pairs_run=len(attempts_run[task])) for task in in_plan]
+    for stop, adjusted in zip(tasks, holm([t.decision.p_value if t.decision else None for t in tasks])):
+        stop.p_holm = adjusted
+    for stop, adjusted in zip(tasks, holm([t.decision.speed_p_value if t.decision else None for t in tasks])):
+        stop.speed_p_holm = adjusted
     fixed = max(1, manifest.attempts // 2)
     per_pair = len(manifest.arms)
     return SequentialSummary(

@@ -20,7 +20,8 @@ class SequentialPlan(BaseModel):
     """The rule a sequential run uses, as the manifest records it."""
 
     max_pairs: int
-    alpha: float = 0.05
+    alpha: float = 0.05  # the chance of any false claim about a task, over both endpoints
+    alpha_per_endpoint: float | None = None  # pass/fail and speed each (None: a run before the split)
     futility_below: float
     description: str
 
@@ -39,6 +40,9 @@ class TaskDecision(BaseModel):
     treatment_only: int
     treatment_faster: int
     control_faster: int
+    # anytime-valid p-values of the two walks (stats/sequential.py anytime_p), for Holm over tasks
+    p_value: float | None = None
+    speed_p_value: float | None = None
     decided_at: str = Field(default_factory=lambda: datetime.now(UTC).isoformat())
 
 

@@ -209,6 +209,30 @@ class SequentialRule:
         """Exact chance, with no difference, of ever declaring an effect within max_pairs pairs."""
         return _boundary(self.max_pairs, self.alpha, self.mixture_a)[2]
 
+    @staticmethod
+    def smallest_cap(alpha: float) -> int:
+        """The fewest pairs within which an effect can be declared at `alpha`: n pairs all one way
+        have a two-sided exact chance of 2 / 2^n, so n = ceil(log2(2 / alpha))."""
+        return max(1, math.ceil(math.log2(2.0 / alpha) - 1e-12))
+
+    def anytime_p(self, steps: list[int]) -> float:
+        """A p-value for the walk `steps` (per pair in attempt order: +1 favours treatment, -1
+        control, 0 concordant), valid however and whenever the task stopped: the exact chance, with no
+        difference, that a walk looked at after every pair up to max_pairs ever reaches an e-value as
+        large as the largest this one reached. At most alpha exactly when the rule declared an effect
+        on this walk; Holm over tasks uses it."""
+        m = s = 0
+        best = -math.inf
+        for step in steps:
+            if step:
+                m += 1
+                s += step > 0
+                best = max(best, float(_log_e_value(s, m, self.mixture_a)))
+        if best == -math.inf:
+            return 1.0
+        needed = _majority_needed(best, self.max_pairs, self.mixture_a)
+        return min(1.0, _crossing_probability(needed, self.max_pairs))
+
     def majority_needed(self, discordant: int) -> int | None:
         """Pairs favouring one arm needed among `discordant` discordant pairs to declare an effect."""
         needed = _boundary(self.max_pairs, self.alpha, self.mixture_a)[1][discordant]
@@ -278,7 +302,8 @@ class SequentialRule:
             f"Effect: two-sided test on the discordant pairs, Beta({self.mixture_a:g},{self.mixture_a:g})-mixture "
             f"e-value >= {threshold:.2f} (exact chance of a false effect, checked after every pair up to "
             f"{self.max_pairs}: {crossing:.4f} <= {self.alpha:g}; earliest possible: {first} discordant pairs all "
-            f"one way). Futility (non-binding, cannot raise that chance): the predictive chance of reaching the "
+            f"one way; the bound is exact for looks up to the cap of {self.max_pairs} pairs, and looking past it voids "
+            f"it). Futility (non-binding, cannot raise that chance): the predictive chance of reaching the "
             f"effect boundary by {self.max_pairs} pairs (Dirichlet({self.prior_concordant:g}, "
             f"{self.prior_discordant:g}, {self.prior_discordant:g}) prior on concordant / treatment-only / "
             f"control-only pairs) below {self.futility_below:g} after at least {self.min_pairs_for_futility} pairs, "
