@@ -16,7 +16,7 @@ from pytest_webbench.results.records import (
 from pytest_webbench.report.__main__ import main as report_main
 from pytest_webbench.report.build import build_report_from_dir
 from pytest_webbench.report.write import write_report
-from pytest_webbench.stats import mcnemar_exact, pass_at_k, pass_hat_k, pooled_paired_interval
+from pytest_webbench.stats import mcnemar_exact, pass_at_k, pass_hat_k, task_mean_interval
 
 TASKS = {"alpha": "pinned", "beta": "page", "gamma": "format", "placebo": "pinned"}
 ATTEMPTS = 4
@@ -95,9 +95,11 @@ def test_counts_rates_and_pass_at_k(run_dir):
     report = build_report_from_dir(run_dir)
     assert report.planned_trials == 48 and report.recorded_trials == 47 and not report.complete
     assert report.incomplete_because == ["1 planned trial(s) have no result", "1 trial(s) errored (agent or infrastructure failure)"]
-    # headline = alpha + beta + placebo (pinned/page); control: alpha 2, beta 2, placebo 0 of 12
-    assert (report.headline["control"].passes, report.headline["control"].n) == (4, 12)
-    assert (report.headline["treatment"].passes, report.headline["treatment"].n) == (10, 12)
+    # headline = alpha + beta (pinned/page), the placebo left out as from the pooled effect: control 2 + 2 of 8,
+    # treatment 10 of 12 with the placebo's 4 passes, so 6 of 8 without them
+    assert report.headline_tasks == ["alpha", "beta"] == report.pooled.task_names
+    assert (report.headline["control"].passes, report.headline["control"].n) == (4, 8)
+    assert (report.headline["treatment"].passes, report.headline["treatment"].n) == (6, 8)
     assert (report.format_only["treatment"].passes, report.format_only["treatment"].n) == (2, 4)  # missing stays in n
     row = next(r for r in report.by_arm_task if (r.arm, r.task) == ("treatment", "gamma"))
     assert (row.passed, row.failed, row.errored, row.missing) == (2, 1, 0, 1)
@@ -131,14 +133,16 @@ def test_pooled_effect_covers_the_headline_tasks_only_with_a_sensitivity_line(ru
     # headline tasks (page, pinned) without the placebo: alpha and beta; gamma (format-only) is apart.
     # tested pairs: alpha 4 (d = 0, +1, +1, -1), beta 3 (0, 0, 0): 3 discordant of 7, 2 favour treatment
     assert pooled.task_names == ["alpha", "beta"] and (pooled.tasks, pooled.pairs) == (2, 7)
-    assert pooled.difference == pytest.approx(1 / 7) and pooled.discordance == pytest.approx(3 / 7)
-    assert pooled.mcnemar_p == mcnemar_exact(1, 2)
-    expected = pooled_paired_interval([[0, 1, 1, -1], [0, 0, 0]])  # checked by hand in test_stats_pooled.py
+    # the estimand weighs tasks equally: alpha's mean difference 1/4, beta's 0 -> 1/8 (the pairs as one sample: 1/7)
+    assert pooled.difference == pytest.approx(1 / 8) and pooled.pair_weighted_difference == pytest.approx(1 / 7)
+    assert pooled.discordance == pytest.approx(3 / 7) and pooled.mcnemar_p == mcnemar_exact(1, 2)
+    assert (pooled.control_rate, pooled.treatment_rate) == pytest.approx(((2 / 4 + 2 / 3) / 2, (3 / 4 + 2 / 3) / 2))
+    expected = task_mean_interval([[0, 1, 1, -1], [0, 0, 0]])  # checked by hand in test_stats_pooled.py
     assert (pooled.ci_low, pooled.ci_high) == pytest.approx((expected.low, expected.high))
     assert pooled.ci_low < 0 < pooled.ci_high and pooled.ci_high - pooled.ci_low > 0.1
     # errored counted as failures: beta's attempt 4 (control errored, treatment passed) joins as +1
     sensitivity = pooled.errored_as_failures
-    assert sensitivity.pairs == 8 and sensitivity.difference == pytest.approx(2 / 8)
+    assert sensitivity.pairs == 8 and sensitivity.difference == pytest.approx((1 / 4 + 1 / 4) / 2)
     format_only = report.pooled_format_only
     assert format_only.task_names == ["gamma"] and format_only.pairs == 3  # gamma's a4: treatment missing
     from pytest_webbench.report.render import render_markdown
@@ -224,14 +228,13 @@ def test_two_runs_compared_unpaired(tmp_path, capsys):
     assert {p: p.read_bytes() for d in (a, b) for p in d.rglob("*") if p.is_file()} == before
     comparison = json.loads((tmp_path / "cmp.json").read_text())
     pw = next(r for r in comparison["rows"] if r["arm"] == "playwright" and r["task"] is None)
-    # headline tasks alpha, beta, placebo: A passes even attempts (6 of 12), B every one (12 of 12).
-    # By hand: Fisher's two-sided p = 2 * C(18,12) C(6,0) / C(24,12) = 2 * 18564 / 2704156; Wilson
-    # 12/12 = [0.75749, 1], 6/12 = [0.25378, 0.74622]; Newcombe's B - A = 0.5 - sqrt(0.24251^2 + 0.24622^2)
-    # to 0.5 + sqrt(0^2 + 0.24622^2).
-    assert (pw["a"]["passes"], pw["a"]["n"], pw["b"]["passes"], pw["b"]["n"]) == (6, 12, 12, 12)
+    # headline tasks alpha and beta (placebo out): A passes even attempts (4 of 8), B every one (8 of 8).
+    # By hand: Fisher's two-sided p = 2 * C(8,8) C(8,4) / C(16,12) = 140 / 1820; Wilson 8/8 = [0.675592, 1],
+    # 4/8 = [0.215216, 0.784784]; Newcombe's B - A = 0.5 - sqrt(0.324408^2 + 0.284784^2) to 0.5 + sqrt(0^2 + 0.284784^2).
+    assert (pw["a"]["passes"], pw["a"]["n"], pw["b"]["passes"], pw["b"]["n"]) == (4, 8, 8, 8)
     assert pw["difference"] == pytest.approx(0.5)
-    assert pw["fisher_p"] == pytest.approx(2 * 18564 / 2704156, rel=1e-9)
-    assert (pw["ci_low"], pw["ci_high"]) == (pytest.approx(0.154405, abs=2e-5), pytest.approx(0.746220, abs=2e-5))
+    assert pw["fisher_p"] == pytest.approx(140 / 1820, rel=1e-9)
+    assert (pw["ci_low"], pw["ci_high"]) == (pytest.approx(0.068326, abs=2e-6), pytest.approx(0.784784, abs=2e-6))
     assert "Newcombe" in (tmp_path / "cmp.md").read_text()
     # stratified by the shared headline tasks (alpha, beta; placebo out): per task B 4/4 against A 2/4.
     # By hand, each stratum: a - E = 4 - 4*6/8 = 1, var = 4*4*6*2/(64*7) = 3/7; CMH (corrected) =

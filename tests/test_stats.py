@@ -93,3 +93,19 @@ def test_newcombe_and_fisher_against_published_values():
     # Fisher's tea-tasting table [[3,1],[1,3]]: two-sided p = 0.4857
     assert round(fisher_exact_p(3, 4, 1, 4), 4) == 0.4857
     assert newcombe_difference(1, 0, 1, 2) is None and fisher_exact_p(0, 0, 1, 1) is None
+
+
+def test_clopper_pearson_closed_forms_and_scipy():
+    from pytest_webbench.stats import clopper_pearson
+
+    # none or all of n passed: the one-sided limit is (alpha/2)^(1/n) from the far end (0/20: 0.1684)
+    assert clopper_pearson(0, 20).high == pytest.approx(1 - 0.025 ** (1 / 20), abs=1e-12) == pytest.approx(0.1684, abs=5e-5)
+    assert clopper_pearson(3, 3).low == pytest.approx(0.025 ** (1 / 3), abs=1e-12) and clopper_pearson(3, 3).high == 1.0
+    assert clopper_pearson(0, 0) is None
+    # scipy's own exact interval (binomtest(...).proportion_ci(method="exact")), Newcombe's (1998) examples among them
+    for x, n in [(81, 263), (15, 148), (1, 29), (17, 25), (2, 3), (1, 10), (49, 50)]:
+        ours, theirs = clopper_pearson(x, n), _binomtest(x, n).proportion_ci(0.95, method="exact")
+        assert (ours.low, ours.high) == pytest.approx((theirs.low, theirs.high), abs=1e-9), (x, n)
+    # never narrower than Wilson's at the same counts
+    for x, n in [(1, 3), (2, 3), (5, 10), (40, 50)]:
+        assert clopper_pearson(x, n).low <= wilson(x, n).low and clopper_pearson(x, n).high >= wilson(x, n).high

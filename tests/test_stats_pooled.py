@@ -1,4 +1,4 @@
-"""The pooled paired interval, CMH, Holm and the sequential rule against published or hand-computed values."""
+"""The mean effect over tasks, CMH, Holm and the sequential rule against published or hand-computed values."""
 
 from __future__ import annotations
 
@@ -18,143 +18,69 @@ from pytest_webbench.stats import sequential as sq
 Z = float(norm.ppf(0.975))
 
 
-# -- Tango's score interval -----------------------------------------------------------------------------
+# -- the mean effect over tasks ---------------------------------------------------------------------------
 
-def test_tango_with_no_discordant_pair_is_the_closed_form():
-    # b = c = 0: the restricted MLE of the discordant cell is 0, the statistic is sqrt(n d / (1 - d)),
-    # so the limits are +-z^2 / (n + z^2); for n = 54 that is +-0.0664 (also Newcombe 1998, Table III)
-    ci = sa.tango_interval(0, 0, 54)
-    assert ci.high == pytest.approx(Z**2 / (54 + Z**2), abs=1e-9) == pytest.approx(0.0664, abs=5e-5)
-    assert ci.low == pytest.approx(-ci.high, abs=1e-9)
+def _tasks(counts_of_plus_one: list[int], pairs: int) -> list[list[int]]:
+    return [[1] * k + [0] * (pairs - k) for k in counts_of_plus_one]
 
 
-def test_tango_score_at_zero_is_mcnemar():
-    # At delta = 0 Tango's statistic is McNemar's (c - b) / sqrt(b + c). For the Bentur et al. data of
-    # Fagerland et al. (2014), b = 1, c = 7 of 21, ratesci::pairbinci prints chisq = 4.285714 (= z^2 (N-1)/N).
-    z0 = sa_pooled._tango_z(1, 7, 21, 0.0)
-    assert z0 == pytest.approx(6 / math.sqrt(8), abs=1e-12)
-    assert z0**2 * 20 / 21 == pytest.approx(4.285714, abs=1e-6)
+def test_task_mean_interval_is_student_s_paired_t_on_the_sleep_data():
+    # Student (1908), R's sleep data: t.test(extra ~ group, paired = TRUE) gives mean difference 1.58,
+    # t = 4.0621, df = 9, p = 0.002833, 95% CI 0.7001142 to 2.4598858. Divided by 5 each difference is
+    # a task's share of 50 pairs (1.2 -> 12 of 50 favouring treatment): the same t, the CI over 5.
+    sleep = [1.2, 2.4, 1.3, 1.3, 0.0, 1.0, 1.8, 0.8, 4.6, 1.4]
+    r = sa.task_mean_interval(_tasks([round(d * 10) for d in sleep], 50))
+    assert r.estimate == pytest.approx(1.58 / 5, abs=1e-12)
+    assert (r.low, r.high) == pytest.approx((0.7001142 / 5, 2.4598858 / 5), abs=5e-8)
+    assert r.p_value == pytest.approx(0.002833, abs=5e-7)
+    assert not r.floored and r.tasks == 10 and r.pairs == 500
 
 
-@pytest.mark.parametrize("b, c, n", [(2, 12, 50), (1, 7, 21), (16, 6, 161), (0, 5, 5), (3, 3, 10)])
-def test_tango_matches_the_yang_sun_hardin_closed_form(b, c, n):
-    # Yang, Sun & Hardin (Stat Med 2013): Tango's limits are roots of the quartic
-    # u0 x^4 + u1 x^3 + u2 x^2 + u3 x + u4 (their Appendix B, with their b - c = our c - b).
-    g = Z**2
-    bb, cc = c, b   # their b is the (Success, Failure) cell of the first margin: treatment-only here
-    m0 = n**2 * (n / g + 1) ** 2
-    m1 = -n * (bb - cc) * (n / g + 1) * (4 * n / g + 1)
-    m2 = 2 * n * (bb - cc) ** 2 * (3 * n / g + 2) / g - n**2 * ((bb + cc) / g + 1)
-    m3 = n * (bb - cc) * (2 * (bb + cc) / g + 1) - (bb - cc) ** 3 * (4 * n / g + 1) / g
-    m4 = (bb - cc) ** 2 * ((bb - cc) ** 2 / g - (bb + cc)) / g
-    roots = np.roots([m0, m1, m2, m3, m4])
-    real = sorted(r.real for r in roots if abs(r.imag) < 1e-9 and -1 - 1e-9 <= r.real <= 1 + 1e-9)
-    ci = sa.tango_interval(b, c, n)
-    assert any(abs(r - ci.low) < 1e-7 for r in real) or ci.low == -1.0
-    assert any(abs(r - ci.high) < 1e-7 for r in real) or ci.high == 1.0
+def test_task_mean_interval_by_hand_where_the_floor_sets_the_width():
+    # task means 2/3, 1/3, 3/4: estimate 7/12; between-task variance 0.04861 / 3 = 0.0162 is below the
+    # floor, (3/5/3 + 2/5/3 + 4/6/4) / 9 = 0.5 / 9, so the standard error is sqrt(1/18)
+    r = sa.task_mean_interval([[1, 0, 1], [0, 0, 1], [1, 1, 1, 0]])
+    se = math.sqrt(1 / 18)
+    half = student_t.ppf(0.975, 2) * se
+    assert r.estimate == pytest.approx(7 / 12) and r.standard_error == pytest.approx(se) and r.floored
+    assert (r.low, r.high) == pytest.approx((7 / 12 - half, 1.0))  # the upper limit capped at 1
+    assert r.p_value == pytest.approx(2 * student_t.sf((7 / 12) / se, 2))
 
 
-# -- Newcombe's method 10 for paired data ---------------------------------------------------------------
-
-# Newcombe (Stat Med 1998;17:2635-2650) Table III, method 10: (e, f, g, h) -> limits to 4 decimals,
-# e = both, f = first only, g = second only, h = neither; theta = (f - g) / n.
-NEWCOMBE_TABLE_III = [
-    ((36, 12, 2, 0), (0.0569, 0.3404)), ((20, 12, 2, 16), (0.0562, 0.3292)), ((18, 12, 2, 18), (0.0562, 0.3290)),
-    ((36, 14, 0, 0), (0.1528, 0.4167)), ((35, 14, 0, 1), (0.1461, 0.4175)), ((18, 14, 0, 18), (0.1441, 0.3963)),
-    ((2, 97, 1, 0), (0.8721, 0.9854)), ((1, 97, 1, 1), (0.8736, 0.9850)), ((0, 29, 1, 0), (0.6666, 0.9882)),
-    ((2, 98, 0, 0), (0.9178, 0.9945)), ((1, 98, 0, 1), (0.9171, 0.9916)), ((0, 30, 0, 0), (0.8395, 1.0)),
-    ((54, 0, 0, 0), (-0.0664, 0.0664)), ((53, 0, 0, 1), (-0.0729, 0.0729)), ((30, 0, 0, 24), (-0.0358, 0.0358)),
-    ((29, 0, 0, 25), (-0.0354, 0.0354)), ((28, 0, 0, 26), (-0.0352, 0.0352)), ((27, 0, 0, 27), (-0.0351, 0.0351)),
-]
+def test_task_mean_interval_is_never_zero_width_and_weighs_tasks_equally():
+    agree = sa.task_mean_interval([[0, 0, 0]] * 5)  # every pair concordant: no between-task spread
+    assert agree.estimate == 0 and agree.low < 0 < agree.high and agree.low == pytest.approx(-agree.high)
+    assert agree.p_value == 1 and agree.floored
+    # one task with 40 pairs all favouring treatment beside four with 3 concordant pairs: the estimand
+    # weighs each task once (0.2), where the pairs as one sample would say 40/52
+    unequal = sa.task_mean_interval([[1] * 40] + [[0] * 3] * 4)
+    assert unequal.estimate == pytest.approx(0.2) and unequal.pairs == 52
+    assert sa.task_mean_interval([[1, 0, 0]]) is None and sa.task_mean_interval([[1, 0], []]) is None
 
 
-@pytest.mark.parametrize("cells, limits", NEWCOMBE_TABLE_III)
-def test_newcombe_paired_matches_table_iii(cells, limits):
-    e, f, g, h = cells
-    ci = sa.newcombe_paired(both=e, control_only=g, treatment_only=f, neither=h)
-    assert (round(ci.low, 4), round(ci.high, 4)) == pytest.approx(limits, abs=1e-4)
+def test_mde_of_the_task_mean_test_by_hand():
+    r = sa.task_mean_interval(_tasks([12, 24, 13, 13, 0, 10, 18, 8, 46, 14], 50))
+    expected = (student_t.ppf(0.975, 9) + student_t.ppf(0.8, 9)) * r.standard_error
+    assert sa.mde_task_mean(r) == pytest.approx(expected)
+    assert sa.mde_task_mean(sa.task_mean_interval([[1], [-1]])) is None  # beyond 100 points
 
 
-# -- the pooled paired interval -------------------------------------------------------------------------
-
-def test_all_pairs_agreeing_gives_a_proper_interval():
-    # 5 tasks x 3 pairs, all d = 0: design effect 1, so Tango's closed form with t(4):
-    # +-t^2 / (15 + t^2), t = 2.776445 -> +-0.33946
-    r = sa.pooled_paired_interval([[0, 0, 0]] * 5)
-    t = student_t.ppf(0.975, 4)
-    assert r.estimate == 0 and r.design_effect == 1 and r.p_value == 1
-    assert r.high == pytest.approx(t * t / (15 + t * t), abs=1e-9) == pytest.approx(0.33946, abs=1e-5)
-    assert r.low == pytest.approx(-r.high, abs=1e-9)
-
-
-def test_interval_stays_inside_minus_one_to_one():
-    up = sa.pooled_paired_interval([[1, 1, 1]] * 5)
-    assert up.estimate == 1 and up.high == 1.0 and 0 < up.low < 1
-    down = sa.pooled_paired_interval([[-1, -1, -1]] * 5)
-    assert down.low == -1.0 and down.high == pytest.approx(-up.low, abs=1e-12)
-    few = sa.pooled_paired_interval([[-1, -1]] * 3)   # 6 pairs, t(2) = 4.30: wide, still inside
-    assert few.low == -1.0 and -1 < few.high < 1
-
-
-def test_design_effect_and_p_value_by_hand():
-    # tasks [1, 1], [0, 0], [-1, 0]: n = 6, sum 1, 3 discordant.
-    # independent variance (3 - 1/6) / 36 = 17/216; CR1 1.5 * ((5/3)^2 + (1/3)^2 + (4/3)^2) / 36 = 7/36;
-    # design effect = 42/17; z = (2 - 1) / sqrt(42/17 * 3), two-sided on t(2)
-    r = sa.pooled_paired_interval([[1, 1], [0, 0], [-1, 0]])
-    assert r.design_effect == pytest.approx(42 / 17, abs=1e-12)
-    assert r.p_value == pytest.approx(2 * student_t.sf(math.sqrt(17 / 126), 2), abs=1e-12)
-    assert (r.pairs, r.tasks, r.control_only, r.treatment_only) == (6, 3, 1, 2)
-    tango = sa.tango_interval(17 / 42, 34 / 42, 102 / 42, critical=student_t.ppf(0.975, 2))
-    assert (r.low, r.high) == pytest.approx((tango.low, tango.high), abs=1e-12)
-
-
-def test_without_clustering_it_is_tango_read_on_t():
-    # design effect floored at 1: identical tasks give Tango's interval with the t(G-1) quantile
-    groups = [[1, 0, -1, 0]] * 4
-    r = sa.pooled_paired_interval(groups)
-    assert r.design_effect == 1.0
-    tango = sa.tango_interval(4, 4, 16, critical=student_t.ppf(0.975, 3))
-    assert (r.low, r.high) == pytest.approx((tango.low, tango.high), abs=1e-12)
-
-
-def test_deterministic_and_none_without_two_tasks():
-    rng = np.random.default_rng(7)
-    groups = [list(rng.choice([-1, 0, 0, 1], 10)) for _ in range(20)]
-    first = sa.pooled_paired_interval(groups)
-    assert first is not None
-    assert sa.pooled_paired_interval(groups) == first
-    assert sa.pooled_paired_interval([[1, 0, 0]]) is None
-    assert sa.pooled_paired_interval([[1, 0], []]) is None
-
-
-# -- minimum detectable effect ------------------------------------------------------------------------------
-
-def test_expected_floored_design_effect_by_integration():
-    # E[max(1, D W)], W ~ chi2(k)/k, by numerical integration of the density
-    for d, tasks in ((1.0, 5), (1.0, 20), (1.5, 9), (3.0, 5)):
-        k = tasks - 1
-        integral = quad(lambda w: max(1.0, d * w) * chi2.pdf(w * k, k) * k, 0, 60)[0]
-        assert sa_pooled.expected_floored_design_effect(d, tasks) == pytest.approx(integral, abs=1e-7)
-
-
-def test_mde_matches_the_closed_form_root():
-    # delta A - a = b sqrt(pi - delta^2), A = sqrt(N/D'), a = t_alpha sqrt(pi), b = t_power:
-    # squaring, delta^2 (A^2 + b^2) - 2 a A delta + a^2 - b^2 pi = 0, larger root (valid while delta <= pi)
-    pairs, tasks, pi, deff = 100, 20, 0.4, 1.5
-    floored = quad(lambda w: max(1.0, deff * w) * chi2.pdf(w * 19, 19) * 19, 0, 60)[0]
-    t_a, t_b = student_t.ppf(0.975, tasks - 1), student_t.ppf(0.8, tasks - 1)
-    big_a, a = math.sqrt(pairs / floored), t_a * math.sqrt(pi)
-    qa, qb, qc = big_a**2 + t_b**2, -2 * a * big_a, a * a - t_b**2 * pi
-    root = (-qb + math.sqrt(qb * qb - 4 * qa * qc)) / (2 * qa)
-    assert root < pi
-    assert sa.mde_clustered(pairs, tasks, pi, deff) == pytest.approx(root, abs=1e-9)
-
-
-def test_mde_edges():
-    assert sa.mde_clustered(10, 1, 0.5) is None
-    assert sa.mde_clustered(6, 3, 0.5) is None            # nothing up to 100 points at 6 pairs over 3 tasks
-    assert sa.mde_clustered(400, 20, 0.3, 4.0) > sa.mde_clustered(400, 20, 0.3, 1.0)
-    assert sa.mde_clustered_from_data([[1, 1], [0, 0], [-1, 0]]) == sa.mde_clustered(6, 3, 0.5, 42 / 17)
+def test_the_task_mean_interval_covers_with_unequal_pairs_per_task():
+    """Pairs per task [40, 3, 3, 3, 3], each task's effect +0.4 or -0.4 at random (the mean effect
+    over tasks is 0): a pair-weighted interval covered 59.5% here; this one must cover 95% within
+    Monte Carlo error (2,000 runs: SE 0.5 points)."""
+    rng = np.random.default_rng(28)
+    runs, covered = 2000, 0
+    for _ in range(runs):
+        groups = []
+        for n in (40, 3, 3, 3, 3):
+            delta = 0.4 if rng.random() < 0.5 else -0.4
+            control = rng.random(n) < 0.5 - delta / 2
+            treatment = rng.random(n) < 0.5 + delta / 2
+            groups.append(list(treatment.astype(int) - control.astype(int)))
+        r = sa.task_mean_interval(groups)
+        covered += r.low <= 0 <= r.high
+    assert covered / runs >= 0.935, covered / runs
 
 
 # -- Cochran-Mantel-Haenszel ----------------------------------------------------------------------------------
@@ -327,3 +253,13 @@ def test_decide_builds_its_tables_once():
     for discordant in range(1, 12):
         rule.decide(discordant // 2, discordant - discordant // 2, 12)
     assert (sq._tables.cache_info().misses, sq._boundary.cache_info().misses) == built
+
+
+def test_the_mantel_haenszel_difference_is_never_a_point_when_every_trial_passed():
+    # Sato's variance is 0 when every trial of both rows passed: the interval falls back to Newcombe's
+    # on the pooled rows (5 tasks x 3 each way, all passing: 15/15 against 15/15)
+    r = sa.cmh_test([[[3, 0], [3, 0]]] * 5)
+    newcombe = sa.newcombe_difference(15, 15, 15, 15)
+    assert r.risk_difference == 0 and r.risk_difference_se == 0
+    assert (r.risk_difference_low, r.risk_difference_high) == pytest.approx((newcombe.low, newcombe.high))
+    assert r.risk_difference_low < 0 < r.risk_difference_high

@@ -125,7 +125,9 @@ class Report(BaseModel):
     incomplete_because: list[str] = Field(default_factory=list)
     planned_trials: int
     recorded_trials: int
-    headline: dict[str, Rate]  # per arm, tasks graded against the page or a pinned value
+    headline: dict[str, Rate]  # per arm, over headline_tasks
+    # the tasks the headline and the pooled effect cover: graded against the page or a pinned value, placebo left out
+    headline_tasks: list[str] = Field(default_factory=list)
     format_only: dict[str, Rate]
     by_arm_task: list[ArmTaskRow]
     paired: list[PairedRow]
@@ -297,6 +299,8 @@ def build_report(manifest: RunManifest, records: list[TrialRecord], problems: li
             shortcut=limits.shortcut and not limits.placebo,
             trials={r.trial_id: r.outcome for r in recs if r is not None},
         ))
+        if limits.placebo:
+            continue  # a placebo measures the batch's presence, not the tasks: left out of both summaries
         acc = (format_counts if limits.grading == "format" else headline_counts).setdefault(arm, [0, 0])
         acc[0] += counts["passed"]
         acc[1] += len(recs)
@@ -339,6 +343,8 @@ def build_report(manifest: RunManifest, records: list[TrialRecord], problems: li
         browser=manifest.browser, isolation=manifest.isolation, attempts=manifest.attempts, arms=manifest.arms, complete=not incomplete,
         incomplete_because=incomplete, planned_trials=len(planned), recorded_trials=len(planned) - missing,
         headline={arm: rate(*c) for arm, c in headline_counts.items()},
+        headline_tasks=sorted({task for _, task in by_arm_task if manifest.task_limits[task].grading in HEADLINE_GRADING
+                               and not manifest.task_limits[task].placebo}),
         format_only={arm: rate(*c) for arm, c in format_counts.items()},
         by_arm_task=rows, paired=paired_rows, pooled=pooled_effect(pooled_input["headline"]),
         pooled_format_only=pooled_effect(pooled_input["format"]), playwright_vs_control=playwright_rows,

@@ -28,7 +28,7 @@ def _rate_cells(path: str, r: Rate) -> str:
 
 
 def _rates_plot(rates: dict[str, Rate]) -> str:
-    """Pass rate per arm with its Wilson interval, on a 0-100% axis."""
+    """Pass rate per arm with its Clopper-Pearson interval, on a 0-100% axis."""
     width, left, row = 520, 110, 28
     height = 30 + row * len(rates)
     x = lambda v: left + (width - left - 20) * v  # noqa: E731
@@ -150,7 +150,7 @@ def render_html(report: Report) -> str:
                     + "".join(f"<li><code>{e(b.name)}</code>: {e(b.error)}</li>" for b in report.browsers_not_deleted)
                     + "</ul></div>")
     body.append(_trials_section(report))
-    body.append("<h2>Headline: pass rate on page- or pin-checked tasks</h2><table><tr><th>arm</th><th>passes</th><th>rate</th><th>95% Wilson CI</th></tr>")
+    body.append("<h2>Headline: pass rate on page- or pin-checked tasks</h2><table><tr><th>arm</th><th>passes</th><th>rate</th><th>95% CI (Clopper-Pearson)</th></tr>")
     body += [f"<tr><td>{e(arm)}</td>{_rate_cells(f'headline.{arm}', r)}</tr>" for arm, r in report.headline.items()]
     body.append("</table>" + _rates_plot(report.headline))
     if report.format_only:
@@ -159,23 +159,24 @@ def render_html(report: Report) -> str:
         body.append("</table>")
     if p := report.pooled:
         body.append("<h2>Pooled paired effect (page- and pin-checked tasks, placebo left out)</h2>"
-                    f"<p>Tasks: {e(', '.join(p.task_names))}. "
+                    f"<p>Estimand: {e(p.estimand)}. Tasks: {e(', '.join(p.task_names))}. "
                     f"{_v('pooled.pairs', str(p.pairs), 'int')} pairs in {_v('pooled.tasks', str(p.tasks), 'int')} tasks; "
-                    f"difference {_v('pooled.difference', signed_pct(p.difference), 'signed_pct')}, task-clustered 95% CI "
+                    f"mean difference over tasks {_v('pooled.difference', signed_pct(p.difference), 'signed_pct')}, 95% CI (t over the tasks) "
                     f"{e(signed_pct(p.ci_low))} to {e(signed_pct(p.ci_high))}; pooled McNemar p (screening) "
                     f"{_v('pooled.mcnemar_p', pval(p.mcnemar_p), 'p')}. Minimum detectable effect at 80% power: "
                     f"{_v('pooled.mde', signed_pct(p.mde), 'signed_pct') if p.mde else 'none at this size'}.</p>")
     if report.paired:
         body.append("<h2>Paired control vs treatment</h2><table><tr><th>task</th><th>pairs</th><th>excluded</th><th>both</th>"
-                    "<th>control only</th><th>treatment only</th><th>neither</th><th>exact McNemar p</th><th>median speedup</th>"
-                    "<th>sign-test p</th></tr>")
+                    "<th>control only</th><th>treatment only</th><th>neither</th><th>exact McNemar p (Holm)</th><th>median speedup</th>"
+                    "<th>sign-test p (Holm)</th></tr>")
         for i, r in enumerate(report.paired):
             path = f"paired.{i}"
             cells = "".join(f"<td>{_v(f'{path}.{k}', str(getattr(r, k)), 'int')}</td>"
                             for k in ("pairs", "excluded", "both", "control_only", "treatment_only", "neither"))
             speed = "–" if r.median_speedup is None else f"{r.median_speedup:.2f}x"
             body.append(f"<tr><td>{e(r.task)}{' (placebo)' if r.placebo else ''}</td>{cells}"
-                        f"<td>{_v(f'{path}.mcnemar_p', pval(r.mcnemar_p), 'p')}</td><td>{e(speed)}</td><td>{e(pval(r.sign_p))}</td></tr>")
+                        f"<td>{_v(f'{path}.mcnemar_p', pval(r.mcnemar_p), 'p')} ({e(pval(r.mcnemar_p_holm))})</td><td>{e(speed)}</td>"
+                        f"<td>{e(pval(r.sign_p))} ({e(pval(r.sign_p_holm))})</td></tr>")
         body.append("</table>" + _paired_plot(report) + "<h3>Speedups of pairs where both passed</h3>" + _speedup_plot(report))
     body.append("<h2>Per arm and task</h2><table><tr><th>arm</th><th>task</th><th>grading</th><th>passed</th><th>failed</th>"
                 "<th>errored</th><th>missing</th><th>rate</th><th>95% CI</th><th>median agent s</th><th>median calls</th><th>stop reasons</th>"

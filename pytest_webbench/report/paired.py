@@ -1,6 +1,6 @@
 """The paired analysis of control against treatment: per task (McNemar, speed, agreement) and
-pooled over the headline tasks (the pooled paired interval, its MDE, and a sensitivity line with
-errored trials counted as failures)."""
+pooled over the headline tasks (the mean effect over tasks with its interval and MDE, and a
+sensitivity line with errored trials counted as failures)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from statistics import median
 from pydantic import BaseModel, Field
 
 from ..results.records import TrialRecord
-from ..stats import holm, mcnemar_exact, mde_clustered_from_data, pooled_paired_interval, sign_test
+from ..stats import holm, mcnemar_exact, mde_task_mean, sign_test, task_mean_interval
 from .rates import Rate, passed, rate
 
 Pair = tuple[TrialRecord | None, TrialRecord | None]
@@ -33,6 +33,7 @@ class PairedRow(BaseModel):
     treatment_faster: int
     control_faster: int
     sign_p: float | None
+    sign_p_holm: float | None = None  # Holm-adjusted over the rows' sign tests
     agree_on: list[str] = Field(default_factory=list)
     agreement: Rate | None = None  # pairs where both answered and agree on `agree_on`
     discordant: list[str] = Field(default_factory=list)  # pair ids where exactly one arm passed
@@ -47,20 +48,27 @@ class PooledSensitivity(BaseModel):
     ci_high: float | None
 
 
+ESTIMAND = ("the mean over tasks of each task's pass-rate difference (treatment - control), every task weighted "
+            "equally, however many pairs it got")
+
+
 class PooledEffect(BaseModel):
+    estimand: str = ESTIMAND
     tasks: int
     task_names: list[str]  # exactly the tasks it covers: the headline's (page and pinned), placebo left out
     pairs: int
-    control_rate: float
+    control_rate: float  # the mean over tasks of each task's rate, as the estimand weighs them
     treatment_rate: float
-    difference: float  # treatment minus control, over tested pairs
+    difference: float  # the estimand's estimate: treatment minus control, the mean over tasks
     ci_low: float | None
     ci_high: float | None
-    p_value: float | None  # the pooled test the interval inverts (clustered)
-    design_effect: float | None
+    p_value: float | None  # the t test the interval inverts
+    between_task_sd: float | None  # how much the tasks' differences vary
+    floored: bool = False  # the within-task floor set the interval's width
+    pair_weighted_difference: float  # over all tested pairs as one sample, for comparison
     mcnemar_p: float | None  # pairs as if independent: a screening figure beside the clustered interval
     discordance: float
-    mde: float | None  # smallest difference the pooled test detects with 80% power at this size
+    mde: float | None  # smallest mean difference the t test detects with 80% power at this size and spread
     errored_as_failures: PooledSensitivity | None = None
 
 
@@ -109,8 +117,11 @@ def paired_row(task: str, placebo: bool, grading: str, agree_on: list[str], pair
 
 
 def adjust_paired_rows(rows: list[PairedRow]) -> None:
+    """Holm over the table's tasks, one family per test: the McNemar tests, and the sign tests."""
     for row, adjusted in zip(rows, holm([r.mcnemar_p for r in rows])):
         row.mcnemar_p_holm = adjusted
+    for row, adjusted in zip(rows, holm([r.sign_p for r in rows])):
+        row.sign_p_holm = adjusted
 
 
 def _differences(pairs: list[tuple[TrialRecord, TrialRecord]]) -> list[int]:
@@ -127,21 +138,28 @@ def pooled_effect(by_task: dict[str, list[Pair]]) -> PooledEffect | None:
     n = len(every)
     _, c_only, t_only = split(every)
     groups = [_differences(pairs) for pairs in tested.values()]
-    interval = pooled_paired_interval(groups)
+    interval = task_mean_interval(groups)
     recorded = {task: [(c, t) for c, t in pairs if c is not None and t is not None] for task, pairs in by_task.items()}
-    sensitivity = pooled_paired_interval([_differences(p) for p in recorded.values() if p])
+    recorded_groups = [_differences(p) for p in recorded.values() if p]
+    sensitivity = task_mean_interval(recorded_groups)
     n_recorded = sum(len(p) for p in recorded.values())
     return PooledEffect(
-        tasks=len(tested), task_names=sorted(tested), pairs=n, control_rate=sum(passed(c) for c, _ in every) / n,
-        treatment_rate=sum(passed(t) for _, t in every) / n, difference=(t_only - c_only) / n,
+        tasks=len(tested), task_names=sorted(tested), pairs=n,
+        control_rate=_task_mean([[int(passed(c)) for c, _ in ps] for ps in tested.values()]),
+        treatment_rate=_task_mean([[int(passed(t)) for _, t in ps] for ps in tested.values()]),
+        difference=_task_mean(groups), pair_weighted_difference=(t_only - c_only) / n,
         ci_low=interval.low if interval else None, ci_high=interval.high if interval else None,
-        p_value=interval.p_value if interval else None, design_effect=interval.design_effect if interval else None,
-        mcnemar_p=mcnemar_exact(c_only, t_only), discordance=(c_only + t_only) / n, mde=mde_clustered_from_data(groups),
+        p_value=interval.p_value if interval else None, between_task_sd=interval.between_task_sd if interval else None,
+        floored=bool(interval and interval.floored), mcnemar_p=mcnemar_exact(c_only, t_only),
+        discordance=(c_only + t_only) / n, mde=mde_task_mean(interval) if interval else None,
         errored_as_failures=None if n_recorded == n or not n_recorded else PooledSensitivity(
-            pairs=n_recorded, difference=sensitivity.estimate if sensitivity else
-            sum(sum(_differences(p)) for p in recorded.values()) / n_recorded,
+            pairs=n_recorded, difference=_task_mean(recorded_groups),
             ci_low=sensitivity.low if sensitivity else None, ci_high=sensitivity.high if sensitivity else None),
     )
+
+
+def _task_mean(groups: list[list[int]]) -> float:
+    return sum(sum(g) / len(g) for g in groups) / len(groups)
 
 
 __all__ = ["PairedRow", "PooledEffect", "PooledSensitivity", "adjust_paired_rows", "paired_row", "pooled_effect",

@@ -1,11 +1,11 @@
-"""A pass rate with its Wilson interval, the one shape every table of the report uses."""
+"""A pass rate with its exact (Clopper-Pearson) interval, the one shape every table of the report uses."""
 
 from __future__ import annotations
 
 from pydantic import BaseModel
 
 from ..results.records import TrialRecord
-from ..stats import wilson
+from ..stats import clopper_pearson
 
 
 class Rate(BaseModel):
@@ -17,7 +17,7 @@ class Rate(BaseModel):
 
 
 def rate(passes: int, n: int) -> Rate:
-    ci = wilson(passes, n)
+    ci = clopper_pearson(passes, n)
     return Rate(passes=passes, n=n, rate=passes / n if n else None,
                 ci_low=ci.low if ci else None, ci_high=ci.high if ci else None)
 

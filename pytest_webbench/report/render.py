@@ -11,7 +11,7 @@ def headline_lines(report: Report) -> list[str]:
              f"{report.recorded_trials}/{report.planned_trials} trials recorded"
              + ("" if report.complete else " (INCOMPLETE: " + "; ".join(report.incomplete_because) + ")")]
     for arm, rate in report.headline.items():
-        lines.append(f"  {arm:<11} {rate.passes}/{rate.n} passed ({pct(rate.rate)}, 95% CI {ci(rate)}) on page/pinned tasks")
+        lines.append(f"  {arm:<11} {rate.passes}/{rate.n} passed ({pct(rate.rate)}, 95% CI {ci(rate)}) on {len(report.headline_tasks)} page/pinned tasks, placebo out")
     for arm, rate in report.format_only.items():
         lines.append(f"  {arm:<11} {rate.passes}/{rate.n} format-only passes (shape checked, not correctness)")
     if q := report.sequential:
@@ -22,8 +22,8 @@ def headline_lines(report: Report) -> list[str]:
         lines.append(f"  NOT DELETED, may still be billed: {len(report.browsers_not_deleted)} cloud browser(s): "
                      + ", ".join(b.name for b in report.browsers_not_deleted))
     if p := report.pooled:
-        lines.append(f"  pooled effect (treatment - control, {p.pairs} pairs in {p.tasks} page/pinned tasks, placebo out): "
-                     f"{signed_pct(p.difference)}, task-clustered 95% CI {signed_pct(p.ci_low)} to {signed_pct(p.ci_high)}; "
+        lines.append(f"  pooled effect (treatment - control, mean over {p.tasks} page/pinned tasks, placebo out, {p.pairs} pairs): "
+                     f"{signed_pct(p.difference)}, 95% CI {signed_pct(p.ci_low)} to {signed_pct(p.ci_high)}; "
                      f"detectable with 80% power: {signed_pct(p.mde) if p.mde else 'none at this size'}")
         if s := p.errored_as_failures:
             lines.append(f"  with errored trials counted as failures ({s.pairs} pairs): {signed_pct(s.difference)}, "
@@ -74,19 +74,23 @@ def render_markdown(report: Report) -> str:
                 f"Ran {q.trials_run} of the {q.trials_planned} trials planned at the cap ({q.max_pairs} pairs per task): "
                 f"{q.trials_not_run} not run because their task was decided first (**{100 * q.saved_share:.0f}% saved**; "
                 f"the fixed design of {q.fixed_design_pairs} pairs per task it replaces runs {q.fixed_design_trials}).", ""]
-        out += _table(["task", "pairs run", "decision", "pass/fail split (c-only / t-only)", "speed (t faster / c faster)"],
+        out += _table(["task", "pairs run", "decision", "pass/fail split (c-only / t-only), anytime p (Holm)",
+                       "speed (t faster / c faster), anytime p (Holm)"],
                       [[t.task, str(t.pairs_run),
                         "not decided (ran to its cap)" if t.decision is None else
                         f"{t.decision.outcome}{' for ' + t.decision.favours if t.decision.favours else ''} after {t.decision.pairs} "
                         f"pairs; speed {t.decision.speed}{' for ' + t.decision.speed_favours if t.decision.speed_favours else ''}",
-                        "–" if t.decision is None else f"{t.decision.control_only} / {t.decision.treatment_only}",
-                        "–" if t.decision is None else f"{t.decision.treatment_faster} / {t.decision.control_faster}"]
+                        "–" if t.decision is None else f"{t.decision.control_only} / {t.decision.treatment_only}, "
+                                                       f"{pval(t.decision.p_value)} ({pval(t.p_holm)})",
+                        "–" if t.decision is None else f"{t.decision.treatment_faster} / {t.decision.control_faster}, "
+                                                       f"{pval(t.decision.speed_p_value)} ({pval(t.speed_p_holm)})"]
                        for t in q.tasks])
     if report.browsers_not_deleted:
         out += ["", "**Cloud browsers that could not be deleted** (they may still be running and billed; delete them "
                 "in Kernel's dashboard or API):", ""] + [f"- `{b.name}`: {b.error}" for b in report.browsers_not_deleted]
-    out += ["", "## Headline: pass rate on tasks graded against the page or a pinned value", ""]
-    out += _table(["arm", "passes", "rate", "95% Wilson CI"],
+    out += ["", "## Headline: pass rate on tasks graded against the page or a pinned value", "",
+            f"Tasks (placebo left out; the pooled effect covers the same ones): {', '.join(report.headline_tasks)}.", ""]
+    out += _table(["arm", "passes", "rate", "95% CI (Clopper-Pearson)"],
                   [[arm, f"{r.passes}/{r.n}", pct(r.rate), ci(r)] for arm, r in report.headline.items()])
     if report.format_only:
         out += ["", "Format-only tasks (the answer's shape is checked, not its truth), reported apart:", ""]
@@ -95,13 +99,15 @@ def render_markdown(report: Report) -> str:
     if report.pooled:
         p = report.pooled
         out += ["", "## Pooled paired effect (tasks graded against the page or a pinned value, placebo left out)", "",
-                f"Tasks: {', '.join(p.task_names)}. Over {p.pairs} tested pairs in {p.tasks} tasks: control "
-                f"{pct(p.control_rate)}, treatment {pct(p.treatment_rate)}, difference **{signed_pct(p.difference)}**, "
-                f"task-clustered 95% CI {signed_pct(p.ci_low)} to {signed_pct(p.ci_high)} (design effect "
-                f"{num(p.design_effect, 2)}; the clustered test's p = {pval(p.p_value)}). Exact McNemar on the pooled "
-                f"pairs, as if independent (screening only): p = {pval(p.mcnemar_p)}.", "",
+                f"Estimand: {p.estimand}. Tasks: {', '.join(p.task_names)}. Over {p.pairs} tested pairs in {p.tasks} "
+                f"tasks (means over tasks): control {pct(p.control_rate)}, treatment {pct(p.treatment_rate)}, difference "
+                f"**{signed_pct(p.difference)}**, 95% CI {signed_pct(p.ci_low)} to {signed_pct(p.ci_high)} (t over the "
+                f"tasks' differences, their spread SD {num(p.between_task_sd, 2)}"
+                f"{'; width set by the within-task floor' if p.floored else ''}; p = {pval(p.p_value)}). Over the pairs "
+                f"as one sample the difference is {signed_pct(p.pair_weighted_difference)}; exact McNemar on them, as if "
+                f"independent (screening only): p = {pval(p.mcnemar_p)}.", "",
                 f"Minimum detectable effect: with {p.pairs} pairs in {p.tasks} tasks and {pct(p.discordance)} of them "
-                f"discordant, the pooled test at alpha 0.05 has 80% power only for a difference of "
+                f"discordant, the pooled test at alpha 0.05 has 80% power only for a mean difference of "
                 + (f"**{signed_pct(p.mde)}** or more." if p.mde else "**none**: this run is too small to detect any effect.")]
         if s := p.errored_as_failures:
             out += ["", f"Sensitivity: counting each errored trial as a failure (its pair kept, {s.pairs} pairs), the "
@@ -124,11 +130,11 @@ def render_markdown(report: Report) -> str:
         out += ["", "## Paired control vs treatment, per task", ""]
         out += _table(
             ["task", "pairs", "excluded", "both", "control only", "treatment only", "neither", "exact McNemar p (Holm)",
-             "median speedup (both passed)", "sign-test p", "answer agreement"],
+             "median speedup (both passed)", "sign-test p (Holm)", "answer agreement"],
             [[r.task + (" (placebo)" if r.placebo else ""), str(r.pairs), str(r.excluded), str(r.both), str(r.control_only),
               str(r.treatment_only), str(r.neither), f"{pval(r.mcnemar_p)} ({pval(r.mcnemar_p_holm)})",
               "–" if r.median_speedup is None else f"{r.median_speedup:.2f}x ({r.treatment_faster} faster, {r.control_faster} slower)",
-              pval(r.sign_p),
+              f"{pval(r.sign_p)} ({pval(r.sign_p_holm)})",
               "not defined" if r.agreement is None else f"{r.agreement.passes}/{r.agreement.n} on {', '.join(r.agree_on)}"]
              for r in report.paired])
         out += ["", "Speedup is control agent time over treatment agent time (agent-only, harness excluded); "

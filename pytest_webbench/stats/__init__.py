@@ -3,8 +3,8 @@ checked against a published or hand-computed value (tests/test_stats*.py) and ea
 coverage and test's error rate measured by simulation (benchmarks/stats_calibration.py).
 
 - distributions.py: the normal, binomial, hypergeometric, chi-square and t functions they use
-- binomial.py: Wilson, exact McNemar and its power, sign test, pass@k, Newcombe and Fisher (unpaired)
-- pooled.py: the pooled paired effect over tasks (design-effect Tango score interval) and its MDE
+- binomial.py: Clopper-Pearson and Wilson, exact McNemar and its power, sign test, pass@k, Newcombe and Fisher (unpaired)
+- pooled.py: the mean paired effect over tasks (a t interval over the tasks' differences) and its MDE
 - stratified.py: Cochran-Mantel-Haenszel over tasks, Holm's adjustment
 - sequential.py: the per-task stopping rule of sequential runs
 
@@ -13,21 +13,26 @@ coverage and test's error rate measured by simulation (benchmarks/stats_calibrat
 
 from .binomial import (
     Interval, fisher_exact_p, mcnemar_exact, mcnemar_mde, mcnemar_power, newcombe_difference, pass_at_k, pass_hat_k,
-    sign_test, wilson,
+    sign_test, wilson, clopper_pearson,
 )
-from .pooled import PooledPaired, mde_clustered, mde_clustered_from_data, newcombe_paired, pooled_paired_interval, tango_interval
+from .pooled import TaskMeanEffect, mde_task_mean, task_mean_interval
 from .stratified import CMHResult, cmh_test, holm
 
 ASSUMPTIONS = {
-    "wilson": "Wilson 95% interval: attempts are independent Bernoulli trials with one pass rate per arm and task.",
+    "rate": "Pass-rate intervals (per arm and task, and the headline per arm) are exact Clopper-Pearson 95% intervals: "
+            "attempts are independent Bernoulli trials with one pass rate; never under nominal coverage (Wilson's fell "
+            "to 90% at 3 attempts near the ceiling). The headline pools an arm's trials over the headline tasks: with "
+            "task rates that differ it covers the mean rate of those tasks conservatively.",
     "mcnemar": "Exact McNemar: pairs are independent; under no effect a discordant pair is equally likely to favour either arm.",
     "sign": "Sign test on speedups: pairs where both arms passed, ties dropped; under no effect either arm is faster with probability 1/2.",
-    "pooled_paired": "Pooled paired effect: tasks independent, pairs within a task may be correlated and task "
-                     "effects may differ; Tango's score interval on the pooled pairs, widened by the design "
-                     "effect estimated from the task totals (never below 1) and read on a t with tasks - 1 "
-                     "degrees of freedom. Never zero-width; conservative with few tasks (98-100% coverage at 5 tasks).",
-    "mde": "Minimum detectable effect of the pooled test: 80% power at alpha 0.05 under the same clustered model "
-           "(the design effect as the test uses it, t with tasks - 1 degrees of freedom), discordance as observed.",
+    "pooled_paired": "Pooled paired effect: the estimand is the mean over tasks of each task's pass-rate difference, "
+                     "every task weighted equally however many pairs it got. Tasks are independent draws of the "
+                     "tasks one cares about; pairs within a task may be correlated and effects may differ between "
+                     "tasks. A t interval (tasks - 1 degrees of freedom) over the tasks' differences, its variance "
+                     "never below a floor from the pairs within each task, so never zero-width. On a sequentially "
+                     "stopped run it is conditional on the stopping (its coverage there is measured, not promised).",
+    "mde": "Minimum detectable effect of the pooled test: 80% power at alpha 0.05 for the same t test, its standard "
+           "error as observed (a planning figure).",
     "sensitivity": "Sensitivity: the same pooled interval with every errored pair's errored trial counted as a "
                    "failure, beside the one that leaves errored pairs out; if they disagree, the faults matter.",
     "playwright": "Playwright arm vs control: unpaired (different trials, not pairs); per task Fisher's exact test "
@@ -35,15 +40,21 @@ ASSUMPTIONS = {
                   "Mantel-Haenszel risk difference (Sato variance).",
     "cmh": "Cochran-Mantel-Haenszel: within each task the two arms (or runs) are independent binomial samples; "
            "the test assumes no effect in every task; the risk difference estimates an effect common to the tasks.",
-    "holm": "Per-task p-values are shown raw and Holm-adjusted over the tasks of the table (family-wise error "
-            "under any dependence); read a raw p-value below 0.05 among many tasks as a lead, not a finding.",
+    "holm": "Per-task p-values are shown raw and Holm-adjusted, each test its own family over the tasks of its "
+            "table: the McNemar tests, the sign tests, the Fisher tests (playwright vs control), and in a sequential "
+            "run the pass/fail and the speed decisions' anytime p-values. Holm holds the family-wise error under "
+            "any dependence; read a raw p-value below 0.05 among many tasks as a lead, not a finding.",
+    "sequential": "Sequential run: each task's pass/fail and speed walks are each tested at alpha / 2 (Bonferroni), so "
+                  "the chance of any false claim about a task is at most alpha; the boundary is exact for a look after "
+                  "every pair up to the cap, on attempts 1..k in order whatever order pairs ended in. Its anytime "
+                  "p-value is valid at any stop and is what Holm over tasks adjusts.",
     "compare": "Two runs compared: unpaired (different runs share no pairs); per arm and task Fisher's exact test "
                "and Newcombe's interval, and over the tasks both ran the Cochran-Mantel-Haenszel test.",
     "pass_k": "pass@k / pass^k: unbiased estimates from the attempts made (Chen et al. 2021), attempts exchangeable within a task.",
 }
 
 __all__ = [
-    "ASSUMPTIONS", "CMHResult", "Interval", "PooledPaired", "cmh_test", "fisher_exact_p", "holm", "mcnemar_exact",
-    "mcnemar_mde", "mcnemar_power", "mde_clustered", "mde_clustered_from_data", "newcombe_difference",
-    "newcombe_paired", "pass_at_k", "pass_hat_k", "pooled_paired_interval", "sign_test", "tango_interval", "wilson",
+    "ASSUMPTIONS", "CMHResult", "Interval", "cmh_test", "fisher_exact_p", "holm", "mcnemar_exact",
+    "mcnemar_mde", "mcnemar_power", "newcombe_difference", "pass_at_k", "pass_hat_k", "sign_test", "wilson", "clopper_pearson",
+    "TaskMeanEffect", "mde_task_mean", "task_mean_interval",
 ]

@@ -7,6 +7,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from .binomial import newcombe_difference
 from .distributions import chi2_sf, normal_ppf
 
 # -- Cochran-Mantel-Haenszel over tasks --------------------------------------------------------------------
@@ -80,8 +81,14 @@ def cmh_test(strata: Sequence[Sequence[Sequence[int]]], correction: bool = True,
     rd = rd_num / weight
     rd_var = max((rd * sato_p + sato_q) / weight ** 2, 0.0)
     rd_se = math.sqrt(rd_var)
-    return CMHResult(statistic, p_value, correction, odds, low, high, rd, rd_se,
-                     max(-1.0, rd - z * rd_se), min(1.0, rd + z * rd_se), len(rows))
+    rd_low, rd_high = max(-1.0, rd - z * rd_se), min(1.0, rd + z * rd_se)
+    if rd_var == 0.0:
+        # every trial of both rows passed (or every one failed): Sato's variance is 0 and its interval a
+        # point. Newcombe's interval on the pooled rows is the proper one there (the rates are all at one edge).
+        pooled = newcombe_difference(int(sum(r[0] for r in rows)), int(sum(r[0] + r[1] for r in rows)),
+                                     int(sum(r[2] for r in rows)), int(sum(r[2] + r[3] for r in rows)), confidence)
+        rd_low, rd_high = pooled.low, pooled.high
+    return CMHResult(statistic, p_value, correction, odds, low, high, rd, rd_se, rd_low, rd_high, len(rows))
 
 
 # -- Holm's step-down adjustment ------------------------------------------------------------------------------
