@@ -50,8 +50,9 @@ def test_reference_runner_passes_every_item_and_leaves_a_complete_experiment(pyt
     trial = TrialResult.model_validate_json((exp / "jobs" / "control" / "shop-cart-a1-control" / "result.json").read_text())
     assert trial.verifier_result.rewards == {"reward": 1.0}
     report = json.loads((exp / "report.json").read_text())
-    headline_tasks = len(TASKS) - 1  # all but the format-only task
+    headline_tasks = len(TASKS) - 2  # all but the format-only task and the placebo
     assert report["complete"] and report["headline"]["treatment"]["passes"] == headline_tasks
+    assert report["headline_tasks"] == report["pooled"]["task_names"]  # one set for both
     md = (exp / "report.md").read_text()
     for section in ("## Paired control vs treatment", "## Pooled paired effect", "## Usage, tools and validity",
                     "## What each test assumes", "Minimum detectable effect"):
@@ -59,10 +60,10 @@ def test_reference_runner_passes_every_item_and_leaves_a_complete_experiment(pyt
     # every treatment pair passed both arms: no discordance, so no effect is detectable at this size
     # the pooled effect covers the page- and pin-checked tasks, the placebo and the format-only task left out
     assert report["pooled"]["task_names"] == [t for t in TASKS if t not in ("codehub-latest-release", "wiki-random-article")]
-    assert report["pooled"]["pairs"] == headline_tasks - 1 and report["pooled"]["difference"] == 0
+    assert report["pooled"]["pairs"] == headline_tasks and report["pooled"]["difference"] == 0
     assert report["pooled"]["ci_low"] < 0 < report["pooled"]["ci_high"]  # all pairs agree: still a real interval
     treatment = next(u for u in report["usage"] if u["arm"] == "treatment")
-    assert treatment["webmcp"]["injected:tried"] == treatment["webmcp"]["injected:completed"] >= headline_tasks - 2
+    assert treatment["webmcp"]["injected:tried"] == treatment["webmcp"]["injected:completed"] >= headline_tasks - 1
     # where the batch offers a shortcut, treatment's path takes fewer browser calls than control's
     rows = {(row["task"], row["arm"]): row for row in report["by_arm_task"]}
     shortcut = sorted(t for (t, arm), row in rows.items() if arm == "control" and row["shortcut"])
@@ -90,7 +91,7 @@ def test_nop_runner_fails_every_item_with_the_full_denominator(pytester):
     assert all(r.outcome == "failed" and r.reward == 0 and r.stop_reason == "no_browser_call" for r in records)
     report = json.loads((exp / "report.json").read_text())
     assert {arm: (r["passes"], r["n"]) for arm, r in report["headline"].items()} == {
-        arm: (0, len(tasks) - 1) for arm in ("control", "treatment", "playwright")}
+        arm: (0, len(tasks) - 2) for arm in ("control", "treatment", "playwright")}  # placebo and format-only out
     assert report["stop_reasons"] == {arm: {"no_browser_call": len(tasks)} for arm in ("control", "treatment", "playwright")}
     assert report["pooled"]["difference"] == 0 and report["pooled"]["control_rate"] == 0 and report["pooled"]["tasks"] == len(tasks) - 2  # not the placebo or the format-only task
     assert all(row["pass_at_k"] == {"1": 0.0} for row in report["by_arm_task"])

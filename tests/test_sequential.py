@@ -127,6 +127,7 @@ def test_a_sequential_run_under_xdist_stops_decided_tasks_and_reports_the_saving
             assert {"control", "treatment"} <= arms or arms == {"playwright"}, (task, attempt, arms)
     md = (exp / "report.md").read_text()
     assert "## Sequential run: each task stopped when decided" in md and "saved" in md
+    assert "conditional on the stopping" in md  # the fixed-sample intervals say they rest on stopped data
     result.stdout.fnmatch_lines(["*sequential: ran * of 60 planned trials*"])
 
     # --resume: a lost record's pair runs again; what the decisions left unrun stays unrun (skipped, not missing)

@@ -7,12 +7,10 @@ import math
 
 import numpy as np
 import pytest
-from scipy.integrate import quad
-from scipy.stats import chi2, norm
+from scipy.stats import norm
 from scipy.stats import t as student_t
 
 from pytest_webbench import stats as sa
-from pytest_webbench.stats import pooled as sa_pooled
 from pytest_webbench.stats import sequential as sq
 
 Z = float(norm.ppf(0.975))
@@ -263,3 +261,19 @@ def test_the_mantel_haenszel_difference_is_never_a_point_when_every_trial_passed
     assert r.risk_difference == 0 and r.risk_difference_se == 0
     assert (r.risk_difference_low, r.risk_difference_high) == pytest.approx((newcombe.low, newcombe.high))
     assert r.risk_difference_low < 0 < r.risk_difference_high
+
+
+def test_task_mean_rate_by_hand_and_at_a_ceiling():
+    # ten tasks of 20 trials at 50, 60, 70, 80, 90% (twice): mean 0.7; between-task variance 0.2 / 9, its
+    # mean's 0.2 / 90, above the floor; t(9)
+    r = sa.task_mean_rate([(x, 20) for x in (10, 12, 14, 16, 18) * 2])
+    se = math.sqrt(0.2 / 90)
+    assert r.estimate == pytest.approx(0.7) and r.standard_error == pytest.approx(se) and not r.floored
+    assert (r.low, r.high) == pytest.approx((0.7 - student_t.ppf(0.975, 9) * se, 0.7 + student_t.ppf(0.975, 9) * se))
+    # every trial passed in 5 tasks of 3: the floor p(1 - p)/n with p = 4/5 keeps it a proper interval below 1
+    ceiling = sa.task_mean_rate([(3, 3)] * 5)
+    assert ceiling.high == 1.0 and 0 < ceiling.low < 1 and ceiling.floored
+    assert ceiling.low == pytest.approx(1 - student_t.ppf(0.975, 4) * math.sqrt(5 * (0.8 * 0.2 / 3)) / 5)
+    # unequal trials weigh nothing: a 40-trial task passing everything beside four failing 3-trial tasks is 0.2
+    assert sa.task_mean_rate([(40, 40)] + [(0, 3)] * 4).estimate == pytest.approx(0.2)
+    assert sa.task_mean_rate([(3, 3)]) is None

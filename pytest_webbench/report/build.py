@@ -22,7 +22,7 @@ from ..results.records import RunManifest, TrialRecord, UndeletedBrowser, read_m
 from ..results.decisions import read_decisions
 from ..stats import ASSUMPTIONS, pass_at_k, pass_hat_k
 from .paired import PairedRow, PooledEffect, adjust_paired_rows, paired_row, pooled_effect
-from .rates import Rate, rate
+from .rates import Rate, mean_over_tasks, rate
 from .sequential import SequentialSummary, not_run_trials, summarize
 from .unpaired import StratifiedEffect, UnpairedRow, adjust_unpaired_rows, stratified_effect, unpaired_row
 
@@ -269,8 +269,8 @@ def build_report(manifest: RunManifest, records: list[TrialRecord], problems: li
         if t.pair_id:
             pair_ids_by_task.setdefault(t.task, set()).add(t.pair_id)
     rows: list[ArmTaskRow] = []
-    headline_counts: dict[str, list[int]] = {}
-    format_counts: dict[str, list[int]] = {}
+    headline_counts: dict[str, list[tuple[int, int]]] = {}  # per arm, (passes, trials) per task
+    format_counts: dict[str, list[tuple[int, int]]] = {}
     stop_reasons: dict[str, dict[str, int]] = {}
     for arm, task in sorted(by_arm_task, key=lambda k: (arm_order.get(k[0], 99), k[1])):
         limits = manifest.task_limits[task]
@@ -301,9 +301,7 @@ def build_report(manifest: RunManifest, records: list[TrialRecord], problems: li
         ))
         if limits.placebo:
             continue  # a placebo measures the batch's presence, not the tasks: left out of both summaries
-        acc = (format_counts if limits.grading == "format" else headline_counts).setdefault(arm, [0, 0])
-        acc[0] += counts["passed"]
-        acc[1] += len(recs)
+        (format_counts if limits.grading == "format" else headline_counts).setdefault(arm, []).append((counts["passed"], len(recs)))
 
     paired_rows: list[PairedRow] = []
     pooled_input: dict[str, dict] = {"headline": {}, "format": {}}
@@ -342,10 +340,10 @@ def build_report(manifest: RunManifest, records: list[TrialRecord], problems: li
         experiment_id=manifest.experiment_id, suite=manifest.suite, runner=manifest.runner, model=manifest.model,
         browser=manifest.browser, isolation=manifest.isolation, attempts=manifest.attempts, arms=manifest.arms, complete=not incomplete,
         incomplete_because=incomplete, planned_trials=len(planned), recorded_trials=len(planned) - missing,
-        headline={arm: rate(*c) for arm, c in headline_counts.items()},
+        headline={arm: mean_over_tasks(per_task) for arm, per_task in headline_counts.items()},
         headline_tasks=sorted({task for _, task in by_arm_task if manifest.task_limits[task].grading in HEADLINE_GRADING
                                and not manifest.task_limits[task].placebo}),
-        format_only={arm: rate(*c) for arm, c in format_counts.items()},
+        format_only={arm: mean_over_tasks(per_task) for arm, per_task in format_counts.items()},
         by_arm_task=rows, paired=paired_rows, pooled=pooled_effect(pooled_input["headline"]),
         pooled_format_only=pooled_effect(pooled_input["format"]), playwright_vs_control=playwright_rows,
         playwright_pooled=stratified_effect(headline_playwright),

@@ -28,7 +28,7 @@ def _rate_cells(path: str, r: Rate) -> str:
 
 
 def _rates_plot(rates: dict[str, Rate]) -> str:
-    """Pass rate per arm with its Clopper-Pearson interval, on a 0-100% axis."""
+    """Pass rate per arm with its interval, on a 0-100% axis."""
     width, left, row = 520, 110, 28
     height = 30 + row * len(rates)
     x = lambda v: left + (width - left - 20) * v  # noqa: E731
@@ -150,7 +150,7 @@ def render_html(report: Report) -> str:
                     + "".join(f"<li><code>{e(b.name)}</code>: {e(b.error)}</li>" for b in report.browsers_not_deleted)
                     + "</ul></div>")
     body.append(_trials_section(report))
-    body.append("<h2>Headline: pass rate on page- or pin-checked tasks</h2><table><tr><th>arm</th><th>passes</th><th>rate</th><th>95% CI (Clopper-Pearson)</th></tr>")
+    body.append("<h2>Headline: pass rate on page- or pin-checked tasks</h2><table><tr><th>arm</th><th>passes</th><th>mean rate over tasks</th><th>95% CI (t over tasks)</th></tr>")
     body += [f"<tr><td>{e(arm)}</td>{_rate_cells(f'headline.{arm}', r)}</tr>" for arm, r in report.headline.items()]
     body.append("</table>" + _rates_plot(report.headline))
     if report.format_only:

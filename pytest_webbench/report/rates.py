@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import BaseModel
 
 from ..results.records import TrialRecord
-from ..stats import clopper_pearson
+from ..stats import clopper_pearson, task_mean_rate
 
 
 class Rate(BaseModel):
@@ -20,6 +20,16 @@ def rate(passes: int, n: int) -> Rate:
     ci = clopper_pearson(passes, n)
     return Rate(passes=passes, n=n, rate=passes / n if n else None,
                 ci_low=ci.low if ci else None, ci_high=ci.high if ci else None)
+
+
+def mean_over_tasks(per_task: list[tuple[int, int]]) -> Rate:
+    """An arm's pass rate as the mean of its tasks' rates, every task weighted equally (the estimand of
+    the headline and the pooled effect alike), with the t interval over tasks; one task: its exact
+    interval. `passes` and `n` stay the totals."""
+    passes, n = sum(x for x, _ in per_task), sum(m for _, m in per_task)
+    if (over := task_mean_rate(per_task)) is None:
+        return rate(passes, n)
+    return Rate(passes=passes, n=n, rate=over.estimate, ci_low=over.low, ci_high=over.high)
 
 
 def passed(r: TrialRecord | None) -> bool:

@@ -6,6 +6,12 @@ from .build import Report
 from .format import ci, num, pct, pval, signed_pct
 
 
+# A sequential run's intervals are fixed-sample ones on data a rule stopped (docs/statistics.md measures them there).
+STOPPED_NOTE = ("This run stopped tasks sequentially: the intervals and p-values above are fixed-sample ones on the pairs "
+                "it recorded, so they are conditional on the stopping; their coverage under stopping was measured at "
+                "93.3% or more for the pooled interval and 97% or more for the per-task ones (docs/statistics.md).")
+
+
 def headline_lines(report: Report) -> list[str]:
     lines = [f"webbench {report.experiment_id}: suite {report.suite}, runner {report.runner}, "
              f"{report.recorded_trials}/{report.planned_trials} trials recorded"
@@ -89,8 +95,10 @@ def render_markdown(report: Report) -> str:
         out += ["", "**Cloud browsers that could not be deleted** (they may still be running and billed; delete them "
                 "in Kernel's dashboard or API):", ""] + [f"- `{b.name}`: {b.error}" for b in report.browsers_not_deleted]
     out += ["", "## Headline: pass rate on tasks graded against the page or a pinned value", "",
-            f"Tasks (placebo left out; the pooled effect covers the same ones): {', '.join(report.headline_tasks)}.", ""]
-    out += _table(["arm", "passes", "rate", "95% CI (Clopper-Pearson)"],
+            f"Tasks (placebo left out; the pooled effect covers the same ones): {', '.join(report.headline_tasks)}. The rate "
+            "is the mean of the tasks' rates, every task weighted equally, with a t interval over the tasks (one task: "
+            "its exact Clopper-Pearson interval).", ""]
+    out += _table(["arm", "passes", "mean rate over tasks", "95% CI"],
                   [[arm, f"{r.passes}/{r.n}", pct(r.rate), ci(r)] for arm, r in report.headline.items()])
     if report.format_only:
         out += ["", "Format-only tasks (the answer's shape is checked, not its truth), reported apart:", ""]
@@ -112,6 +120,8 @@ def render_markdown(report: Report) -> str:
         if s := p.errored_as_failures:
             out += ["", f"Sensitivity: counting each errored trial as a failure (its pair kept, {s.pairs} pairs), the "
                         f"difference is {signed_pct(s.difference)}, 95% CI {signed_pct(s.ci_low)} to {signed_pct(s.ci_high)}."]
+        if report.sequential:
+            out += ["", f"*{STOPPED_NOTE}*"]
     if f := report.pooled_format_only:
         out += ["", f"Format-only tasks ({', '.join(f.task_names)}), pooled apart (shape checked, not truth): "
                     f"{signed_pct(f.difference)} over {f.pairs} pairs, 95% CI {signed_pct(f.ci_low)} to {signed_pct(f.ci_high)}."]

@@ -15,14 +15,14 @@ from .binomial import (
     Interval, fisher_exact_p, mcnemar_exact, mcnemar_mde, mcnemar_power, newcombe_difference, pass_at_k, pass_hat_k,
     sign_test, wilson, clopper_pearson,
 )
-from .pooled import TaskMeanEffect, mde_task_mean, task_mean_interval
+from .pooled import TaskMeanEffect, mde_task_mean, task_mean_interval, task_mean_rate
 from .stratified import CMHResult, cmh_test, holm
 
 ASSUMPTIONS = {
     "rate": "Pass-rate intervals (per arm and task, and the headline per arm) are exact Clopper-Pearson 95% intervals: "
             "attempts are independent Bernoulli trials with one pass rate; never under nominal coverage (Wilson's fell "
-            "to 90% at 3 attempts near the ceiling). The headline pools an arm's trials over the headline tasks: with "
-            "task rates that differ it covers the mean rate of those tasks conservatively.",
+            "to 90% at 3 attempts near the ceiling). The headline is an arm's mean rate over the headline tasks, every "
+            "task weighted equally, with a t interval over the tasks (floored within each task, so never zero-width).",
     "mcnemar": "Exact McNemar: pairs are independent; under no effect a discordant pair is equally likely to favour either arm.",
     "sign": "Sign test on speedups: pairs where both arms passed, ties dropped; under no effect either arm is faster with probability 1/2.",
     "pooled_paired": "Pooled paired effect: the estimand is the mean over tasks of each task's pass-rate difference, "
@@ -56,5 +56,5 @@ ASSUMPTIONS = {
 __all__ = [
     "ASSUMPTIONS", "CMHResult", "Interval", "cmh_test", "fisher_exact_p", "holm", "mcnemar_exact",
     "mcnemar_mde", "mcnemar_power", "newcombe_difference", "pass_at_k", "pass_hat_k", "sign_test", "wilson", "clopper_pearson",
-    "TaskMeanEffect", "mde_task_mean", "task_mean_interval",
+    "TaskMeanEffect", "mde_task_mean", "task_mean_interval", "task_mean_rate",
 ]

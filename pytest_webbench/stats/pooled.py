@@ -56,19 +56,36 @@ def task_mean_interval(differences_by_task: Sequence[Sequence[int]], confidence:
     benchmarks/stats_calibration.py over equal, unequal and sequentially stopped counts. None with
     fewer than two tasks with pairs."""
     groups = [list(g) for g in differences_by_task if len(g) > 0]
-    k = len(groups)
-    if k < 2:
+    if len(groups) < 2:
         return None
-    means = [sum(g) / len(g) for g in groups]
+    return _t_over_tasks([sum(g) / len(g) for g in groups], [_within_task_variance(g) for g in groups],
+                         sum(len(g) for g in groups), confidence, -1.0)
+
+
+def _t_over_tasks(means: list[float], floors: list[float], units: int, confidence: float, lowest: float) -> TaskMeanEffect:
+    """The t interval over the tasks' means, its variance floored by the tasks' own (see task_mean_interval)."""
+    k = len(means)
     estimate = sum(means) / k
     between = sum((m - estimate) ** 2 for m in means) / (k - 1)
-    floor = sum(_within_task_variance(g) for g in groups) / k ** 2
-    variance = max(between / k, floor)
-    se = math.sqrt(variance)
+    floor = sum(floors) / k ** 2
+    se = math.sqrt(max(between / k, floor))
     critical = t_ppf(0.5 + confidence / 2, k - 1)
     p = 2 * t_sf(abs(estimate) / se, k - 1)
-    return TaskMeanEffect(estimate, max(-1.0, estimate - critical * se), min(1.0, estimate + critical * se),
-                          min(1.0, p), se, math.sqrt(between), floor > between / k, k, sum(len(g) for g in groups))
+    return TaskMeanEffect(estimate, max(lowest, estimate - critical * se), min(1.0, estimate + critical * se),
+                          min(1.0, p), se, math.sqrt(between), floor > between / k, k, units)
+
+
+def task_mean_rate(passes_by_task: Sequence[tuple[int, int]], confidence: float = 0.95) -> TaskMeanEffect | None:
+    """Interval for an arm's mean pass rate over tasks, every task weighted equally: the same t
+    interval over the tasks' rates, each task's variance floored at p(1 - p) / n with p taken as
+    (passes + 1) / (n + 2), so it is never zero-width at a ceiling. `passes_by_task`: (passes, trials)
+    per task; tasks without trials are left out. None without two tasks (use clopper_pearson then).
+    Its p_value tests a mean rate of 0 and means nothing here."""
+    tasks = [(x, n) for x, n in passes_by_task if n > 0]
+    if len(tasks) < 2:
+        return None
+    floors = [((x + 1) / (n + 2)) * (1 - (x + 1) / (n + 2)) / n for x, n in tasks]
+    return _t_over_tasks([x / n for x, n in tasks], floors, sum(n for _, n in tasks), confidence, 0.0)
 
 
 def mde_task_mean(effect: TaskMeanEffect, alpha: float = 0.05, power: float = 0.8) -> float | None:

@@ -1,0 +1,335 @@
+"""The report's statistics under the conditions real runs have: unequal pairs per task, sequential
+stopping, and pairs ending out of order under -n. Part of benchmarks/stats_calibration.py (its
+sections 4 and 5); runnable alone:
+
+    python benchmarks/stats_conditions.py [--reps 1000] [--tasks-sim 4000]
+
+Every figure calls the product's own functions (stats/, planning/stopping.py) on simulated records,
+so what is measured is what a report prints.
+
+Task populations (fixed here before any tuning; a run's tasks are a sample of them):
+  null-0.5   every task's two arms pass at the same rate, spread Beta(1.5, 1.5) around 0.5
+  null-0.85  the same around 0.85 (near the ceiling)
+  shift-0.2  treatment's rate is control's + 0.2 on every task (control Beta around 0.4)
+  mixed-0.4  each task's effect is +0.4 or -0.4 at random (mean 0), rates 0.3 and 0.7
+Trials of a pair are correlated (Gaussian copula, rho 0.5). Speed: a passing trial takes
+60 s x lognormal(0, 0.3) in either arm (no speed-up); a failing treatment ends in 15 s, a failing
+control times out at 300 s (so under -n, the pairs that end first are mostly control-favouring).
+
+Conditions:
+  equal       K tasks x n pairs each
+  unequal     pairs per task [40, 3, 3, 3, 3], and 10 or 20 tasks with 3 to 40 pairs each (log-uniform)
+  sequential  every task stopped by `--sequential --attempts 20` (planning/stopping.py's rule on the
+              prefix of attempts), pairs ending in order (-n 1)
+  -n 8        the same with 8 workers and the durations above: pairs end out of order
+"""
+
+from __future__ import annotations
+
+import argparse
+import heapq
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+from scipy.special import betaincinv, ndtr
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from pytest_webbench.planning.stopping import PairOutcome, TaskPairs, decision_on, rule_for  # noqa: E402
+from pytest_webbench.stats import (  # noqa: E402
+    clopper_pearson, cmh_test, fisher_exact_p, holm, mcnemar_exact, newcombe_difference, sign_test, task_mean_interval, task_mean_rate,
+)
+
+ALPHA = 0.05
+RHO = 0.5
+CAP = 20
+POPULATIONS = {"null-0.5": (0.5, 0.0), "null-0.85": (0.85, 0.0), "shift-0.2": (0.4, 0.2), "mixed-0.4": (0.5, None)}
+
+
+def task_rates(rng, population: str) -> tuple[float, float]:
+    mu, delta = POPULATIONS[population]
+    if delta is None:  # mixed: +-0.4 around 0.5
+        sign = 1 if rng.random() < 0.5 else -1
+        return 0.5 - 0.2 * sign, 0.5 + 0.2 * sign
+    pc = float(betaincinv(mu * 3, (1 - mu) * 3, rng.random()))
+    return pc, min(1.0, pc + delta)
+
+
+def population_effect(population: str) -> float:
+    mu, delta = POPULATIONS[population]
+    if delta is None or delta == 0:
+        return 0.0
+    # E[min(1, pc + delta)] - E[pc], pc ~ Beta(3 mu, 3 (1 - mu)): by quadrature on a fine grid
+    u = (np.arange(200000) + 0.5) / 200000
+    pc = betaincinv(mu * 3, (1 - mu) * 3, u)
+    return float(np.minimum(1.0, pc + delta).mean() - pc.mean())
+
+
+def pair(rng, pc: float, pt: float) -> tuple[dict, dict, dict]:
+    """(control, treatment, playwright) records as the stopping rule and the report read them."""
+    z1 = rng.standard_normal()
+    z2 = RHO * z1 + math.sqrt(1 - RHO * RHO) * rng.standard_normal()
+    c, t, p = ndtr(z1) < pc, ndtr(z2) < pt, rng.random() < pc  # playwright: control's rate, unpaired
+
+    def record(passed: bool, arm: str) -> dict:
+        sec = 60.0 * math.exp(0.3 * rng.standard_normal()) if passed else (15.0 if arm == "treatment" else 300.0)
+        return {"outcome": "passed" if passed else "failed", "timings": {"agent_sec": sec}}
+
+    return record(c, "control"), record(t, "treatment"), record(p, "playwright")
+
+
+def run_task(rng, pc: float, pt: float, pairs: int, mode: str) -> list[tuple[dict, dict, dict]]:
+    """The pairs a task contributes: all `pairs` of them, or those a sequential run had seen when it
+    decided (the prefix it decided on, pairs in flight then included as a run records them)."""
+    if mode in ("equal", "unequal"):
+        return [pair(rng, pc, pt) for _ in range(pairs)]
+    rule = rule_for(CAP)
+    workers = 1 if mode == "sequential" else 8
+    ended: dict[int, tuple] = {}
+    running: list = []
+    next_attempt, decision = 1, None
+
+    def start(at: float) -> None:
+        nonlocal next_attempt
+        p = pair(rng, pc, pt)
+        heapq.heappush(running, (at + p[0]["timings"]["agent_sec"] + p[1]["timings"]["agent_sec"], next_attempt, p))
+        next_attempt += 1
+
+    for _ in range(min(workers, CAP)):
+        start(0.0)
+    while running:
+        now, attempt, p = heapq.heappop(running)
+        ended[attempt] = p
+        if decision is None:
+            decision = decision_on(rule, "t", _prefix(ended))
+            if decision is None and next_attempt <= CAP:
+                start(now)
+    return [ended[a] for a in sorted(ended)]  # every recorded pair, as the report reads a run
+
+
+def _prefix(ended: dict) -> TaskPairs:
+    out = TaskPairs()
+    for attempt in range(1, CAP + 1):
+        if attempt not in ended:
+            break
+        c, t, _ = ended[attempt]
+        out.attempts.append(attempt)
+        out.pairs.append(PairOutcome(c["outcome"] == "passed", t["outcome"] == "passed",
+                                     c["timings"]["agent_sec"], t["timings"]["agent_sec"]))
+        out.last_attempt = attempt
+    return out
+
+
+def pair_counts(mode: str, tasks: int, rng) -> list[int]:
+    if mode == "equal":
+        return [EQUAL_PAIRS] * tasks
+    if tasks == 5:
+        return [40, 3, 3, 3, 3]
+    return [int(round(math.exp(rng.uniform(math.log(3), math.log(40))))) for _ in range(tasks)]
+
+
+EQUAL_PAIRS = 5
+
+
+def simulate(population: str, mode: str, tasks: int, reps: int, rng) -> dict[str, float]:
+    target = population_effect(population)
+    null = POPULATIONS[population][1] == 0.0
+    hits = {k: 0 for k in ("pooled_cover", "pooled_reject", "cp_cover", "cp_units", "headline_cover", "mcnemar",
+                           "mcnemar_units", "mcnemar_holm", "sign", "sign_units", "sign_holm", "newcombe_cover",
+                           "fisher", "cmh", "mh_cover", "seq_claim")}
+    for _ in range(reps):
+        rates = [task_rates(rng, population) for _ in range(tasks)]
+        counts = pair_counts(mode, tasks, rng) if mode in ("equal", "unequal") else [CAP] * tasks
+        runs = [run_task(rng, pc, pt, n, mode) for (pc, pt), n in zip(rates, counts)]
+        groups, mc_p, sign_p, tables = [], [], [], []
+        per_task = []
+        for (pc, pt), ps in zip(rates, runs):
+            cs = [p[0]["outcome"] == "passed" for p in ps]
+            ts = [p[1]["outcome"] == "passed" for p in ps]
+            ws = [p[2]["outcome"] == "passed" for p in ps]
+            groups.append([int(t) - int(c) for c, t in zip(cs, ts)])
+            b, c_ = sum(c and not t for c, t in zip(cs, ts)), sum(t and not c for c, t in zip(cs, ts))
+            mc_p.append(mcnemar_exact(b, c_))
+            both = [(p[0]["timings"]["agent_sec"], p[1]["timings"]["agent_sec"]) for p, c, t in zip(ps, cs, ts) if c and t]
+            sign_p.append(sign_test(sum(tt < cc for cc, tt in both), sum(cc < tt for cc, tt in both)))
+            ci = clopper_pearson(sum(cs), len(cs))
+            hits["cp_cover"] += ci.low <= pc <= ci.high
+            hits["cp_units"] += 1
+            per_task.append((sum(cs), len(cs)))
+            nd = newcombe_difference(sum(ws), len(ws), sum(cs), len(cs))
+            hits["newcombe_cover"] += nd.low <= 0 <= nd.high  # playwright and control share a rate
+            hits["fisher"] += fisher_exact_p(sum(ws), len(ws), sum(cs), len(cs)) <= ALPHA
+            tables.append([[sum(ws), len(ws) - sum(ws)], [sum(cs), len(cs) - sum(cs)]])
+        pooled = task_mean_interval(groups)
+        hits["pooled_cover"] += pooled.low <= target <= pooled.high
+        hits["pooled_reject"] += pooled.p_value <= ALPHA
+        head = task_mean_rate(per_task)  # the headline: the mean of the tasks' rates, as the report gives it
+        mean_rate = sum(pc for pc, _ in rates) / tasks
+        hits["headline_cover"] += head.low <= mean_rate <= head.high
+        for key, ps in (("mcnemar", mc_p), ("sign", sign_p)):
+            hits[key] += sum(p is not None and p <= ALPHA for p in ps)
+            hits[key + "_units"] += tasks
+            hits[key + "_holm"] += any(a is not None and a <= ALPHA for a in holm(ps))
+        cmh = cmh_test(tables)
+        hits["cmh"] += cmh.p_value <= ALPHA
+        hits["mh_cover"] += cmh.risk_difference_low <= 0 <= cmh.risk_difference_high
+    out = {"pooled_cover": hits["pooled_cover"] / reps, "pooled_reject": hits["pooled_reject"] / reps,
+           "cp_cover": hits["cp_cover"] / hits["cp_units"], "headline_cover": hits["headline_cover"] / reps,
+           "mcnemar": hits["mcnemar"] / hits["mcnemar_units"], "mcnemar_holm": hits["mcnemar_holm"] / reps,
+           "sign": hits["sign"] / hits["sign_units"], "sign_holm": hits["sign_holm"] / reps,
+           "newcombe_cover": hits["newcombe_cover"] / hits["cp_units"], "fisher": hits["fisher"] / hits["cp_units"],
+           "cmh": hits["cmh"] / reps, "mh_cover": hits["mh_cover"] / reps, "null": null, "reps": reps,
+           "units": hits["cp_units"]}
+    return out
+
+
+COLUMNS = [("pooled_cover", "pooled interval coverage", "reps", "cover"), ("pooled_reject", "pooled test", "reps", "test"),
+           ("cp_cover", "Clopper-Pearson task", "units", "cover"), ("headline_cover", "headline (t over tasks)", "reps", "cover"),
+           ("mcnemar", "McNemar task", "units", "test"), ("mcnemar_holm", "McNemar Holm FWER", "reps", "test"),
+           ("sign", "sign task", "units", "speed"), ("sign_holm", "sign Holm FWER", "reps", "speed"),
+           ("newcombe_cover", "Newcombe task (pw vs c)", "units", "cover"), ("fisher", "Fisher task (pw vs c)", "units", "pw"),
+           ("cmh", "CMH (pw vs c)", "reps", "pw"), ("mh_cover", "MH difference (pw vs c)", "reps", "cover")]
+
+
+def _se(p: float, n: int) -> float:
+    return math.sqrt(max(p * (1 - p), 1e-12) / n)
+
+
+def print_conditions(reps: int, rng) -> None:
+    print(f"## 4. The report's statistics under equal and unequal counts, sequential stopping and -n 8 ({reps} runs per row)\n")
+    print("Coverage (nominal 95%) and rejection rates at alpha 0.05, percent. `!` marks coverage under 93.5% or a "
+          "type-I error over 5% + 2 MC SE; `(I)` marks a type-I error within it; other test figures are power. The "
+          "playwright arm shares control's rate in every population, so its columns are always coverage or type-I. "
+          "Speed has no effect in any population. Sequential rows are conditional on stopping (the intervals are "
+          "fixed-sample ones computed on the pairs a stopped run recorded).\n")
+    print("| condition | tasks | population | " + " | ".join(c[1] for c in COLUMNS) + " |")
+    print("|" + "---|" * (3 + len(COLUMNS)))
+    for mode, task_counts in (("equal", (5, 10, 20)), ("unequal", (5, 10, 20)), ("sequential", (5, 10)), ("-n 8", (5, 10))):
+        for tasks in task_counts:
+            for population in POPULATIONS:
+                r = simulate(population, mode, tasks, reps, rng)
+                cells = []
+                for key, _, unit, kind in COLUMNS:
+                    v, n = r[key], r["reps"] if unit == "reps" else r["units"]
+                    if kind == "cover":
+                        flag = "!" if v < 0.935 else ""
+                    elif kind in ("speed", "pw") or (kind == "test" and r["null"]):
+                        flag = "!" if v > ALPHA + 2 * _se(ALPHA, n) else " (I)"
+                    else:
+                        flag = ""
+                    cells.append(f"{100 * v:.1f}{flag}")
+                label = {"equal": f"equal ({EQUAL_PAIRS} pairs)", "unequal": "unequal ([40,3,3,3,3])" if tasks == 5
+                         else "unequal (3-40)", "sequential": f"sequential (cap {CAP})", "-n 8": f"-n 8 (cap {CAP})"}[mode]
+                print(f"| {label} | {tasks} | {population} | " + " | ".join(cells) + " |")
+                sys.stdout.flush()
+    print()
+
+
+# -- sequential decisions and the saving, on a mix written down before any tuning ----------------------------
+
+MIX = {  # name: (control rate, treatment rate, treatment's speed-up as a log ratio)
+    "ceiling": (0.95, 0.95, 0.0), "floor": (0.05, 0.05, 0.0), "null": (0.5, 0.5, 0.0), "small": (0.5, 0.65, 0.0),
+    "large": (0.3, 0.8, 0.3), "reverse": (0.6, 0.4, 0.0), "faster": (0.8, 0.8, 0.3),
+}
+
+
+def sequential_task(rng, pc, pt, speedup, cap, workers) -> tuple[object, int]:
+    rule = rule_for(cap)
+    ended, running, next_attempt, decision = {}, [], 1, None
+
+    def start(at):
+        nonlocal next_attempt
+        z1 = rng.standard_normal()
+        z2 = RHO * z1 + math.sqrt(1 - RHO * RHO) * rng.standard_normal()
+        c, t = ndtr(z1) < pc, ndtr(z2) < pt
+        base = 60.0 * math.exp(0.3 * rng.standard_normal())
+        cs = base * math.exp(0.2 * rng.standard_normal()) if c else 300.0
+        ts = base * math.exp(0.2 * rng.standard_normal() - speedup) if t else 15.0
+        heapq.heappush(running, (at + cs + ts, next_attempt, PairOutcome(bool(c), bool(t), cs, ts)))
+        next_attempt += 1
+
+    for _ in range(min(workers, cap)):
+        start(0.0)
+    while running:
+        now, attempt, p = heapq.heappop(running)
+        ended[attempt] = p
+        if decision is None:
+            seen = TaskPairs()
+            for a in range(1, cap + 1):
+                if a not in ended:
+                    break
+                seen.attempts.append(a)
+                seen.pairs.append(ended[a])
+            decision = decision_on(rule, "t", seen)
+            if decision is None and next_attempt <= cap:
+                start(now)
+    return decision, len(ended)
+
+
+def fixed_design(rng, pc, pt, speedup, n) -> tuple[bool, bool]:
+    z1 = rng.standard_normal(n)
+    z2 = RHO * z1 + math.sqrt(1 - RHO * RHO) * rng.standard_normal(n)
+    c, t = ndtr(z1) < pc, ndtr(z2) < pt
+    b, c_ = int((c & ~t).sum()), int((t & ~c).sum())
+    base = 60.0 * np.exp(0.3 * rng.standard_normal(n))
+    cs, ts = base * np.exp(0.2 * rng.standard_normal(n)), base * np.exp(0.2 * rng.standard_normal(n) - speedup)
+    both = c & t
+    p_pf = mcnemar_exact(b, c_)
+    p_sp = sign_test(int((ts < cs)[both].sum()), int((cs < ts)[both].sum()))
+    return p_pf is not None and p_pf <= ALPHA, p_sp is not None and p_sp <= ALPHA
+
+
+def print_saving(tasks_sim: int, rng, workers_list=(1, 8)) -> None:
+    print(f"## 5. Sequential runs under the production policy ({tasks_sim} simulated tasks per scenario)\n")
+    print("The rule `--sequential --attempts 2 x n_fixed` uses (planning/stopping.py: both endpoints at alpha/2, the "
+          "prefix of attempts, a task stopping once both have stopped) at -n 1 and -n 8 with outcome-dependent durations "
+          "(pairs used count every pair a run records, those in flight when the task was decided included), "
+          "against the fixed design of n_fixed pairs judged by exact McNemar and the sign test, each at 0.05. The mix "
+          "was written down before any tuning: " + ", ".join(f"{k} {v[0]}->{v[1]} (speed-up {v[2]})" for k, v in MIX.items())
+          + ". Power: the share of tasks where an effect that is there was declared (pass/fail, speed); false: a "
+          "claim where there is no effect, on either endpoint.\n")
+    print("| -n | n_fixed (cap) | scenario | pairs used (fixed n) | pass/fail effect: fixed / sequential | speed effect: fixed / sequential | any false claim: fixed / sequential |")
+    print("|---|---|---|---|---|---|---|")
+    for workers, n_fixed in [(w, n) for w in workers_list for n in (10, 20, 30)]:
+        cap = 2 * n_fixed
+        used_total = 0.0
+        for name, (pc, pt, speedup) in MIX.items():
+            seq_pf = seq_sp = seq_false = fix_pf = fix_sp = fix_false = used = 0
+            for _ in range(tasks_sim):
+                decision, pairs = sequential_task(rng, pc, pt, speedup, cap, workers)
+                used += pairs
+                pf = decision is not None and decision.outcome == "effect"
+                sp = decision is not None and decision.speed == "effect"
+                seq_pf, seq_sp = seq_pf + pf, seq_sp + sp
+                seq_false += (pf and pc == pt) or (sp and speedup == 0)
+                f_pf, f_sp = fixed_design(rng, pc, pt, speedup, n_fixed)
+                fix_pf, fix_sp = fix_pf + f_pf, fix_sp + f_sp
+                fix_false += (f_pf and pc == pt) or (f_sp and speedup == 0)
+            used_total += used / tasks_sim
+            print(f"| {workers} | {n_fixed} ({cap}) | {name} | {used / tasks_sim:.1f} ({n_fixed}) | {100 * fix_pf / tasks_sim:.1f} / "
+                  f"{100 * seq_pf / tasks_sim:.1f} | {100 * fix_sp / tasks_sim:.1f} / {100 * seq_sp / tasks_sim:.1f} | "
+                  f"{100 * fix_false / tasks_sim:.1f} / {100 * seq_false / tasks_sim:.1f} |")
+            sys.stdout.flush()
+        saved = 1 - used_total / (len(MIX) * n_fixed)
+        print(f"| {workers} | {n_fixed} ({cap}) | **over the mix** | {used_total / len(MIX):.1f} ({n_fixed}) | | | **{f'{100 * saved:.1f}% fewer' if saved >= 0 else f'{-100 * saved:.1f}% more'} pairs** |")
+    print()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--reps", type=int, default=1000)
+    parser.add_argument("--tasks-sim", type=int, default=4000)
+    parser.add_argument("--seed", type=int, default=28)
+    parser.add_argument("--only", choices=("conditions", "saving"))
+    args = parser.parse_args()
+    rng = np.random.default_rng(args.seed)
+    if args.only != "saving":
+        print_conditions(args.reps, rng)
+    if args.only != "conditions":
+        print_saving(args.tasks_sim, rng)
+
+
+if __name__ == "__main__":
+    main()
