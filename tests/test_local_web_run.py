@@ -80,10 +80,10 @@ def test_reference_runner_passes_every_item_and_leaves_a_complete_experiment(pyt
 
 
 def test_nop_runner_fails_every_item_with_the_full_denominator(pytester):
-    # five tasks of three sites, the placebo and the format-only task among them (the reference
+    # six tasks of three sites, the placebo, the format-only and the write task among them (the reference
     # run above covers every task)
     tasks = [t for t in TASKS if t.startswith(("codehub", "shop", "wiki-random"))]
-    assert len(tasks) == 5 and {"codehub-latest-release", "wiki-random-article"} <= set(tasks)
+    assert len(tasks) == 6 and {"codehub-latest-release", "wiki-random-article", "shop-checkout"} <= set(tasks)
     result, exp = run(pytester, "nop", "--runner", "nop", "-k", "codehub or shop or wiki-random")
     result.assert_outcomes(failed=len(tasks) * 3)
     records, _ = read_trial_records(exp)

@@ -77,6 +77,13 @@ class BrowserBackend(Protocol):
         (None where the backend cannot see them)."""
         ...
 
+    # Write tasks: block and keep every request matching the task's check (url_pattern, method,
+    # body, params), on the harness's own connection, before the agent starts; then what was
+    # blocked ("intercepted") and every request the session's pages made ("requests").
+    async def intercept_requests(self, session_id: str, check: dict) -> None: ...
+
+    async def intercepted_requests(self, session_id: str) -> dict: ...
+
     async def read_page(self, session_id: str, url: str, script: str) -> Any: ...
 
     async def check_page(self, session_id: str, url: str, script: str) -> dict:

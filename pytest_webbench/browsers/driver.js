@@ -128,6 +128,33 @@ const ACTIONS = {
   }),
 };
 
+// What a request carried, as a write task's grade reads it: the body parsed as JSON or a form where
+// it is one, and the query's fields.
+function describeRequest(r) {
+  const url = new URL(r.url());
+  const raw = r.postData();
+  let body = null;
+  if (raw != null) {
+    const type = (r.headers()['content-type'] || '').toLowerCase();
+    try {
+      if (type.includes('json')) body = JSON.parse(raw);
+      else if (type.includes('x-www-form-urlencoded') || type.includes('text/plain') || !type) body = Object.fromEntries(new URLSearchParams(raw));
+    } catch (e) { body = null; }
+  }
+  return { method: r.method(), url: r.url(), query: Object.fromEntries(url.searchParams), body,
+           raw_body: raw == null ? null : String(raw).slice(0, 20000), at: Date.now() };
+}
+
+// Every field of `wanted` is in `got` with the same value (a form's fields are strings: 3 and "3" match).
+function fieldsMatch(got, wanted) {
+  if (!wanted) return true;
+  if (!got || typeof got !== 'object') return false;
+  return Object.entries(wanted).every(([k, v]) => {
+    const have = got[k];
+    return JSON.stringify(have) === JSON.stringify(v) || (typeof have === 'string' && typeof v !== 'object' && have === String(v));
+  });
+}
+
 const OPS = {
   async ping() {
     return { pong: true };
@@ -260,6 +287,34 @@ const OPS = {
     } finally {
       await page.close().catch(() => {});
     }
+  },
+
+  // Write tasks (grading "request"): from the harness's own connection, block every request that
+  // matches the task's check and keep what it carried; log every request the trial's pages make.
+  // The agent's code runs on another connection: it can neither see this route nor remove it.
+  async intercept({ session: id, url_pattern, method, body, params }) {
+    const s = session(id);
+    const pattern = new RegExp(url_pattern);
+    s.intercepted = [];
+    s.requests = [];
+    s.context.on('request', (r) => {
+      if (s.requests.length < 5000) s.requests.push({ method: r.method(), url: r.url(), at: Date.now() });
+    });
+    await s.context.route('**/*', async (route) => {
+      const r = route.request();
+      const seen = describeRequest(r);
+      if (r.method() === method && pattern.test(r.url()) && fieldsMatch(seen.body, body) && fieldsMatch(seen.query, params)) {
+        if (s.intercepted.length < 100) s.intercepted.push(seen);
+        return route.abort('blockedbyclient');
+      }
+      return route.fallback();
+    });
+    return { intercepting: true };
+  },
+
+  async intercepted({ session: id }) {
+    const s = session(id);
+    return { intercepted: s.intercepted || [], requests: s.requests || [] };
   },
 
   async current_url({ session: id }) {

@@ -177,6 +177,14 @@ class KernelBackend:
     async def site_connections(self, session_id: str) -> dict[int, int] | None:
         return None  # Kernel's browser reaches the web from Kernel's network: nothing here sees it
 
+    async def intercept_requests(self, session_id: str, check: dict) -> None:
+        # Kernel's browsers would need CDP's Fetch domain on the harness's own connection to Kernel's
+        # browser; not built, so a request-graded task is refused on Kernel before any trial.
+        raise BackendError("request grading is not built for Kernel's browsers", code="unsupported")
+
+    async def intercepted_requests(self, session_id: str) -> dict:
+        raise BackendError("request grading is not built for Kernel's browsers", code="unsupported")
+
     async def read_page(self, session_id: str, url: str, script: str) -> Any:
         return (await self.check_page(session_id, url, script))["value"]
 

@@ -193,6 +193,12 @@ class LocalBackend:
     async def check_page(self, session_id: str, url: str, script: str) -> dict:
         return await self.call("read_page", session=session_id, url=url, script=script)
 
+    async def intercept_requests(self, session_id: str, check: dict) -> None:
+        await self.call("intercept", session=session_id, **check)
+
+    async def intercepted_requests(self, session_id: str) -> dict:
+        return await self.call("intercepted", session=session_id)
+
     async def session_lost(self, session_id: str) -> str | None:
         pod = self.pods.get(session_id)
         if pod is not None and not pod.alive():

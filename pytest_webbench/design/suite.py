@@ -16,12 +16,12 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .arms import ARM_POLICIES, ArmName, ArmPolicy, arm_policy
 from .pairing import TrialKey
 
-GradingMode = Literal["page", "pinned", "format"]
+GradingMode = Literal["page", "pinned", "format", "request"]
 TASK_NAME = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 
 
@@ -67,12 +67,36 @@ class PageCheck(_Strict):
     expect: dict[str, Any] = Field(default_factory=dict)  # keys the page value must equal
 
 
+class RequestCheck(_Strict):
+    """The request that completes a write task (ClawBench's `eval_schema`): the browser blocks the
+    first request matching it, on the harness's own connection, and the trial is graded on what it
+    carried, never on what reached the site (nothing does). `url_pattern` is searched in the URL as
+    a JavaScript regular expression; `body` and `params` must match exactly to count as the
+    submission; `expect` are the fields (of the body or the query) a right submission carries."""
+
+    url_pattern: str
+    method: Literal["GET", "POST", "PUT", "PATCH", "DELETE"]
+    body: dict[str, Any] | None = None
+    params: dict[str, Any] | None = None
+    expect: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("url_pattern")
+    @classmethod
+    def _compiles(cls, value: str) -> str:
+        try:
+            re.compile(value)
+        except re.error as exc:
+            raise ValueError(f"not a regular expression: {exc}") from None
+        return value
+
+
 class WebbenchMeta(_Strict):
     site: str
     start_path: str = "/"
     grading: GradingMode
     answer: dict[str, FieldRule]
     page: PageCheck | None = None
+    request: RequestCheck | None = None  # grading "request": the submission the browser intercepts
     turn_cap: int = Field(gt=0, description="browser calls the proxy lets through")
     spend_limit_usd: float = Field(ge=0)
     token_limit: int | None = Field(None, gt=0, description="model tokens (input + output) the gateway lets through")
@@ -87,8 +111,10 @@ class WebbenchMeta(_Strict):
 
     @model_validator(mode="after")
     def _consistent(self) -> WebbenchMeta:
-        if not self.answer:
+        if not self.answer and self.grading != "request":
             raise ValueError("answer: at least one field rule is needed")
+        if (self.grading == "request") != (self.request is not None):
+            raise ValueError("grading 'request' goes with a [metadata.webbench.request] check, and only with it")
         pinned = [k for k, r in self.answer.items() if r.pins_a_value]
         if self.grading == "pinned" and not pinned:
             raise ValueError("grading 'pinned' needs an answer field with equals or one_of")

@@ -40,6 +40,8 @@ def expected_values(meta: WebbenchMeta, page_value: Any = None) -> dict[str, Any
             out[key] = {"type": rule.type, **({"pattern": rule.pattern} if rule.pattern else {})}
     if meta.page:
         out["(page)"] = meta.page.expect
+    if meta.request:
+        out["(submission)"] = meta.request.expect
     return out
 
 
@@ -85,6 +87,8 @@ def grade_trial(
     expected = expected_values(meta, page_value)
     if forwarded_calls == 0:
         return Grade(False, "no_browser_call", "no permitted browser call reached the browser: reward 0", expected=expected)
+    if meta.request is not None:
+        return grade_submission(meta, answer_raw, page_value, page_error, expected)
     try:
         answer = parse_answer(answer_raw)
     except AnswerError as exc:
@@ -102,3 +106,33 @@ def grade_trial(
     if problems:
         return Grade(False, "call_cap" if cap_hit else "wrong_answer", "; ".join(problems), answer, expected)
     return Grade(True, None, "answer matches" + (" and the page agrees" if meta.page else ""), answer, expected)
+
+
+def grade_submission(meta: WebbenchMeta, answer_raw: bytes | str | None, value: Any, error: str | None,
+                     expected: dict[str, Any]) -> Grade:
+    """A write task, as ClawBench grades one: the first request the browser blocked for matching the
+    task's check is the submission; no such request is a failure (`no_submission`); one whose body
+    or query lacks a field the task expects is `wrong_submission`. An answer, where the task asks
+    for one, is checked too. The agent's claim that it submitted counts for nothing."""
+    if error is not None or not isinstance(value, dict):
+        return Grade(False, "unreadable_page", f"the browser's intercepted requests could not be read: {error}", expected=expected)
+    submitted = value.get("submitted")
+    if not value.get("submissions") or not isinstance(submitted, dict):
+        return Grade(False, "no_submission", "no request matching the task's submission reached the browser's interceptor",
+                     expected=expected)
+    fields = {**(submitted.get("query") or {}), **(submitted.get("body") or {})}
+    problems = [f"submission {key}: expected {want!r}, it carried {fields.get(key)!r}"
+                for key, want in meta.request.expect.items()
+                if not (_same(fields.get(key), want, False) or (isinstance(fields.get(key), str) and fields.get(key) == str(want)))]
+    answer = None
+    if meta.answer:
+        try:
+            answer = parse_answer(answer_raw)
+        except AnswerError as exc:
+            problems.append(str(exc))
+        else:
+            problems += [p for key, rule in meta.answer.items() if (p := check_field(key, rule, answer.get(key), value))]
+    if problems:
+        return Grade(False, "wrong_submission", "; ".join(problems), answer, expected)
+    extra = f" ({value['submissions']} matching requests: the first is graded)" if value["submissions"] > 1 else ""
+    return Grade(True, None, "the submission carries what the task asks" + extra, answer, expected)

@@ -39,6 +39,7 @@ def configure_run(config: pytest.Config) -> tuple[WebbenchState, RunController |
     check_sequential(options)
     _check_seal(options, config)
     _check_agent_network(options, suite)
+    _check_request_grading(options, suite)
     _check_gateway(options)
     dist = config.getoption("dist", "no")
     if options.paired and dist not in ("no", "load"):
@@ -104,6 +105,17 @@ def _check_seal(options, config: pytest.Config) -> None:
             "failed: root or unprivileged user namespaces are needed), so the agent could read the suite's answers "
             "and the results and reach the site around its browser tools; run as root, or pass --allow-unsealed to "
             "run unsealed (the report will say so)")
+
+
+def _check_request_grading(options, suite) -> None:
+    """Write tasks are graded on the request the browser blocks; only the local backend can block it
+    yet, so such a task on Kernel is refused before any trial, not errored in each."""
+    writes = [t for t in suite.tasks if t.meta.grading == "request"]
+    if writes and options.browser == "kernel":
+        raise pytest.UsageError(
+            f"--browser kernel: {writes[0].path / 'task.toml'}: metadata.webbench.grading 'request' needs the browser to "
+            f"intercept the task's submission, which is built for --browser local only ({len(writes)} such task(s) in the "
+            f"suite; deselecting them with -k does not help, as the suite is checked whole)")
 
 
 def _check_agent_network(options, suite) -> None:

@@ -30,7 +30,7 @@ from .unpaired import StratifiedEffect, UnpairedRow, adjust_unpaired_rows, strat
 # the headline tasks only (task_names), with a sensitivity line; the playwright arm is compared
 # with control (Fisher, Newcombe, CMH); per-task p-values carry Holm's adjustment. 3: browsers_not_deleted.
 REPORT_SCHEMA = 5
-HEADLINE_GRADING = ("page", "pinned")
+HEADLINE_GRADING = ("page", "pinned", "request")
 FEW_ATTEMPTS = 5  # below this a run screens for large effects only
 NOT_A_PASS = ("failed", "errored", "missing")
 
@@ -126,7 +126,7 @@ class Report(BaseModel):
     planned_trials: int
     recorded_trials: int
     headline: dict[str, Rate]  # per arm, over headline_tasks
-    # the tasks the headline and the pooled effect cover: graded against the page or a pinned value, placebo left out
+    # the tasks the headline and the pooled effect cover: graded against the page, a pinned value or a submission; placebo left out
     headline_tasks: list[str] = Field(default_factory=list)
     format_only: dict[str, Rate]
     by_arm_task: list[ArmTaskRow]

@@ -150,7 +150,7 @@ def render_html(report: Report) -> str:
                     + "".join(f"<li><code>{e(b.name)}</code>: {e(b.error)}</li>" for b in report.browsers_not_deleted)
                     + "</ul></div>")
     body.append(_trials_section(report))
-    body.append("<h2>Headline: pass rate on page- or pin-checked tasks</h2><table><tr><th>arm</th><th>passes</th><th>mean rate over tasks</th><th>95% CI (t over tasks)</th></tr>")
+    body.append("<h2>Headline: pass rate on tasks graded against the page, a pinned value or a submission</h2><table><tr><th>arm</th><th>passes</th><th>mean rate over tasks</th><th>95% CI (t over tasks)</th></tr>")
     body += [f"<tr><td>{e(arm)}</td>{_rate_cells(f'headline.{arm}', r)}</tr>" for arm, r in report.headline.items()]
     body.append("</table>" + _rates_plot(report.headline))
     if report.format_only:
@@ -158,7 +158,7 @@ def render_html(report: Report) -> str:
         body += [f"<tr><td>{e(arm)}</td>{_rate_cells(f'format_only.{arm}', r)}</tr>" for arm, r in report.format_only.items()]
         body.append("</table>")
     if p := report.pooled:
-        body.append("<h2>Pooled paired effect (page- and pin-checked tasks, placebo left out)</h2>"
+        body.append("<h2>Pooled paired effect (graded tasks, placebo left out)</h2>"
                     f"<p>Estimand: {e(p.estimand)}. Tasks: {e(', '.join(p.task_names))}. "
                     f"{_v('pooled.pairs', str(p.pairs), 'int')} pairs in {_v('pooled.tasks', str(p.tasks), 'int')} tasks; "
                     f"mean difference over tasks {_v('pooled.difference', signed_pct(p.difference), 'signed_pct')}, 95% CI (t over the tasks) "

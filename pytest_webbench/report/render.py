@@ -17,7 +17,7 @@ def headline_lines(report: Report) -> list[str]:
              f"{report.recorded_trials}/{report.planned_trials} trials recorded"
              + ("" if report.complete else " (INCOMPLETE: " + "; ".join(report.incomplete_because) + ")")]
     for arm, rate in report.headline.items():
-        lines.append(f"  {arm:<11} {rate.passes}/{rate.n} passed ({pct(rate.rate)}, 95% CI {ci(rate)}) on {len(report.headline_tasks)} page/pinned tasks, placebo out")
+        lines.append(f"  {arm:<11} {rate.passes}/{rate.n} passed ({pct(rate.rate)}, 95% CI {ci(rate)}) on {len(report.headline_tasks)} graded tasks, placebo out")
     for arm, rate in report.format_only.items():
         lines.append(f"  {arm:<11} {rate.passes}/{rate.n} format-only passes (shape checked, not correctness)")
     if q := report.sequential:
@@ -28,7 +28,7 @@ def headline_lines(report: Report) -> list[str]:
         lines.append(f"  NOT DELETED, may still be billed: {len(report.browsers_not_deleted)} cloud browser(s): "
                      + ", ".join(b.name for b in report.browsers_not_deleted))
     if p := report.pooled:
-        lines.append(f"  pooled effect (treatment - control, mean over {p.tasks} page/pinned tasks, placebo out, {p.pairs} pairs): "
+        lines.append(f"  pooled effect (treatment - control, mean over {p.tasks} graded tasks, placebo out, {p.pairs} pairs): "
                      f"{signed_pct(p.difference)}, 95% CI {signed_pct(p.ci_low)} to {signed_pct(p.ci_high)}; "
                      f"detectable with 80% power: {signed_pct(p.mde) if p.mde else 'none at this size'}")
         if s := p.errored_as_failures:
@@ -94,7 +94,7 @@ def render_markdown(report: Report) -> str:
     if report.browsers_not_deleted:
         out += ["", "**Cloud browsers that could not be deleted** (they may still be running and billed; delete them "
                 "in Kernel's dashboard or API):", ""] + [f"- `{b.name}`: {b.error}" for b in report.browsers_not_deleted]
-    out += ["", "## Headline: pass rate on tasks graded against the page or a pinned value", "",
+    out += ["", "## Headline: pass rate on tasks graded against the page, a pinned value or a submission", "",
             f"Tasks (placebo left out; the pooled effect covers the same ones): {', '.join(report.headline_tasks)}. The rate "
             "is the mean of the tasks' rates, every task weighted equally, with a t interval over the tasks (one task: "
             "its exact Clopper-Pearson interval).", ""]
@@ -106,7 +106,7 @@ def render_markdown(report: Report) -> str:
 
     if report.pooled:
         p = report.pooled
-        out += ["", "## Pooled paired effect (tasks graded against the page or a pinned value, placebo left out)", "",
+        out += ["", "## Pooled paired effect (tasks graded against the page, a pinned value or a submission, placebo left out)", "",
                 f"Estimand: {p.estimand}. Tasks: {', '.join(p.task_names)}. Over {p.pairs} tested pairs in {p.tasks} "
                 f"tasks (means over tasks): control {pct(p.control_rate)}, treatment {pct(p.treatment_rate)}, difference "
                 f"**{signed_pct(p.difference)}**, 95% CI {signed_pct(p.ci_low)} to {signed_pct(p.ci_high)} (t over the "
@@ -158,7 +158,7 @@ def render_markdown(report: Report) -> str:
               f"{signed_pct(r.difference)} ({signed_pct(r.ci_low)} to {signed_pct(r.ci_high)})",
               f"{pval(r.fisher_p)} ({pval(r.fisher_p_holm)})"] for r in report.playwright_vs_control])
         if w := report.playwright_pooled:
-            out += ["", f"Pooled over {w.tasks} page/pinned tasks ({', '.join(w.task_names)}), stratified by task: "
+            out += ["", f"Pooled over {w.tasks} graded tasks ({', '.join(w.task_names)}), stratified by task: "
                         f"Mantel-Haenszel difference {signed_pct(w.risk_difference)}, 95% CI {signed_pct(w.ci_low)} to "
                         f"{signed_pct(w.ci_high)}; Cochran-Mantel-Haenszel p = {pval(w.p_value)}."]
     if report.broken_pairs:

@@ -63,6 +63,8 @@ async def open_browser_session(services: RunServices, spec: TrialSpec, session_i
     backend = services.backend
     await backend.create_session(session_id, page_api_only=spec.policy.page_api_only, trace=trace,
                                  site_urls=[services.site_urls[spec.task.meta.site]])
+    if (request := spec.task.meta.request) is not None:  # a write task: its submission is blocked and kept
+        await backend.intercept_requests(session_id, request.model_dump(include={"url_pattern", "method", "body", "params"}))
     try:
         await backend.goto(session_id, start_url)
     except BackendError as exc:
@@ -99,6 +101,8 @@ def read_page_value(browser: BrowserSessionHandle, spec: TrialSpec, trial_dir: P
     (grading/snapshots.py)."""
     from ..grading.snapshots import SavedPageCheck, save_page_check
 
+    if spec.task.meta.request is not None:
+        return read_submission(browser, trial_dir)
     page = spec.task.meta.page
     if page is None:
         return None, None
@@ -110,3 +114,23 @@ def read_page_value(browser: BrowserSessionHandle, spec: TrialSpec, trial_dir: P
     saved = SavedPageCheck(trial_id=spec.trial_id, task=spec.key.task, url=checked.get("url") or url, value=checked["value"])
     save_page_check(trial_dir, saved, checked.get("html"))
     return checked["value"], None
+
+
+REQUESTS_FILE = "requests.json"  # a write task's blocked submissions and every request of its pages
+
+
+def read_submission(browser: BrowserSessionHandle, trial_dir: Path) -> tuple[Any, str | None]:
+    """A write task's page value: how many requests matched its check, and the first of them (what
+    ClawBench grades). Everything blocked and every request made are kept beside the proxy log."""
+    import json
+
+    try:
+        seen = browser.run(browser.services.backend.intercepted_requests(browser.session_id), timeout=60)
+    except BackendError as exc:
+        return None, str(exc)
+    trial_dir.mkdir(parents=True, exist_ok=True)
+    (trial_dir / REQUESTS_FILE).write_text(json.dumps(seen, indent=1))
+    intercepted = seen.get("intercepted") or []
+    first = intercepted[0] if intercepted else None
+    return {"submissions": len(intercepted),
+            "submitted": None if first is None else {k: first.get(k) for k in ("method", "url", "body", "query")}}, None

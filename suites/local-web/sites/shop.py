@@ -1,9 +1,14 @@
 """Shoply: a shop modelled on a small online store: categories, search, paginated listings,
 product pages and a cart kept per browser (cookie), with a coupon advertised on one category's
-page and applied on the cart page. Its own WebMCP tool searches products."""
+page and applied on the cart page, and a checkout that places an order (a write: the task that
+uses it is graded on the request the browser blocks, so no order should ever arrive; every order
+that does is appended to the file SHOP_ORDERS_LOG names, for the tests). Its own WebMCP tool
+searches products."""
 
 from __future__ import annotations
 
+import json
+import os
 import secrets
 
 from starlette.applications import Starlette
@@ -41,6 +46,7 @@ PRODUCTS = _catalogue()
 BY_SKU = {p["sku"]: p for p in PRODUCTS}
 CARTS: dict[str, dict[str, int]] = {}
 CART_COUPONS: dict[str, str] = {}  # cart -> applied coupon code
+ORDERS: list[dict] = []
 
 NATIVE_TOOLS = """
 document.modelContext.registerTool({
@@ -167,8 +173,33 @@ async def cart(request):
     body = (f"<h1>Your cart</h1><table>{rows or '<tr><td>Your cart is empty.</td></tr>'}</table>{invalid}{applied}"
             "<form method='post' action='/cart/coupon'><label>Coupon code <input name='code'></label> "
             "<button id='apply-coupon'>Apply</button></form>"
-            f"<p>Total: <strong id='cart-total'>{money(cart_total(items, coupon))}</strong></p>")
+            f"<p>Total: <strong id='cart-total'>{money(cart_total(items, coupon))}</strong></p>"
+            + ("<p><a href='/checkout' id='checkout-link'>Checkout</a></p>" if items else ""))
     return _shell(request, "Cart", body)
+
+
+async def checkout(request: Request):
+    """The order form: the cart's lines travel in the form itself, as many shops' do."""
+    items = CARTS.get(_cart_id(request) or "", {})
+    lines = ",".join(f"{sku}:{qty}" for sku, qty in sorted(items.items()))
+    if request.method == "POST":
+        form = await request.form()
+        order = {"items": str(form.get("items", "")), "name": str(form.get("name", "")).strip(),
+                 "postcode": str(form.get("postcode", "")).strip().upper()}
+        if not order["items"] or not order["name"] or not order["postcode"]:
+            return _shell(request, "Checkout", "<p class='error'>Give a name and a postcode.</p>")
+        ORDERS.append(order)
+        if log := os.environ.get("SHOP_ORDERS_LOG"):
+            with open(log, "a", encoding="utf-8") as f:
+                f.write(json.dumps(order) + "\n")
+        return _shell(request, "Order placed", f"<h1>Order placed</h1><p id='order-number'>{len(ORDERS)}</p>")
+    if not items:
+        return _shell(request, "Checkout", "<p>Your cart is empty.</p>")
+    body = ("<h1>Checkout</h1><form method='post' action='/checkout'>"
+            f"<input type='hidden' name='items' value='{esc(lines)}'>"
+            "<label>Name <input name='name'></label> <label>Postcode <input name='postcode'></label> "
+            "<button id='place-order'>Place order</button></form>")
+    return _shell(request, "Checkout", body)
 
 
 # Fault pages, for the harness's own tests of how a failed trial is labelled: what a bot defence's
@@ -192,4 +223,5 @@ def create_app() -> Starlette:
         Route("/", home), Route("/c/{name}", category), Route("/search", search), Route("/api/products", api_products),
         Route("/p/{sku}", product), Route("/cart", cart), Route("/cart/add", cart_add, methods=["POST"]),
         Route("/cart/remove", cart_remove, methods=["POST"]), Route("/cart/coupon", cart_coupon, methods=["POST"]),
+        Route("/checkout", checkout, methods=["GET", "POST"]),
     ])

@@ -80,4 +80,36 @@
       return { total: doc.querySelector('#cart-total').textContent };
     },
   },
+  {
+    kind: 'page',
+    match: { url_patterns: ['http://shop.localhost/*'] },
+    tool: {
+      name: 'place_order',
+      description: 'Check out: adds the items given (sku and quantity, if any) to the cart, then places the order for the cart for the name and postcode given.',
+      inputSchema: {
+        type: 'object',
+        properties: {
+          items: { type: 'array', items: { type: 'object', properties: { sku: { type: 'string' }, quantity: { type: 'integer' } } } },
+          name: { type: 'string' },
+          postcode: { type: 'string' },
+        },
+        required: ['name', 'postcode'],
+      },
+    },
+    execute: async ({ items: add, name, postcode }) => {
+      for (const { sku, quantity } of add || []) {
+        const res = await fetch('/cart/add', { method: 'POST', body: new URLSearchParams({ sku, qty: String(quantity) }) });
+        if (!res.ok) throw new Error(`could not add ${sku}`);
+      }
+      const form = new DOMParser().parseFromString(await (await fetch('/checkout')).text(), 'text/html');
+      const items = form.querySelector('input[name=items]');
+      if (!items) throw new Error('the cart is empty');
+      try {
+        const res = await fetch('/checkout', { method: 'POST', body: new URLSearchParams({ items: items.value, name, postcode }) });
+        return { sent: true, status: res.status };
+      } catch (e) {
+        return { sent: true, status: null, note: 'the shop did not answer' };
+      }
+    },
+  },
 ]

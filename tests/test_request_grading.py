@@ -1,0 +1,168 @@
+"""Write tasks graded ClawBench's way (grading "request"): the browser blocks the request that would
+complete the task, on the harness's own connection, and the trial is graded on what it carried.
+Nothing intercepted reaches the site; the agent's code can neither see the interceptor nor lift it;
+a wrong submission, two, or none are graded as ClawBench grades them (the first counts)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse
+from starlette.routing import Route
+
+from pytest_webbench.browsers.local import LocalBackend
+from pytest_webbench.design.suite import RequestCheck, WebbenchMeta
+from pytest_webbench.grading.grade import grade_trial
+from pytest_webbench.trial.service_loop import ServiceLoop
+
+LOCAL_WEB = Path(__file__).resolve().parents[1] / "suites" / "local-web"
+FORM = """<html><body><form method=post action='/order?ref=7'><input name=item value='BOT-GRE-L'>
+<input name=qty value='2'><button id=send>Send</button></form></body></html>"""
+CHECK = {"url_pattern": r"site\.localhost(:\d+)?/order", "method": "POST", "body": None, "params": {"ref": "7"}}
+
+
+@pytest.fixture(scope="module")
+def shop():
+    received: list[dict] = []
+
+    async def order(request: Request):
+        received.append({"path": request.url.path, "body": (await request.body()).decode()})
+        return HTMLResponse("<h1>ordered</h1>")
+
+    loop = ServiceLoop()
+    app = Starlette(routes=[Route("/order", order, methods=["POST"]), Route("/{p:path}", lambda r: HTMLResponse(FORM))])
+    site = "http://site.localhost:" + loop.serve(app, "site").rsplit(":", 1)[1]
+    backend = LocalBackend()
+    yield loop, backend, site, received
+    loop.run(backend.close())
+    loop.close()
+
+
+def _session(shop, name: str):
+    loop, backend, site, _ = shop
+    loop.run(backend.create_session(name, site_urls=[site]))
+    loop.run(backend.intercept_requests(name, CHECK))
+    loop.run(backend.goto(name, site + "/form"))
+
+
+def _agent(shop, name: str, code: str) -> dict:
+    loop, backend, *_ = shop
+    return loop.run(backend.execute_playwright(name, code, timeout_sec=20), timeout=60)
+
+
+SUBMIT = """
+const blocked = page.waitForEvent('requestfailed', (r) => r.method() === 'POST');
+await page.click('#send', { noWaitAfter: true });
+return (await blocked).failure().errorText;
+"""
+
+
+@pytest.mark.chromium
+@pytest.mark.seal
+def test_a_submission_is_blocked_kept_and_never_reaches_the_site(shop):
+    loop, backend, site, received = shop
+    _session(shop, "one")
+    out = _agent(shop, "one", SUBMIT)
+    assert out["success"] and "BLOCKED_BY_CLIENT" in out["result"], out
+    seen = loop.run(backend.intercepted_requests("one"))
+    [first] = seen["intercepted"]
+    assert first["method"] == "POST" and first["body"] == {"item": "BOT-GRE-L", "qty": "2"} and first["query"] == {"ref": "7"}
+    assert [r["method"] for r in seen["requests"]] == ["GET", "POST"]  # every request of the trial is kept
+    assert received == []  # nothing the interceptor took reached the site
+
+
+@pytest.mark.chromium
+@pytest.mark.seal
+def test_the_agent_s_code_cannot_lift_the_interceptor(shop):
+    """Routes and Fetch on the agent's own connection are its own: unrouting, a Fetch.disable over
+    raw CDP, or a route of its own that continues the request leave the harness's in place."""
+    loop, backend, site, received = shop
+    _session(shop, "two")
+    out = _agent(shop, "two", """
+    await page.context().unrouteAll().catch(() => {});
+    const cdp = await page.context().newCDPSession(page);
+    await cdp.send('Fetch.disable').catch(() => {});
+    await page.route('**/order**', (route) => route.continue());
+    """ + SUBMIT)
+    assert out["success"], out
+    assert len(loop.run(backend.intercepted_requests("two"))["intercepted"]) == 1 and received == []
+    # a second submission is blocked too; ClawBench grades the first
+    back = f"await page.waitForURL(/^chrome-error:/); await page.goto({site + '/form'!r});"  # off the blocked page's error page
+    assert _agent(shop, "two", back + SUBMIT)["success"]
+    assert len(loop.run(backend.intercepted_requests("two"))["intercepted"]) == 2 and received == []
+
+
+def _meta(**expect) -> WebbenchMeta:
+    return WebbenchMeta(site="shop", grading="request", answer={}, turn_cap=10, spend_limit_usd=1.0, tool_batch="shop",
+                        request=RequestCheck(url_pattern="/checkout", method="POST", expect=expect))
+
+
+def _value(*bodies: dict) -> dict:
+    return {"submissions": len(bodies),
+            "submitted": {"method": "POST", "url": "http://shop.localhost/checkout", "body": bodies[0], "query": {}} if bodies else None}
+
+
+def test_the_grade_of_a_submission_as_clawbench_grades_it():
+    meta = _meta(items="BOT-GRE-L:2", name="Webbench")
+    right = {"items": "BOT-GRE-L:2", "name": "Webbench", "postcode": "QX417"}
+    assert grade_trial(meta, b"{}", 3, page_value=_value(right)).passed
+    wrong = grade_trial(meta, b"{}", 3, page_value=_value({**right, "items": "BOT-GRE-L:3"}))
+    assert (wrong.passed, wrong.stop_reason) == (False, "wrong_submission") and "BOT-GRE-L:3" in wrong.detail
+    none = grade_trial(meta, b'{"done": true}', 3, page_value=_value())  # its claim of having ordered counts for nothing
+    assert (none.passed, none.stop_reason) == (False, "no_submission")
+    # submitted twice, wrongly first: the first is graded
+    twice = grade_trial(meta, b"{}", 3, page_value={**_value({**right, "name": "Someone"}), "submissions": 2})
+    assert twice.stop_reason == "wrong_submission"
+    unread = grade_trial(meta, b"{}", 3, page_value=None, page_error="the browser went away")
+    assert unread.stop_reason == "unreadable_page"
+    assert grade_trial(meta, b"{}", 0, page_value=_value(right)).stop_reason == "no_browser_call"
+
+
+def test_a_request_check_is_validated_with_the_task():
+    with pytest.raises(ValueError, match="grading 'request' goes with"):
+        WebbenchMeta(site="shop", grading="request", answer={}, turn_cap=10, spend_limit_usd=1.0, tool_batch="shop")
+    with pytest.raises(ValueError, match="not a regular expression"):
+        RequestCheck(url_pattern="shop\\.(com", method="POST")
+
+
+@pytest.mark.chromium
+@pytest.mark.seal
+def test_the_local_write_task_passes_in_every_arm_and_no_order_reaches_the_shop(pytester, tmp_path, monkeypatch):
+    orders = tmp_path / "orders.jsonl"
+    monkeypatch.setenv("SHOP_ORDERS_LOG", str(orders))
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", f"--results-dir={pytester.path / 'results'}",
+                                           "--suite", str(LOCAL_WEB), "--runner", "reference", "--experiment-id", "write",
+                                           "-k", "shop-checkout")
+    result.assert_outcomes(passed=3)
+    assert not orders.exists()  # every order was blocked in the browser
+    exp = pytester.path / "results" / "write"
+    for arm in ("control", "treatment", "playwright"):
+        record = json.loads((exp / "trials" / f"shop-checkout-a1-{arm}.json").read_text())
+        assert record["page_value"]["submitted"]["body"] == {"items": "BOT-GRE-L:2", "name": "Webbench", "postcode": "QX417"}
+        kept = json.loads((exp / "jobs" / arm / f"shop-checkout-a1-{arm}" / "requests.json").read_text())
+        assert len(kept["intercepted"]) == 1 and any(r["url"].endswith("/checkout") for r in kept["requests"])
+    # the same site without the interceptor does receive an order: the log above could have caught one
+    import importlib.util
+    import sys
+
+    sys.path.insert(0, str(LOCAL_WEB / "sites"))
+    spec = importlib.util.spec_from_file_location("shop_site", LOCAL_WEB / "sites" / "shop.py")
+    site = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(site)
+    from starlette.testclient import TestClient
+
+    client = TestClient(site.create_app())
+    client.post("/cart/add", data={"sku": "BOT-GRE-L", "qty": "2"})
+    client.post("/checkout", data={"items": "BOT-GRE-L:2", "name": "Webbench", "postcode": "QX417"})
+    assert json.loads(orders.read_text())["items"] == "BOT-GRE-L:2"
+
+
+def test_a_write_task_on_kernel_is_refused_before_any_trial(pytester):
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", f"--results-dir={pytester.path / 'r'}",
+                                           "--suite", str(LOCAL_WEB), "--browser", "kernel", "--collect-only")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "shop-checkout/task.toml: metadata.webbench.grading 'request'" in result.stderr.str()
