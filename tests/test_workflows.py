@@ -42,8 +42,17 @@ def test_no_expression_is_pasted_into_a_script(workflow):
             assert "${{" not in step.get("run", ""), f"{workflow.name}: job {job_name}, step {step.get('name')!r}"
 
 
-@pytest.mark.parametrize("suite", ["local-web", "public-web"])
-@pytest.mark.parametrize("runner", ["reference", "codex", "claude", "pi"])
+PREPARE = [(s, r) for s in ("local-web", "public-web") for r in ("reference", "codex", "claude", "pi")
+           if (s, r) != ("public-web", "reference")]
+
+
+def test_the_prepare_job_s_matrix_is_the_one_tested_here():
+    matrix = yaml.safe_load((ROOT / ".github" / "workflows" / "tests.yml").read_text())["jobs"]["prepare"]["strategy"]["matrix"]
+    combos = {(s, r) for s in matrix["suite"] for r in matrix["runner"]} - {(e["suite"], e["runner"]) for e in matrix.get("exclude", [])}
+    assert combos == set(PREPARE)
+
+
+@pytest.mark.parametrize("suite, runner", PREPARE)
 def test_the_prepare_job_s_command_plans_every_trial(pytester, suite, runner):
     result = pytester.runpytest_subprocess("--suite", str(ROOT / "suites" / suite), "--runner", runner, "--attempts", "5",
                                            "--collect-only", "-q", f"--results-dir={pytester.path / 'prepared'}")

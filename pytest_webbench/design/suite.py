@@ -253,6 +253,20 @@ def _read_toml(path: Path) -> dict:
         raise SuiteError(path, "(file)", f"not valid TOML: {exc}") from None
 
 
+def _check_limits(config_path: Path, harbor_config) -> None:
+    """Harbor's model takes any number for a limit; a timeout of 0 or less, or a negative resource,
+    would fail every trial as if the agent had, so it is refused here, naming the field."""
+    for section in ("agent", "verifier", "environment"):
+        values = getattr(harbor_config, section).model_dump()
+        for key, value in values.items():
+            if not isinstance(value, (int, float)) or isinstance(value, bool):
+                continue
+            if key.endswith("timeout_sec") and value <= 0:
+                raise SuiteError(config_path, f"{section}.{key}", f"{value}: a timeout must be above 0 seconds")
+            if key in ("cpus", "memory_mb", "storage_mb", "gpus") and value < 0:
+                raise SuiteError(config_path, f"{section}.{key}", f"{value}: must not be negative")
+
+
 def load_task(task_dir: Path, suite: SuiteFile) -> Task:
     from harbor.models.task.config import TaskConfig as HarborTaskConfig
 
@@ -262,6 +276,7 @@ def load_task(task_dir: Path, suite: SuiteFile) -> Task:
         harbor_config = HarborTaskConfig.model_validate(raw)
     except ValidationError as exc:
         raise _validation_error(config_path, exc) from None
+    _check_limits(config_path, harbor_config)
     webbench = harbor_config.metadata.get("webbench")
     if not isinstance(webbench, dict):
         raise SuiteError(config_path, "metadata.webbench", "missing: every task needs a [metadata.webbench] table")

@@ -40,6 +40,7 @@ def configure_run(config: pytest.Config) -> tuple[WebbenchState, RunController |
     _check_seal(options, config)
     _check_agent_network(options, suite)
     _check_request_grading(options, suite)
+    _check_solutions(options, suite)
     _check_gateway(options)
     dist = config.getoption("dist", "no")
     if options.paired and dist not in ("no", "load"):
@@ -105,6 +106,17 @@ def _check_seal(options, config: pytest.Config) -> None:
             "failed: root or unprivileged user namespaces are needed), so the agent could read the suite's answers "
             "and the results and reach the site around its browser tools; run as root, or pass --allow-unsealed to "
             "run unsealed (the report will say so)")
+
+
+def _check_solutions(options, suite) -> None:
+    """The reference runner replays each task's solution: a task without one is refused at planning,
+    not errored in every trial."""
+    if options.runner != "reference":
+        return
+    for task in suite.tasks:
+        if not (task.path / "solution" / "reference.py").is_file():
+            raise pytest.UsageError(f"--runner reference: {task.path / 'solution' / 'reference.py'}: missing; the reference "
+                                    "runner replays each task's solution (write one, or choose another runner)")
 
 
 def _check_request_grading(options, suite) -> None:

@@ -8,6 +8,7 @@ something else: `--attempts 0`, half a pair in `--arms`, test paths beside `--su
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Literal
 
@@ -46,6 +47,18 @@ class RunOptions(BaseModel):
     trace: bool = True  # a browser trace per trial (Playwright's trace.zip locally, Kernel's replay)
 
 
+# An experiment ID names a folder under --results-dir: a bounded, safe alphabet, so no ID is a path.
+EXPERIMENT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+
+
+def check_experiment_id(value: str, option: str) -> None:
+    if not EXPERIMENT_ID.fullmatch(value) or ".." in value:
+        shown = value if len(value) <= 60 else value[:60] + f"... ({len(value)} characters)"
+        raise pytest.UsageError(
+            f"{option} {shown!r}: an experiment ID is 1 to 100 letters, digits, '.', '_' or '-', starting with a letter "
+            "or digit and without '..' (it names a folder under --results-dir, never a path)")
+
+
 def is_worker(config: pytest.Config) -> bool:
     return hasattr(config, "workerinput")
 
@@ -77,6 +90,9 @@ def options_from_config(config: pytest.Config) -> RunOptions:
         environment=get("environment"), shard=_shard(get("shard")), model_price=get("model_price"),
         allow_unpriced=True if get("allow_unpriced") else None, trace=False if get("no_trace") else None,
     )
+    for option in ("resume", "experiment_id"):
+        if get(option) is not None:
+            check_experiment_id(get(option), "--" + option.replace("_", "-"))
     experiment_id = (config.workerinput.get("webbench_experiment_id") if is_worker(config) else None) \
         or get("resume") or get("experiment_id") or new_experiment_id()
     if given["shard"] and not (get("experiment_id") or get("resume")):

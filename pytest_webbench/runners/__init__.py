@@ -75,6 +75,9 @@ class RunnerSpec(BaseModel):
     def check_model(self, model: str | None) -> str | None:
         """The model this preset will run, or a clear error before any trial starts."""
         chosen = model or self.default_model
+        if model and not self.model_providers and not self.default_model and not self.uses_gateway:
+            raise UnknownRunner(f"--runner {self.name} runs no model: drop --model {model} (it would be recorded in the "
+                                "manifest and report, and never used)")
         if not self.model_providers:
             return chosen
         if not chosen:
