@@ -4,6 +4,7 @@ are paths, limits out of range in a task file, a model the runner does not use."
 from __future__ import annotations
 
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -67,3 +68,55 @@ def test_a_missing_reference_solution_is_refused_when_the_reference_runner_needs
 def test_a_model_the_runner_does_not_use_is_refused(pytester):
     result = _run(pytester, "--suite", str(LOCAL_WEB), "--runner", "reference", "--model", "foo/bar", "--collect-only")
     assert result.ret == pytest.ExitCode.USAGE_ERROR and "runs no model: drop --model foo/bar" in result.stderr.str()
+
+
+@pytest.mark.parametrize("damage", [lambda text: text[: len(text) // 2], lambda text: text.replace('"attempts"', '"attempts_"')])
+def test_a_corrupt_manifest_on_resume_or_report_names_the_file_and_what_to_do(pytester, damage):
+    created = _run(pytester, "--suite", str(LOCAL_WEB), "--experiment-id", "broken", "--collect-only", "-k", "shop-price")
+    assert created.ret == pytest.ExitCode.OK
+    created.stdout.fnmatch_lines(["*planned experiment broken (*manifest.json); its ID is taken: run this plan with `pytest --resume broken`*"])
+    manifest = pytester.path / "results" / "broken" / "manifest.json"
+    manifest.write_text(damage(manifest.read_text()))
+    resumed = _run(pytester, "--resume", "broken")
+    assert resumed.ret == pytest.ExitCode.USAGE_ERROR and "INTERNALERROR" not in resumed.stdout.str() + resumed.stderr.str()
+    assert f"{manifest}: not a readable manifest" in resumed.stderr.str() and "restore it" in resumed.stderr.str()
+    report = pytester.run(sys.executable, "-m", "pytest_webbench.report", str(manifest.parent))
+    assert report.ret == 2 and "not a readable manifest" in report.stderr.str()
+
+
+def test_a_task_group_s_failure_is_shown_by_its_innermost_cause_with_its_file_and_line():
+    import asyncio
+
+    from harbor.models.trial.result import ExceptionInfo
+
+    from pytest_webbench.trial.harbor_run import failure_text
+
+    async def solve():
+        raise RuntimeError("boom")  # the line the text must name
+
+    async def run():
+        async with asyncio.TaskGroup() as group:
+            group.create_task(solve())
+
+    try:
+        asyncio.run(run())
+    except BaseException as exc:  # noqa: BLE001 - the group, as Harbor catches it
+        info = ExceptionInfo.from_exception(exc)
+    assert info.exception_type == "ExceptionGroup" and "boom" not in info.exception_message
+    line = solve.__code__.co_firstlineno + 1
+    assert failure_text(info) == f"RuntimeError: boom (at {__file__}:{line}), inside ExceptionGroup"
+    plain = ExceptionInfo(exception_type="ValueError", exception_message="bad", exception_traceback="", occurred_at=info.occurred_at)
+    assert failure_text(plain) == "ValueError: bad"
+
+
+def test_a_busy_proxy_port_is_refused_before_any_trial(pytester):
+    import socket
+
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        result = _run(pytester, "--suite", str(LOCAL_WEB), "--runner", "nop", "--proxy-listen", f"127.0.0.1:{port}",
+                      "-k", "shop-price")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert f"port {port} is in use" in result.stderr.str() and not (pytester.path / "results").exists()

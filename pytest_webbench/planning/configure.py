@@ -41,6 +41,8 @@ def configure_run(config: pytest.Config) -> tuple[WebbenchState, RunController |
     _check_agent_network(options, suite)
     _check_request_grading(options, suite)
     _check_solutions(options, suite)
+    if not worker:
+        _check_proxy_ports(options, config)
     _check_gateway(options)
     dist = config.getoption("dist", "no")
     if options.paired and dist not in ("no", "load"):
@@ -106,6 +108,28 @@ def _check_seal(options, config: pytest.Config) -> None:
             "failed: root or unprivileged user namespaces are needed), so the agent could read the suite's answers "
             "and the results and reach the site around its browser tools; run as root, or pass --allow-unsealed to "
             "run unsealed (the report will say so)")
+
+
+def _check_proxy_ports(options, config) -> None:
+    """A --proxy-listen port already taken would error every trial with errno 98 in its detail: the
+    port (and, under -n, each worker's consecutive one) is tried before any trial."""
+    import errno
+    import socket
+
+    host, port = options.proxy_listen
+    if not port:
+        return
+    workers = int(getattr(config.option, "numprocesses", 0) or 0) if config.getoption("dist", "no") != "no" else 0
+    for offset in range(max(1, workers)):
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            try:
+                probe.bind((host, port + offset))
+            except OSError as exc:
+                why = "is in use" if exc.errno == errno.EADDRINUSE else f"cannot be bound: {exc.strerror}"
+                raise pytest.UsageError(
+                    f"--proxy-listen {host}:{port}: port {port + offset}"
+                    f"{f' (worker {offset})' if workers else ''} {why}; choose another, or port 0 for a free one") from None
 
 
 def _check_solutions(options, suite) -> None:

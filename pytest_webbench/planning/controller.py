@@ -94,6 +94,13 @@ class RunController:
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
         report = self.st.report
+        manifest = self.st.experiment_dir / "manifest.json"
+        if terminalreporter.config.option.collectonly and manifest.exists():
+            # planning claims the ID (the plan is written once, atomically): say so, and how to run it
+            terminalreporter.write_line(
+                f"webbench: planned experiment {self.st.options.experiment_id} ({manifest}); its ID is taken: run "
+                f"this plan with `pytest --resume {self.st.options.experiment_id}`, or plan a new one with another "
+                "--experiment-id")
         if report is None:
             return
         from ..report.render import headline_lines, paired_lines

@@ -167,11 +167,11 @@ def _shard(text: str | None) -> tuple[int, int] | None:
 
 def _from_manifest(experiment_id: str, results: Path, given: dict) -> dict:
     """The resumed run's own options, from its manifest; a value given again must be the same."""
-    from ..results.records import read_manifest
+    from ..results.records import ManifestError, read_manifest
 
     try:
         manifest = read_manifest(results / experiment_id)
-    except FileNotFoundError as exc:
+    except (FileNotFoundError, ManifestError) as exc:
         raise pytest.UsageError(str(exc)) from None
     recorded = dict(
         suite=manifest.suite_path, runner=manifest.runner, model=manifest.model, attempts=manifest.attempts,

@@ -15,7 +15,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..results.records import atomic_write
+from ..results.records import ManifestError, atomic_write
 from .compare import compare_reports, render_comparison
 from .build import build_report_from_dir
 from .render import headline_lines, paired_lines
@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     directory = args.experiment_dirs[0]
     try:
         report = write_report(directory)
-    except FileNotFoundError as exc:
+    except (FileNotFoundError, ManifestError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print("\n".join(headline_lines(report) + paired_lines(report)))
@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
 def compare_main(a_dir: Path, b_dir: Path, out: Path | None) -> int:
     try:
         a, b = build_report_from_dir(a_dir), build_report_from_dir(b_dir)
-    except FileNotFoundError as exc:
+    except (FileNotFoundError, ManifestError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     comparison = compare_reports(a, b)

@@ -295,12 +295,26 @@ def write_manifest(experiment_dir: Path, manifest: RunManifest) -> None:
     atomic_write(experiment_dir / "manifest.json", manifest.model_dump_json(indent=2))
 
 
+class ManifestError(ValueError):
+    """A manifest that is there but cannot be read: names the file, the field and what to do."""
+
+
 def read_manifest(experiment_dir: Path) -> RunManifest:
     path = experiment_dir / "manifest.json"
     try:
         return RunManifest.model_validate_json(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise FileNotFoundError(f"{path}: no manifest: is this an experiment directory?") from None
+    except (ValidationError, UnicodeDecodeError, OSError) as exc:
+        if isinstance(exc, ValidationError):
+            first = exc.errors()[0]
+            why = f"{'.'.join(map(str, first['loc'])) or '(the file)'}: {first['msg']}"
+        else:
+            why = str(exc)
+        raise ManifestError(
+            f"{path}: not a readable manifest ({why}). It is the run's plan, written once when the run "
+            "started: restore it from a copy of the results (a shard, CI's artifact), or start a new run; "
+            "the trial records beside it are untouched") from None
 
 
 def read_trial_records(experiment_dir: Path, model: type[BaseModel] = TrialRecord) -> tuple[list[Any], list[str]]:

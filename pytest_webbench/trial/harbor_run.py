@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -162,7 +163,7 @@ async def run_harbor_trial(
         agent_sec = (timing.finished_at - timing.started_at).total_seconds()
     exception = scored_note = None
     if result.exception_info is not None:
-        text = f"{result.exception_info.exception_type}: {result.exception_info.exception_message}"
+        text = failure_text(result.exception_info)
         if result.exception_info.exception_type in SCORED_ENDINGS:
             scored_note = text  # the agent ran out of time, context or output, or refused: graded as it stands
         else:
@@ -189,6 +190,30 @@ async def run_harbor_trial(
 
 
 MAX_ANSWER_BYTES = 1024 * 1024
+
+
+_FILE_LINE = re.compile(r'File "([^"]+)", line (\d+)')
+_RAISED = re.compile(r"([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Timeout|Failure|Refused)): ?(.*)")
+
+
+def failure_text(info) -> str:
+    """What failed, for the record, the report and the pages: an exception group (a TaskGroup's
+    "unhandled errors") is replaced by its innermost cause, with the file and line that raised it,
+    read from the traceback Harbor kept."""
+    text = f"{info.exception_type}: {info.exception_message}"
+    if "ExceptionGroup" not in info.exception_type:
+        return text
+    where, cause = None, None
+    for raw in (info.exception_traceback or "").splitlines():
+        line = raw.lstrip(" |+-").strip()
+        if m := _FILE_LINE.search(line):
+            where = f"{m.group(1)}:{m.group(2)}"
+        elif (m := _RAISED.fullmatch(line)) and "ExceptionGroup" not in m.group(1):
+            cause = (m.group(1), m.group(2), where)
+    if cause is None:
+        return text
+    kind, message, at = cause
+    return f"{kind}: {message}" + (f" (at {at})" if at else "") + f", inside {info.exception_type}"
 
 
 def final_reply(trial_dir: Path) -> bytes | None:
