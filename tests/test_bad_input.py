@@ -120,3 +120,30 @@ def test_a_busy_proxy_port_is_refused_before_any_trial(pytester):
                       "-k", "shop-price")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert f"port {port} is in use" in result.stderr.str() and not (pytester.path / "results").exists()
+
+
+def test_one_run_of_an_experiment_at_a_time_and_a_dead_holder_leaves_no_lock(pytester):
+    """Two `--resume ID` at once both ran every missing trial (a real agent paid twice): the second is
+    refused, naming the first; a holder that dies (SIGKILL) frees the experiment at once."""
+    import os
+    import signal
+    import subprocess
+
+    assert _run(pytester, "--suite", str(LOCAL_WEB), "--runner", "nop", "--experiment-id", "once", "--collect-only",
+                "-k", "shop-price").ret == 0
+    exp = pytester.path / "results" / "once"
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import sys, time; from pathlib import Path; from pytest_webbench.results.records import hold_experiment; "
+        f"hold_experiment(Path({str(exp)!r})); print('held', flush=True); time.sleep(600)")],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        busy = _run(pytester, "--resume", "once")
+        assert busy.ret == pytest.ExitCode.USAGE_ERROR
+        assert f"is being run by pid {holder.pid} on" in busy.stderr.str() and "one run of an experiment at a time" in busy.stderr.str()
+        assert not (exp / "trials").exists()  # the refused resume ran and moved nothing
+    finally:
+        os.kill(holder.pid, signal.SIGKILL)
+        holder.wait()
+    resumed = _run(pytester, "--resume", "once")
+    assert resumed.ret == pytest.ExitCode.TESTS_FAILED, resumed.stderr.str()  # it ran: nop fails its trials

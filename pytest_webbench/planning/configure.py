@@ -53,12 +53,14 @@ def configure_run(config: pytest.Config) -> tuple[WebbenchState, RunController |
     experiment_dir = options.results_dir / options.experiment_id
     skip: set[str] = set()
     planned: set[str] | None = None
+    lock = None
     if worker:
         skip = set(config.workerinput.get("webbench_skip", []))
         planned = set(config.workerinput["webbench_planned"]) if config.workerinput.get("webbench_planned") is not None else None
     elif resuming:
         from .resume import ResumeError, resumed_trials
 
+        lock = _hold(experiment_dir)  # before anything of the run is read or moved
         try:
             planned, skip = resumed_trials(experiment_dir, suite, config.getoption("resume_errored"))
         except ResumeError as exc:
@@ -68,10 +70,13 @@ def configure_run(config: pytest.Config) -> tuple[WebbenchState, RunController |
             experiment_dir = claim_experiment_dir(options.results_dir, options.experiment_id)
         except ExperimentExists as exc:
             raise pytest.UsageError(str(exc)) from None
+        lock = _hold(experiment_dir)
     st = WebbenchState(options, suite, experiment_dir)
     st.skip, st.planned = skip, planned
+    st.lock_fd = None if worker else lock  # held until this process exits
     if worker:
         return st, None
+
     distributed = bool(getattr(config.option, "numprocesses", None)) and dist != "no"
     return st, RunController(st, resuming, distributed)
 
@@ -108,6 +113,16 @@ def _check_seal(options, config: pytest.Config) -> None:
             "failed: root or unprivileged user namespaces are needed), so the agent could read the suite's answers "
             "and the results and reach the site around its browser tools; run as root, or pass --allow-unsealed to "
             "run unsealed (the report will say so)")
+
+
+def _hold(experiment_dir: Path) -> int:
+    """One run of an experiment at a time (results/records.py hold_experiment)."""
+    from ..results.records import ExperimentBusy, hold_experiment
+
+    try:
+        return hold_experiment(experiment_dir)
+    except ExperimentBusy as exc:
+        raise pytest.UsageError(str(exc)) from None
 
 
 def _check_proxy_ports(options, config) -> None:

@@ -6,6 +6,8 @@ as pytest-xdist registers its DSession, so none of these hooks has to ask where 
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from ..design.pairing import TrialKey, order_trials
@@ -91,6 +93,11 @@ class RunController:
                 st.published = publish_braintrust(st.experiment_dir, config.getoption("publish_project", None))
             except PublishError as exc:  # the results are on disk; `python -m pytest_webbench.report --publish` retries
                 st.published = str(exc)
+
+    def pytest_unconfigure(self, config) -> None:
+        if self.st.lock_fd is not None:  # the run is over: the next run (or resume) of the experiment may start
+            os.close(self.st.lock_fd)
+            self.st.lock_fd = None
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
         report = self.st.report

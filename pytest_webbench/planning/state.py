@@ -29,6 +29,7 @@ class WebbenchState:
         self.skip: set[str] = set()  # --resume: trials that already have a result
         self.planned: set[str] | None = None  # --resume: the trials of the run's plan (None: a new plan)
         self.skipped_pairs: set[str] = set()  # --sequential: pairs this process did not start (their task was decided)
+        self.lock_fd: int | None = None  # the experiment's run.lock, held by the controller while it runs
 
 
 def state(config: pytest.Config) -> WebbenchState:

@@ -201,6 +201,37 @@ def claim_experiment_dir(results_dir: Path, experiment_id: str) -> Path:
     return path
 
 
+RUN_LOCK = "run.lock"
+
+
+class ExperimentBusy(Exception):
+    """Another process is running this experiment (a first run or a --resume)."""
+
+
+def hold_experiment(experiment_dir: Path) -> int:
+    """One run of an experiment at a time: an exclusive flock on its run.lock, held by the process
+    that plans and reports until it exits. The kernel drops the lock when that process ends, however
+    it ends, so a crashed run never leaves it stuck; the file names the holder for the message."""
+    import fcntl
+    import socket
+    import sys
+
+    path = experiment_dir / RUN_LOCK
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 2000, 0).decode("utf-8", "replace").strip() or "another process"
+        os.close(fd)
+        raise ExperimentBusy(
+            f"experiment {experiment_dir.name!r} is being run by {holder} ({path}): one run of an experiment at a "
+            "time. The lock goes when that process ends, however it ends; wait for it, or stop it") from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()} since {datetime.now(UTC).isoformat(timespec='seconds')}: "
+                  f"{' '.join(sys.argv)[:300]}".encode(), 0)
+    return fd
+
+
 def new_experiment_id() -> str:
     return datetime.now(UTC).strftime("%Y%m%d-%H%M%S-") + os.urandom(3).hex()
 
