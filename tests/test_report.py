@@ -355,3 +355,19 @@ def test_the_header_says_how_the_agents_were_walled_in(run_dir, isolation, warni
     header = render_markdown(report).split("\n\n")[1]
     assert f"agents sealed: `{isolation}`" in header
     assert ("UNSEALED" in header) == (warning is not None) and (warning is None or warning in header)
+
+
+def test_two_runs_are_compared_only_on_what_both_planned(tmp_path):
+    from pytest_webbench.report.compare import CompareError, compare_reports
+
+    a = build_report_from_dir(write_synthetic_run(tmp_path / "a"))
+    only_alpha = a.model_copy(update={"experiment_id": "other", "by_arm_task": [r for r in a.by_arm_task if r.task == "alpha"]})
+    c = compare_reports(a, only_alpha)
+    assert c.shared_tasks == ["alpha"] and c.left_out == ["beta", "gamma", "placebo"]
+    headline = next(r for r in c.rows if r.arm == "control" and r.task is None)
+    alpha = next(r for r in a.by_arm_task if (r.arm, r.task) == ("control", "alpha"))
+    assert (headline.a.passes, headline.a.n) == (alpha.rate.passes, alpha.rate.n)  # beta, in A only, is left out
+    assert {r.task for r in c.rows if r.task} == {"alpha"}
+    disjoint = a.model_copy(update={"experiment_id": "elsewhere", "by_arm_task": [r.model_copy(update={"task": "zeta"}) for r in a.by_arm_task]})
+    with pytest.raises(CompareError, match="share no task"):
+        compare_reports(a, disjoint)

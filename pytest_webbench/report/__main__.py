@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from ..results.records import ManifestError, atomic_write
-from .compare import compare_reports, render_comparison
+from .compare import CompareError, compare_reports, render_comparison
 from .build import build_report_from_dir
 from .render import headline_lines, paired_lines
 from .write import write_report
@@ -85,7 +85,11 @@ def compare_main(a_dir: Path, b_dir: Path, out: Path | None) -> int:
     except (FileNotFoundError, ManifestError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    comparison = compare_reports(a, b)
+    try:
+        comparison = compare_reports(a, b)
+    except CompareError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     text = render_comparison(comparison)
     print(text)
     if out:

@@ -12,8 +12,13 @@ from pydantic import BaseModel
 
 from ..stats import ASSUMPTIONS, holm
 from .build import HEADLINE_GRADING, Rate, Report
+from .rates import rate
 from .format import ci, pct, pval, signed_pct
 from .unpaired import StratifiedEffect, UnpairedRow, rate_difference, rates_row, stratified_effect
+
+
+class CompareError(ValueError):
+    """Two runs that cannot be compared (they share no task)."""
 
 
 class RateComparison(BaseModel):
@@ -35,7 +40,9 @@ class Comparison(BaseModel):
     a_label: str
     b_label: str
     rows: list[RateComparison]
-    stratified: dict[str, StratifiedEffect] = {}  # arm -> CMH over the shared page/pinned tasks, B against A
+    stratified: dict[str, StratifiedEffect] = {}  # arm -> CMH over the shared graded tasks, B against A
+    shared_tasks: list[str] = []  # what both runs planned: the only tasks compared
+    left_out: list[str] = []  # tasks one run planned and the other did not
     assumption: str = ASSUMPTIONS["compare"]
 
 
@@ -47,8 +54,21 @@ def _label(report: Report) -> str:
     return f"{report.experiment_id} ({report.runner}, {report.model or 'default model'})"
 
 
+def _shared_headline(report: Report, arm: str, shared: set[str]) -> Rate:
+    """An arm's passes over the headline tasks both runs planned (its trials pooled)."""
+    rows = [r for r in report.by_arm_task if r.arm == arm and r.task in shared and r.grading in HEADLINE_GRADING and not r.placebo]
+    return rate(sum(r.rate.passes for r in rows), sum(r.rate.n for r in rows))
+
+
 def compare_reports(a: Report, b: Report) -> Comparison:
-    rows = [_compare(arm, None, a.headline[arm], b.headline[arm]) for arm in a.headline if arm in b.headline]
+    """Only what both runs planned is compared; runs that share no task are refused."""
+    a_tasks, b_tasks = {r.task for r in a.by_arm_task}, {r.task for r in b.by_arm_task}
+    shared = a_tasks & b_tasks
+    if not shared:
+        raise CompareError(f"{a.experiment_id} (suite {a.suite}) and {b.experiment_id} (suite {b.suite}) share no task: "
+                           "there is nothing to compare")
+    rows = [_compare(arm, None, _shared_headline(a, arm, shared), _shared_headline(b, arm, shared))
+            for arm in a.headline if arm in b.headline]
     b_rows = {(r.arm, r.task): r for r in b.by_arm_task}
     strata: dict[str, list[UnpairedRow]] = {}
     for row in a.by_arm_task:
@@ -62,20 +82,22 @@ def compare_reports(a: Report, b: Report) -> Comparison:
             r.fisher_p_holm = adjusted
     stratified = {arm: effect for arm, tasks in sorted(strata.items()) if (effect := stratified_effect(tasks))}
     return Comparison(a=a.experiment_id, b=b.experiment_id, a_label=_label(a), b_label=_label(b), rows=rows,
-                      stratified=stratified)
+                      stratified=stratified, shared_tasks=sorted(shared), left_out=sorted(a_tasks ^ b_tasks))
 
 
 def render_comparison(c: Comparison) -> str:
     out = [f"# webbench comparison: {c.a} vs {c.b}", "", f"A = {c.a_label}; B = {c.b_label}.", "",
+           f"Compared on the {len(c.shared_tasks)} task(s) both runs planned"
+           + (f"; left out, as only one run planned them: {', '.join(c.left_out)}." if c.left_out else "."), "",
            "| arm | task | A passes | A rate (95% CI) | B passes | B rate (95% CI) | B - A (95% Newcombe CI) | Fisher p (Holm) |",
            "|---|---|---|---|---|---|---|---|"]
     for r in c.rows:
         holm_p = "" if r.task is None else f" ({pval(r.fisher_p_holm)})"
-        out.append(f"| {r.arm} | {r.task or '**headline** (page + pinned)'} | {r.a.passes}/{r.a.n} | {pct(r.a.rate)} ({ci(r.a)}) "
+        out.append(f"| {r.arm} | {r.task or '**headline** (graded tasks both ran)'} | {r.a.passes}/{r.a.n} | {pct(r.a.rate)} ({ci(r.a)}) "
                    f"| {r.b.passes}/{r.b.n} | {pct(r.b.rate)} ({ci(r.b)}) | {signed_pct(r.difference)} "
                    f"({signed_pct(r.ci_low)} to {signed_pct(r.ci_high)}) | {pval(r.fisher_p)}{holm_p} |")
     if c.stratified:
-        out += ["", "Stratified by task (the runs share their tasks), over page and pinned tasks, placebo left out:", ""]
+        out += ["", "Stratified by task, over the graded tasks both runs planned, placebo left out:", ""]
         for arm, s in c.stratified.items():
             out.append(f"- {arm}: Mantel-Haenszel B - A {signed_pct(s.risk_difference)} (95% CI {signed_pct(s.ci_low)} to "
                        f"{signed_pct(s.ci_high)}), Cochran-Mantel-Haenszel p = {pval(s.p_value)} over {s.tasks} tasks")
