@@ -147,3 +147,14 @@ def test_one_run_of_an_experiment_at_a_time_and_a_dead_holder_leaves_no_lock(pyt
         holder.wait()
     resumed = _run(pytester, "--resume", "once")
     assert resumed.ret == pytest.ExitCode.TESTS_FAILED, resumed.stderr.str()  # it ran: nop fails its trials
+
+
+@pytest.mark.parametrize("make", ["under a file", "a file"])
+def test_an_unwritable_results_dir_is_refused_with_its_path_and_cause(pytester, tmp_path, make):
+    (tmp_path / "afile").write_text("x")
+    results = tmp_path / "afile" / "results" if make == "under a file" else tmp_path / "afile"
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", f"--results-dir={results}", "--suite", str(LOCAL_WEB),
+                                           "--runner", "nop", "-k", "shop-price")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR and "INTERNALERROR" not in result.stdout.str()
+    assert f"--results-dir {results}: cannot create the experiment's folder there" in result.stderr.str()
+    assert (tmp_path / "afile").read_text() == "x"  # nothing lost

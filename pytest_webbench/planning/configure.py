@@ -70,6 +70,10 @@ def configure_run(config: pytest.Config) -> tuple[WebbenchState, RunController |
             experiment_dir = claim_experiment_dir(options.results_dir, options.experiment_id)
         except ExperimentExists as exc:
             raise pytest.UsageError(str(exc)) from None
+        except OSError as exc:  # a results dir under a file, read-only, immutable, or out of space
+            raise pytest.UsageError(
+                f"--results-dir {options.results_dir}: cannot create the experiment's folder there "
+                f"({exc.filename or options.results_dir}: {exc.strerror or exc}); choose a writable --results-dir=DIR") from None
         lock = _hold(experiment_dir)
     st = WebbenchState(options, suite, experiment_dir)
     st.skip, st.planned = skip, planned
