@@ -63,6 +63,12 @@ def test_a_missing_reference_solution_is_refused_when_the_reference_runner_needs
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "wiki-population/solution/reference.py: missing" in result.stderr.str()
     assert _run(pytester, "--suite", str(suite), "--runner", "nop", "--collect-only").ret == pytest.ExitCode.OK
+    # with -k, the selected trials are what is checked: the task without a solution selected is refused...
+    selected = _run(pytester, "--suite", str(suite), "--runner", "reference", "-k", "wiki-population and control")
+    assert selected.ret == pytest.ExitCode.USAGE_ERROR
+    assert "wiki-population/solution/reference.py: missing" in selected.stdout.str() + selected.stderr.str()
+    # ...and a selection without it runs
+    assert _run(pytester, "--suite", str(suite), "--runner", "reference", "-k", "shop-price and control").ret == pytest.ExitCode.OK
 
 
 def test_a_model_the_runner_does_not_use_is_refused(pytester):

@@ -40,7 +40,7 @@ def configure_run(config: pytest.Config) -> tuple[WebbenchState, RunController |
     _check_seal(options, config)
     _check_agent_network(options, suite)
     _check_request_grading(options, suite)
-    _check_solutions(options, suite)
+    _check_solutions(options, suite, config)
     if not worker:
         _check_proxy_ports(options, config)
     _check_gateway(options)
@@ -151,15 +151,23 @@ def _check_proxy_ports(options, config) -> None:
                     f"{f' (worker {offset})' if workers else ''} {why}; choose another, or port 0 for a free one") from None
 
 
-def _check_solutions(options, suite) -> None:
+def missing_solution(options, tasks) -> str | None:
     """The reference runner replays each task's solution: a task without one is refused at planning,
-    not errored in every trial."""
+    not errored in every trial. The message, or None."""
     if options.runner != "reference":
-        return
-    for task in suite.tasks:
+        return None
+    for task in tasks:
         if not (task.path / "solution" / "reference.py").is_file():
-            raise pytest.UsageError(f"--runner reference: {task.path / 'solution' / 'reference.py'}: missing; the reference "
-                                    "runner replays each task's solution (write one, or choose another runner)")
+            return (f"--runner reference: {task.path / 'solution' / 'reference.py'}: missing; the reference runner replays "
+                    "each task's solution (write one, deselect the task, or choose another runner)")
+    return None
+
+
+def _check_solutions(options, suite, config) -> None:
+    """Checked here for the whole suite when nothing is deselected (-n included); with -k, on the
+    selected trials once they are collected (controller.py)."""
+    if not config.option.keyword and (problem := missing_solution(options, suite.tasks)):
+        raise pytest.UsageError(problem)
 
 
 def _check_request_grading(options, suite) -> None:

@@ -22,7 +22,13 @@ class RunController:
 
     # -- planning ------------------------------------------------------------------------
     def pytest_collection_finish(self, session: pytest.Session) -> None:
+        from .configure import missing_solution
         from .state import item_key
+
+        selected = {self.st.specs[k.trial_id].task.name: self.st.specs[k.trial_id].task
+                    for item in session.items if (k := item_key(item)) and k.trial_id in self.st.specs}
+        if problem := missing_solution(self.st.options, selected.values()):
+            pytest.exit(problem, returncode=pytest.ExitCode.USAGE_ERROR)
 
         if not self.resuming and not self.distributed:  # resuming: the manifest holds the original plan
             self._write_manifest([k for item in session.items if (k := item_key(item))])
