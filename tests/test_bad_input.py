@@ -164,3 +164,23 @@ def test_an_unwritable_results_dir_is_refused_with_its_path_and_cause(pytester, 
     assert result.ret == pytest.ExitCode.USAGE_ERROR and "INTERNALERROR" not in result.stdout.str()
     assert f"--results-dir {results}: cannot create the experiment's folder there" in result.stderr.str()
     assert (tmp_path / "afile").read_text() == "x"  # nothing lost
+
+
+@pytest.mark.parametrize("docker", ["not installed", "no daemon"])
+def test_a_sandbox_whose_needs_are_missing_is_refused_before_any_trial(pytester, tmp_path, monkeypatch, docker):
+    """Harbor's own preflight says it once, up front (each trial failed inside before); planning
+    alone does not need Docker. The machine's PATH is replaced: no Docker, or one whose daemon is down."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    if docker == "no daemon":
+        fake = bin_dir / "docker"
+        fake.write_text("#!/bin/sh\necho 'Cannot connect to the Docker daemon' >&2\nexit 1\n")
+        fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    args = ("--suite", str(LOCAL_WEB), "--runner", "nop", "--environment", "docker", "--proxy-url",
+            "http://172.17.0.1:{port}", "-k", "shop-price")
+    result = _run(pytester, *args)
+    said = {"not installed": "Docker is not installed", "no daemon": "Docker daemon is not running"}[docker]
+    assert result.ret == pytest.ExitCode.USAGE_ERROR and f"--environment docker: {said}" in result.stderr.str()
+    assert not (pytester.path / "results").exists()
+    assert _run(pytester, *args, "--collect-only").ret == pytest.ExitCode.OK

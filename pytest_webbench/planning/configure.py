@@ -41,6 +41,8 @@ def configure_run(config: pytest.Config) -> tuple[WebbenchState, RunController |
     _check_agent_network(options, suite)
     _check_request_grading(options, suite)
     _check_solutions(options, suite, config)
+    if options.environment != "host" and not worker and not config.option.collectonly:
+        _preflight_environment(options.environment)
     if not worker:
         _check_proxy_ports(options, config)
     _check_gateway(options)
@@ -117,6 +119,20 @@ def _check_seal(options, config: pytest.Config) -> None:
             "failed: root or unprivileged user namespaces are needed), so the agent could read the suite's answers "
             "and the results and reach the site around its browser tools; run as root, or pass --allow-unsealed to "
             "run unsealed (the report will say so)")
+
+
+def _preflight_environment(environment: str) -> None:
+    """What a Harbor environment needs (Docker installed and its daemon up; a cloud's credentials),
+    by Harbor's own preflight, before the first trial rather than inside each. Planning alone
+    (--collect-only) does not need it."""
+    from harbor.environments.factory import EnvironmentFactory
+    from harbor.models.environment_type import EnvironmentType
+
+    environment_class = EnvironmentFactory.get_environment_class(EnvironmentType(environment))
+    try:
+        environment_class.preflight({})
+    except (SystemExit, ValueError) as exc:
+        raise pytest.UsageError(f"--environment {environment}: {exc}") from None
 
 
 def _hold(experiment_dir: Path) -> int:
