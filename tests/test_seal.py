@@ -159,3 +159,40 @@ def test_harbor_s_network_policy_for_the_agent_phase_is_what_the_seal_lets_throu
         return seen
 
     assert asyncio.run(scenario()) == {"public": "rc=0", "no-network": "rc=7", "the harness": "rc=0"}
+
+
+def test_a_seal_dies_with_the_process_that_started_it(tmp_path):
+    """A harness process killed with SIGKILL (a worker the OOM killer takes, the fault tests' crashed
+    worker) cannot close its seals: the kernel kills them with it, so no sealed Chromium or agent
+    outlives its run."""
+    import signal
+    import sys
+    import time
+
+    starter = subprocess.Popen([sys.executable, "-c", (
+        "import asyncio, os, sys; from pathlib import Path\n"
+        "from pytest_webbench.environments.seal import Seal, start_sealed\n"
+        "async def main():\n"
+        f"    seal = Seal(workdir='/tmp', ports=[], rw=[({str(tmp_path)!r}, '/tmp')])\n"
+        f"    proc, exits = await start_sealed(seal, 'sleep 600', {{'PATH': '/usr/bin:/bin'}}, Path({str(tmp_path)!r}))\n"
+        "    print(proc.pid, flush=True)\n"
+        "    await asyncio.sleep(600)\n"
+        "asyncio.run(main())\n")], stdout=subprocess.PIPE, text=True)
+    sealed = int(starter.stdout.readline())
+    assert _alive(sealed)
+    starter.send_signal(signal.SIGKILL)
+    starter.wait()
+    deadline = time.monotonic() + 10
+    while _alive(sealed) and time.monotonic() < deadline:
+        time.sleep(0.05)  # polling, bounded, for the kernel's kill: no race is waited out
+    alive = _alive(sealed)
+    if alive:
+        os.kill(sealed, signal.SIGKILL)
+    assert not alive, "the seal outlived the process that started it"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False

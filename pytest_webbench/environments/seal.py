@@ -15,6 +15,7 @@ import contextlib
 import functools
 import marshal
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -55,6 +56,13 @@ def unshare_command() -> str:
     return os.environ.get("WEBBENCH_UNSHARE", "unshare")
 
 
+def die_with_parent() -> list[str]:
+    """A seal outlives a SIGKILLed harness process otherwise (unshare's --kill-child covers only its
+    own death): `setpriv --pdeathsig KILL` (util-linux, beside unshare) has the kernel kill it when
+    the thread that started it goes."""
+    return ["setpriv", "--pdeathsig", "KILL"] if shutil.which("setpriv") else []
+
+
 @dataclass
 class Seal:
     """One trial's walls: `rw` and `ro` are (host path, path inside) pairs; `ports` are host
@@ -68,8 +76,8 @@ class Seal:
     def argv(self, command: str) -> list[str]:
         # Not root: a user namespace gives PID 1 the rights it needs over its own namespaces.
         userns = ["--user", "--map-root-user"] if os.geteuid() != 0 else []
-        return [unshare_command(), *userns, *NAMESPACES, sys.executable, "-I", "-S", "-c", INIT_LOADER, INIT_DIR,
-                "--init", "--", "bash", "-c", command]
+        return [*die_with_parent(), unshare_command(), *userns, *NAMESPACES, sys.executable, "-I", "-S", "-c", INIT_LOADER,
+                INIT_DIR, "--init", "--", "bash", "-c", command]
 
     def config(self, ctl_fd: int) -> str:
         return marshal.dumps({"workdir": self.workdir, "ports": list(self.ports), "rw": [list(p) for p in self.rw],
