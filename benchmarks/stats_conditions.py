@@ -37,7 +37,7 @@ from scipy.special import betaincinv, ndtr
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pytest_webbench.planning.stopping import PairOutcome, TaskPairs, decision_on, rule_for  # noqa: E402
+from pytest_webbench.planning.stopping import decision_on, prefix_pairs, rule_for  # noqa: E402
 from pytest_webbench.stats import (  # noqa: E402
     clopper_pearson, cmh_test, fisher_exact_p, holm, mcnemar_exact, newcombe_difference, sign_test, task_mean_interval, task_mean_rate,
 )
@@ -67,6 +67,10 @@ def population_effect(population: str) -> float:
     return float(np.minimum(1.0, pc + delta).mean() - pc.mean())
 
 
+def _record(passed, seconds: float) -> dict:
+    return {"outcome": "passed" if passed else "failed", "timings": {"agent_sec": seconds}}
+
+
 def pair(rng, pc: float, pt: float) -> tuple[dict, dict, dict]:
     """(control, treatment, playwright) records as the stopping rule and the report read them."""
     z1 = rng.standard_normal()
@@ -74,52 +78,45 @@ def pair(rng, pc: float, pt: float) -> tuple[dict, dict, dict]:
     c, t, p = ndtr(z1) < pc, ndtr(z2) < pt, rng.random() < pc  # playwright: control's rate, unpaired
 
     def record(passed: bool, arm: str) -> dict:
-        sec = 60.0 * math.exp(0.3 * rng.standard_normal()) if passed else (15.0 if arm == "treatment" else 300.0)
-        return {"outcome": "passed" if passed else "failed", "timings": {"agent_sec": sec}}
+        return _record(passed, 60.0 * math.exp(0.3 * rng.standard_normal()) if passed else (15.0 if arm == "treatment" else 300.0))
 
     return record(c, "control"), record(t, "treatment"), record(p, "playwright")
 
 
-def run_task(rng, pc: float, pt: float, pairs: int, mode: str) -> list[tuple[dict, dict, dict]]:
-    """The pairs a task contributes: all `pairs` of them, or those a sequential run had seen when it
-    decided (the prefix it decided on, pairs in flight then included as a run records them)."""
-    if mode in ("equal", "unequal"):
-        return [pair(rng, pc, pt) for _ in range(pairs)]
-    rule = rule_for(CAP)
-    workers = 1 if mode == "sequential" else 8
+def run_until_decided(rule, cap: int, workers: int, draw) -> tuple[object, dict[int, tuple]]:
+    """One task's pairs on `workers` workers, in attempt order, each pair's trials back to back, until
+    planning/stopping.py decides it on the prefix of attempts that have ended (pairs in flight then
+    still end and are recorded). `draw()` gives a pair as (control record, treatment record, ...).
+    Returns the decision (or None at the cap) and every recorded pair by attempt."""
     ended: dict[int, tuple] = {}
     running: list = []
     next_attempt, decision = 1, None
 
     def start(at: float) -> None:
         nonlocal next_attempt
-        p = pair(rng, pc, pt)
+        p = draw()
         heapq.heappush(running, (at + p[0]["timings"]["agent_sec"] + p[1]["timings"]["agent_sec"], next_attempt, p))
         next_attempt += 1
 
-    for _ in range(min(workers, CAP)):
+    for _ in range(min(workers, cap)):
         start(0.0)
     while running:
         now, attempt, p = heapq.heappop(running)
         ended[attempt] = p
         if decision is None:
-            decision = decision_on(rule, "t", _prefix(ended))
-            if decision is None and next_attempt <= CAP:
+            decision = decision_on(rule, "t", prefix_pairs({a: (q[0], q[1]) for a, q in ended.items()}, cap))
+            if decision is None and next_attempt <= cap:
                 start(now)
+    return decision, ended
+
+
+def run_task(rng, pc: float, pt: float, pairs: int, mode: str) -> list[tuple[dict, dict, dict]]:
+    """The pairs a task contributes: all `pairs` of them, or those a sequential run had recorded when
+    it decided (the prefix it decided on, and the pairs in flight then)."""
+    if mode in ("equal", "unequal"):
+        return [pair(rng, pc, pt) for _ in range(pairs)]
+    _, ended = run_until_decided(rule_for(CAP), CAP, 1 if mode == "sequential" else 8, lambda: pair(rng, pc, pt))
     return [ended[a] for a in sorted(ended)]  # every recorded pair, as the report reads a run
-
-
-def _prefix(ended: dict) -> TaskPairs:
-    out = TaskPairs()
-    for attempt in range(1, CAP + 1):
-        if attempt not in ended:
-            break
-        c, t, _ = ended[attempt]
-        out.attempts.append(attempt)
-        out.pairs.append(PairOutcome(c["outcome"] == "passed", t["outcome"] == "passed",
-                                     c["timings"]["agent_sec"], t["timings"]["agent_sec"]))
-        out.last_attempt = attempt
-    return out
 
 
 def pair_counts(mode: str, tasks: int, rng) -> list[int]:
@@ -236,35 +233,16 @@ MIX = {  # name: (control rate, treatment rate, treatment's speed-up as a log ra
 
 
 def sequential_task(rng, pc, pt, speedup, cap, workers) -> tuple[object, int]:
-    rule = rule_for(cap)
-    ended, running, next_attempt, decision = {}, [], 1, None
-
-    def start(at):
-        nonlocal next_attempt
+    def draw() -> tuple[dict, dict]:
         z1 = rng.standard_normal()
         z2 = RHO * z1 + math.sqrt(1 - RHO * RHO) * rng.standard_normal()
         c, t = ndtr(z1) < pc, ndtr(z2) < pt
         base = 60.0 * math.exp(0.3 * rng.standard_normal())
         cs = base * math.exp(0.2 * rng.standard_normal()) if c else 300.0
         ts = base * math.exp(0.2 * rng.standard_normal() - speedup) if t else 15.0
-        heapq.heappush(running, (at + cs + ts, next_attempt, PairOutcome(bool(c), bool(t), cs, ts)))
-        next_attempt += 1
+        return _record(c, cs), _record(t, ts)
 
-    for _ in range(min(workers, cap)):
-        start(0.0)
-    while running:
-        now, attempt, p = heapq.heappop(running)
-        ended[attempt] = p
-        if decision is None:
-            seen = TaskPairs()
-            for a in range(1, cap + 1):
-                if a not in ended:
-                    break
-                seen.attempts.append(a)
-                seen.pairs.append(ended[a])
-            decision = decision_on(rule, "t", seen)
-            if decision is None and next_attempt <= cap:
-                start(now)
+    decision, ended = run_until_decided(rule_for(cap), cap, workers, draw)
     return decision, len(ended)
 
 
