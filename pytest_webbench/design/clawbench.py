@@ -13,12 +13,12 @@ it is counted apart as ungradable, never planned by default.
 from __future__ import annotations
 
 import json
-import re
 from importlib import metadata, resources
 from pathlib import Path
-from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from .suite import RequestCheck
 
 PACKAGE = "clawbench-eval"
 PINNED_VERSION = "0.11.0"
@@ -31,23 +31,9 @@ class ClawBenchError(Exception):
     """A case or the installed package that cannot be used, naming the file and the field."""
 
 
-class EvalSchema(BaseModel):
-    """The request that completes the task, as ClawBench's interceptor matches it."""
-
-    model_config = ConfigDict(extra="forbid")
-    url_pattern: str  # a regex searched in the request's URL
-    method: Literal["GET", "POST", "PUT", "PATCH", "DELETE"]
-    body: dict[str, Any] | None = None  # fields that must match exactly in the request's body
-    params: dict[str, Any] | None = None  # fields that must match exactly in its query string
-
-    @field_validator("url_pattern")
-    @classmethod
-    def _compiles(cls, value: str) -> str:
-        try:
-            re.compile(value)
-        except re.error as exc:
-            raise ValueError(f"not a regular expression: {exc}") from None
-        return value
+class EvalSchema(RequestCheck):
+    """The request that completes the task, as ClawBench's interceptor matches it: the same check
+    as a `request`-graded task's (url_pattern, method, body, params), which it becomes."""
 
     @property
     def gradable(self) -> bool:
