@@ -96,6 +96,24 @@ def test_the_agent_s_code_cannot_lift_the_interceptor(shop):
     assert len(loop.run(backend.intercepted_requests("two"))["intercepted"]) == 2 and received == []
 
 
+@pytest.mark.chromium
+@pytest.mark.seal
+def test_a_submission_sent_by_a_beacon_or_from_a_worker_is_blocked_too(shop):
+    loop, backend, site, received = shop
+    _session(shop, "three")
+    beacon = _agent(shop, "three", "return await page.evaluate(() => navigator.sendBeacon('/order?ref=7', "
+                                   "new URLSearchParams({item: 'BEACON', qty: '1'})));")
+    assert beacon["success"], beacon
+    worker_js = (f"fetch('{site}/order?ref=7', {{method: 'POST', body: new URLSearchParams({{item: 'WORKER', qty: '1'}})}})"
+                 ".then((r) => postMessage('status ' + r.status), (e) => postMessage('failed ' + e))")
+    worker = _agent(shop, "three", "return await page.evaluate((src) => new Promise((done) => { const w = new Worker("
+                                   "URL.createObjectURL(new Blob([src], {type: 'text/javascript'}))); w.onmessage = (e) => done(e.data); }), "
+                                   f"{worker_js!r});")
+    assert worker["success"] and worker["result"].startswith("failed"), worker
+    kept = [r["body"]["item"] for r in loop.run(backend.intercepted_requests("three"))["intercepted"]]
+    assert kept == ["BEACON", "WORKER"] and received == []
+
+
 def _meta(**expect) -> WebbenchMeta:
     return WebbenchMeta(site="shop", grading="request", answer={}, turn_cap=10, spend_limit_usd=1.0, tool_batch="shop",
                         request=RequestCheck(url_pattern="/checkout", method="POST", expect=expect))

@@ -56,6 +56,7 @@ def unshare_command() -> str:
     return os.environ.get("WEBBENCH_UNSHARE", "unshare")
 
 
+@functools.cache
 def die_with_parent() -> list[str]:
     """A seal outlives a SIGKILLed harness process otherwise (unshare's --kill-child covers only its
     own death): `setpriv --pdeathsig KILL` (util-linux, beside unshare) has the kernel kill it when

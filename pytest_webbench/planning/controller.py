@@ -25,10 +25,11 @@ class RunController:
         from .configure import missing_solution
         from .state import item_key
 
-        selected = {self.st.specs[k.trial_id].task.name: self.st.specs[k.trial_id].task
-                    for item in session.items if (k := item_key(item)) and k.trial_id in self.st.specs}
-        if problem := missing_solution(self.st.options, selected.values()):
-            pytest.exit(problem, returncode=pytest.ExitCode.USAGE_ERROR)
+        if self.st.options.runner == "reference" and session.config.option.keyword:  # else checked at planning
+            selected = {spec.task.name: spec.task for item in session.items
+                        if (k := item_key(item)) and (spec := self.st.specs.get(k.trial_id))}
+            if problem := missing_solution(self.st.options, selected.values()):
+                pytest.exit(problem, returncode=pytest.ExitCode.USAGE_ERROR)
 
         if not self.resuming and not self.distributed:  # resuming: the manifest holds the original plan
             self._write_manifest([k for item in session.items if (k := item_key(item))])
