@@ -112,7 +112,7 @@ def main() -> None:
     sys.path.insert(0, str(ROOT))
     from playwright.sync_api import sync_playwright
 
-    from pytest_webbench.browsers.local import chromium_path
+    from pytest_webbench.browsers.pod import chromium_path
     from pytest_webbench.trial.services import RunServices
     from pytest_webbench.design.suite import load_suite
 

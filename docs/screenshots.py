@@ -29,7 +29,7 @@ def shoot(run: Path) -> list[Path]:
     from playwright.sync_api import sync_playwright
 
     sys.path.insert(0, str(ROOT))
-    from pytest_webbench.browsers.local import chromium_path
+    from pytest_webbench.browsers.pod import chromium_path
 
     pair = sorted((run / "pages").glob("pair-shop-price-*.html"))[0]
     OUT.mkdir(parents=True, exist_ok=True)

@@ -265,3 +265,75 @@ def test_a_failed_delete_is_retried_then_swept_and_one_that_cannot_be_deleted_is
     assert left["name"] == "sweep-hn-item-1-a1-treatment" and "HTTP 500" in left["error"]
     result.stdout.fnmatch_lines(["*NOT DELETED (may still be billed): Kernel browser sweep-hn-item-1-a1-treatment*"])
     assert "could not be deleted" in (pytester.path / "results" / "sweep" / "report.md").read_text()
+
+
+@pytest.mark.chromium
+def test_a_write_task_s_submission_is_blocked_on_kernel_s_browser_over_the_harness_s_own_cdp_connection(tmp_path):
+    """Kernel's browser is reached over CDP (its `cdp_ws_url`): here a real Chromium stands in for it.
+    The harness attaches its own connection and routes the task's submission there; the agent, on a
+    connection of its own as Kernel's server would run its code, fills in the form, first removing
+    every route it can see. Its submission is blocked and kept, and the site never receives it."""
+    import asyncio
+    import re
+    import subprocess
+    import threading
+
+    from playwright.async_api import async_playwright
+    from starlette.applications import Starlette
+    from starlette.responses import HTMLResponse
+    from starlette.routing import Route
+
+    from pytest_webbench.browsers.pod import chromium_path, chromium_switches
+
+    received = []
+
+    async def form(request):
+        if request.method == "POST":
+            received.append(dict(await request.form()))
+            return HTMLResponse("<title>done</title>ordered")
+        return HTMLResponse("<form method=post action=/order><input name=item value=mug>"
+                            "<input name=qty><button id=go>Order</button></form>")
+
+    chromium = subprocess.Popen(
+        [chromium_path(), "--headless=new", "--remote-debugging-port=0", f"--user-data-dir={tmp_path / 'profile'}",
+         *chromium_switches(), "about:blank"], stderr=subprocess.PIPE, text=True)
+    loop = ServiceLoop()
+    try:
+        for line in chromium.stderr:  # Chromium says where its CDP endpoint is, and then keeps logging
+            if found := re.search(r"DevTools listening on (ws://\S+)", line):
+                cdp = found.group(1)
+                break
+        threading.Thread(target=chromium.stderr.read, daemon=True).start()  # never let its log fill the pipe
+        standin = KernelApiStandin(KEY, cdp_ws_url=cdp)
+        api = loop.serve(standin.app, "kernel api stand-in")
+        site = loop.serve(Starlette(routes=[Route("/order", form, methods=["GET", "POST"])]), "site")
+        kb = backend(api)
+
+        async def go():
+            await kb.create_session("exp1-write-a1-control")
+            await kb.intercept_requests("exp1-write-a1-control", {"url_pattern": r"/order$", "method": "POST",
+                                                                  "body": None, "params": None})
+            async with async_playwright() as p:  # the agent's own connection
+                browser = await p.chromium.connect_over_cdp(cdp)
+                context = browser.contexts[0]
+                await context.unroute_all()
+                page = context.pages[0] if context.pages else await context.new_page()
+                await page.goto(site + "/order")
+                await page.fill("input[name=qty]", "2")
+                failed = page.wait_for_event("requestfailed", lambda r: r.method == "POST")
+                await page.click("#go", no_wait_after=True)
+                await asyncio.wait_for(failed, 30)
+                await browser.close()  # the agent is done
+            seen = await kb.intercepted_requests("exp1-write-a1-control")
+            await kb.delete_session("exp1-write-a1-control")
+            await kb.close()
+            return seen
+
+        seen = loop.run(go(), timeout=120)
+    finally:
+        loop.close()
+        chromium.kill()
+        chromium.wait()
+    assert [(s["method"], s["body"]) for s in seen["intercepted"]] == [("POST", {"item": "mug", "qty": "2"})]
+    assert any(r["url"] == site + "/order" and r["method"] == "GET" for r in seen["requests"])
+    assert received == []  # nothing of the submission reached the site

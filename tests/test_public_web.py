@@ -15,7 +15,7 @@ LOCAL_WEB_DIR = PUBLIC_WEB.parent / "local-web"
 
 def evaluate_batch(path: Path) -> list[dict]:
     """Evaluates a batch as Kernel does (a JS expression) and describes each tool's shape."""
-    from pytest_webbench.browsers.local import playwright_driver
+    from pytest_webbench.browsers.pod import playwright_driver
 
     script = ("const tools = eval(require('fs').readFileSync(process.argv[1], 'utf8'));"
               "console.log(JSON.stringify(tools.map((t) => ({kind: t.kind, name: t.tool.name, description: t.tool.description,"

@@ -2,7 +2,10 @@
 
 Agents reach a Kernel browser through Kernel's hosted MCP server (the proxy's upstream); the
 harness itself only opens and deletes browsers, registers the treatment's tool batch, reads the
-page for grading and takes the final screenshot, which is what this backend does. Browsers are
+page for grading and takes the final screenshot, which is what this backend does. For a write task
+it also attaches its own CDP connection to the browser (Kernel's `cdp_ws_url`, through the same
+Node driver the local backend uses), where it blocks and keeps the task's submission: a connection
+the agent's code, run by Kernel's server, never holds. Browsers are
 created stealth, one per trial, and named with the trial's session id, so every Kernel call and
 every agent call can use the name ("Browser session ID or name").
 
@@ -48,6 +51,9 @@ class KernelBackend:
         self._no_retry = self._client.with_options(max_retries=0)
         self.headless = headless
         self.session_ids: dict[str, str] = {}  # our name -> Kernel's session id
+        self.cdp_urls: dict[str, str] = {}  # our name -> the browser's CDP endpoint, for the harness's own connection
+        self._driver = None  # the Node driver, started for the first write task only
+        self._attached: set[str] = set()
         self.traces: dict[str, dict[str, Any]] = {}  # our name -> live view URL, replay id and view URL
 
     async def _call(self, what: str, coro) -> Any:
@@ -74,6 +80,8 @@ class KernelBackend:
         created = await self._call("browser create", self._client.browsers.create(
             name=session_id, stealth=True, headless=self.headless))
         self.session_ids[session_id] = created.session_id
+        if getattr(created, "cdp_ws_url", None):
+            self.cdp_urls[session_id] = created.cdp_ws_url
         self.traces[session_id] = {"live_view_url": getattr(created, "browser_live_view_url", None)}
         if trace:  # Kernel's replay (a video of the session) is its trace; a failed start costs the trial nothing
             try:
@@ -97,6 +105,13 @@ class KernelBackend:
     async def delete_session(self, session_id: str) -> None:
         """Deletes the browser (a billed one keeps running otherwise): the SDK retries transient
         failures, and this tries once more after them; one already gone counts as deleted."""
+        if session_id in self._attached:  # the harness's own connection goes first
+            self._attached.discard(session_id)
+            try:
+                await self._driver.call("close", session=session_id, timeout=30)
+            except BackendError:
+                pass  # the browser is deleted next either way
+        self.cdp_urls.pop(session_id, None)
         for attempt in (1, 2):
             try:
                 await self._call("browser delete", self._client.browsers.delete_by_id(session_id))
@@ -178,12 +193,23 @@ class KernelBackend:
         return None  # Kernel's browser reaches the web from Kernel's network: nothing here sees it
 
     async def intercept_requests(self, session_id: str, check: dict) -> None:
-        # Kernel's browsers would need CDP's Fetch domain on the harness's own connection to Kernel's
-        # browser; not built, so a request-graded task is refused on Kernel before any trial.
-        raise BackendError("request grading is not built for Kernel's browsers", code="unsupported")
+        """Attaches the harness's own CDP connection to the browser and routes every request of its
+        context there: the first matching the task's check is blocked and kept (driver.js)."""
+        from .node_driver import NodeDriver
+
+        url = self.cdp_urls.get(session_id)
+        if not url:
+            raise BackendError(f"Kernel gave no CDP endpoint for browser {session_id}: its submission cannot be "
+                               "intercepted", code="unsupported")
+        self._driver = self._driver or NodeDriver()
+        await self._driver.call("open", session=session_id, cdp_url=url, trace=False, timeout=60)
+        self._attached.add(session_id)
+        await self._driver.call("intercept", session=session_id, **check)
 
     async def intercepted_requests(self, session_id: str) -> dict:
-        raise BackendError("request grading is not built for Kernel's browsers", code="unsupported")
+        if session_id not in self._attached:
+            raise BackendError(f"browser {session_id}: no interceptor was attached", code="unsupported")
+        return await self._driver.call("intercepted", session=session_id)
 
     async def read_page(self, session_id: str, url: str, script: str) -> Any:
         return (await self.check_page(session_id, url, script))["value"]
@@ -215,6 +241,8 @@ class KernelBackend:
         raise BackendError("the browser REPL goes through Kernel's hosted MCP server, not the harness", code="unsupported")
 
     async def close(self) -> None:
+        if self._driver is not None:
+            await self._driver.close()
         await self._client.close()
 
 

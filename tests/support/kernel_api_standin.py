@@ -29,8 +29,9 @@ class Browser:
 
 
 class KernelApiStandin:
-    def __init__(self, api_key: str, page_values: dict | None = None):
+    def __init__(self, api_key: str, page_values: dict | None = None, cdp_ws_url: str | None = None):
         self.api_key = api_key
+        self.cdp_ws_url = cdp_ws_url  # a real browser's CDP endpoint, given for every browser (None: a dummy URL)
         self.page_values = page_values or {}  # what a page check reads
         self.browsers: dict[str, Browser] = {}
         self.ended: dict[str, Browser] = {}  # ended by Kernel, not by the client: retrievable with include_deleted
@@ -101,7 +102,7 @@ class KernelApiStandin:
         self.browsers[session_id] = browser
         return JSONResponse({
             "session_id": session_id, "name": browser.name, "stealth": bool(body.get("stealth")),
-            "headless": bool(body.get("headless")), "cdp_ws_url": f"wss://standin/{session_id}/cdp",
+            "headless": bool(body.get("headless")), "cdp_ws_url": self.cdp_ws_url or f"wss://standin/{session_id}/cdp",
             "webdriver_ws_url": f"wss://standin/{session_id}/wd", "created_at": "2026-12-02T00:00:00Z",
             "timeout_seconds": 60, "region": "us-east", "memory": {"size_mb": 4096},
             "browser_live_view_url": f"https://live.standin/{session_id}",
