@@ -89,10 +89,13 @@ class FaultAgent(ReferenceAgent):
             return
         if self.fault == "interrupt":
             marker = self.armed.name  # the test looks for this process afterwards: it must be gone
-            running = asyncio.ensure_future(environment.exec(f"exec -a {marker} sleep 3600"))
-            # until the command itself runs (argv[0] is the marker), not merely the sandbox that starts it
-            while not any(cmdline(p)[:1] == [marker] for p in descendants(os.getpid())):
-                await asyncio.sleep(0)
+            # The command says it has started through a FIFO in its working folder: the Ctrl-C fires on
+            # that event, however loaded the machine (scanning /proc for it once missed it for 600 s).
+            started = environment.host_path("/app") / f"{marker}.started"
+            os.mkfifo(started)
+            running = asyncio.ensure_future(environment.exec(f"echo go > {marker}.started; exec -a {marker} sleep 3600"))
+            said = await asyncio.get_running_loop().run_in_executor(None, started.read_text)  # blocks until written
+            assert said.strip() == "go", said
             os.kill(os.getpid(), signal.SIGINT)
             await running
             return
