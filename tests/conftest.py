@@ -17,12 +17,21 @@ import uvicorn.protocols.websockets.websockets_sansio_impl  # noqa: E402,F401
 HAVE_CHROMIUM = shutil.which("chromium") is not None or os.path.exists("/usr/bin/chromium")
 
 
-def _missing_clis() -> str | None:
+def _cli_problems() -> dict[str, str]:
+    """Each runner whose pinned CLI is not installed, and why."""
     from pytest_webbench.runners import load_presets
     from pytest_webbench.runners.install import cli_problem
 
-    problems = [p for spec in load_presets().values() if spec.cli and (p := cli_problem(spec.cli))]
-    return problems[0] if problems else None
+    return {name: p for name, spec in load_presets().items() if spec.cli and (p := cli_problem(spec.cli))}
+
+
+def _clis_of(item) -> set[str] | None:
+    """The runners an agent_cli test drives: its `runner` parameter, or its `cli(...)` marker."""
+    runner = getattr(getattr(item, "callspec", None), "params", {}).get("runner")
+    if runner:
+        return {runner}
+    marks = [m.args[0] for m in item.iter_markers("cli")]
+    return set(marks) or None
 
 
 def pytest_collection_modifyitems(config, items):
@@ -38,9 +47,13 @@ def pytest_collection_modifyitems(config, items):
 
         if not can_seal():
             reasons["seal"] = "this machine cannot make network, mount and PID namespaces (root is needed)"
-    if any("agent_cli" in item.keywords for item in items) and (missing := _missing_clis()):
-        reasons["agent_cli"] = missing
+    cli_problems = _cli_problems() if any("agent_cli" in item.keywords for item in items) else {}
     for item in items:
         for marker, reason in reasons.items():
             if marker in item.keywords:
                 item.add_marker(pytest.mark.skip(reason=reason))
+        if "agent_cli" in item.keywords and cli_problems:
+            # only what needs a missing CLI is skipped: a test naming none needs them all
+            needed = _clis_of(item) or set(cli_problems)
+            if missing := [cli_problems[c] for c in sorted(needed) if c in cli_problems]:
+                item.add_marker(pytest.mark.skip(reason=missing[0]))

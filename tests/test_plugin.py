@@ -2,12 +2,10 @@
 
 import json
 import shutil
-import threading
 from pathlib import Path
 
 import pytest
 
-from pytest_webbench.results.records import ExperimentExists, claim_experiment_dir
 
 LOCAL_WEB = Path(__file__).resolve().parents[1] / "suites" / "local-web"
 TASKS = sorted(p.name for p in (LOCAL_WEB / "tasks").iterdir() if p.is_dir())
@@ -98,23 +96,21 @@ def test_reusing_an_experiment_id_is_refused(pytester):
     assert (pytester.path / "results" / "same" / "marker").read_text() == "kept"
 
 
-def test_experiment_claim_race_has_exactly_one_winner(tmp_path):
-    outcomes, barrier = [], threading.Barrier(8)
+def test_runs_started_together_with_one_id_have_exactly_one_winner(pytester):
+    """Four pytest processes plan the same experiment at once: one claims it, the others are told
+    it exists, and the winner's plan is the one on disk."""
+    import subprocess
+    import sys
 
-    def claim():
-        barrier.wait()
-        try:
-            claim_experiment_dir(tmp_path, "race")
-            outcomes.append("won")
-        except ExperimentExists:
-            outcomes.append("refused")
-
-    threads = [threading.Thread(target=claim) for _ in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert sorted(outcomes) == ["refused"] * 7 + ["won"]
+    results = pytester.path / "results"
+    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", f"--results-dir={results}", "--suite",
+               str(LOCAL_WEB), "--experiment-id", "race", "--collect-only", "-q"]
+    runs = [subprocess.Popen(command, cwd=pytester.path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            for _ in range(4)]
+    outcomes = [(run.wait(timeout=120), run.stderr.read()) for run in runs]
+    assert sorted(code for code, _ in outcomes) == [0, 4, 4, 4]
+    assert all("experiment 'race' already exists" in err for code, err in outcomes if code == 4)
+    assert json.loads((results / "race" / "manifest.json").read_text())["experiment_id"] == "race"
 
 
 @pytest.mark.parametrize("edit, file, field", [
