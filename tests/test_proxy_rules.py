@@ -112,7 +112,12 @@ def test_call_cap(tmp_path):
     (b'{"jsonrpc": "1.0", "id": 3}', (3, -32600)),  # an id it can read is answered by it
     (b"\xff\xfe", (None, -32700)),
     (b'{"jsonrpc": "2.0", "method": "tools/call"}', None),  # a request sent as a notification: no id, no reply
-    (b'{"jsonrpc": "2.0", "id": 1.5, "method": "ping"}', None),  # an id MCP does not allow cannot be answered by
+    # an invalid request whose id cannot be read (or is not one MCP allows) is answered with a null id
+    (b'{"jsonrpc": "2.0", "id": 1.5, "method": "ping"}', (None, -32600)),
+    (b"42", (None, -32600)),
+    (b"null", (None, -32600)),
+    (b"{}", (None, -32600)),
+    (b'{"jsonrpc": "2.0", "id": {"a": 1}, "method": "ping"}', (None, -32600)),
 ])
 def test_garbage_is_refused_and_logged(line, reply, tmp_path):
     s, up = session("control", tmp_path)
@@ -311,7 +316,7 @@ def test_http_endpoint_refuses_oversized_bodies_by_id_and_keeps_serving(tmp_path
     path = routes.add("t1", s)
     with TestClient(routes.app) as client:
         big = b'{"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"arguments": {"code": "' + b"a" * MAX_BODY_BYTES + b'"}}}'
-        refused = client.post(path, content=big)
+        refused = client.post(path, content=big, headers={"content-type": "application/json"})
         assert refused.status_code == 413 and refused.json()["id"] == 5
         listed = client.post(path, json={"jsonrpc": "2.0", "id": 6, "method": "tools/list"})
         assert listed.status_code == 200 and listed.json()["id"] == 6

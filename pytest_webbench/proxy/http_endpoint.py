@@ -8,6 +8,13 @@ a single request that way) unless the browser server sent messages of its own wh
 (a ping, an elicitation, progress): then the reply is an SSE stream that carries them to the
 agent as they arrive and ends with the reply, as the stdio mode writes them in order. Notifications
 and the agent's answers to server requests get 202; there is no standalone GET stream.
+
+As the transport asks (and as the MCP SDK's own server answers): a POST that is not
+`application/json` is 400 (a web page can send `text/plain` across origins without asking), one
+whose Accept takes neither JSON and an event stream 406, an `MCP-Protocol-Version` no version of
+the protocol names 400, and a message JSON-RPC cannot read (unparseable, a batch, not a request)
+400 with its error reply, whose id is null. Host and Origin are checked by the listener
+(listener_guard.py).
 """
 
 from __future__ import annotations
@@ -54,6 +61,8 @@ class ProxyRoutes:
             return Response(status_code=405, headers={"allow": "POST, DELETE"})
         if request.method == "DELETE":
             return Response(status_code=200)
+        if refused := _transport_refusal(request):
+            return refused
         body = await _body_within(request, MAX_BODY_BYTES)
         if isinstance(body, Oversized):
             reply = session.refuse_oversized(body.size, body.head, MAX_BODY_BYTES)
@@ -85,7 +94,11 @@ async def _answer(session: ProxySession, body: bytes) -> Response:
     if first is _REPLY:
         await task  # raises what the relay raised (a proxy bug: a 500, as before)
         reply = queue.get_nowait()
-        return Response(status_code=202) if reply is None else JSONResponse(reply)
+        if reply is None:
+            return Response(status_code=202)
+        # an error with a null id: the message itself could not be read (JSON-RPC), a bad request
+        unreadable = isinstance(reply.get("error"), dict) and reply.get("id") is None
+        return JSONResponse(reply, status_code=400 if unreadable else 200)
 
     async def events() -> AsyncIterator[str]:
         item = first
@@ -97,6 +110,24 @@ async def _answer(session: ProxySession, body: bytes) -> Response:
             yield _sse(reply)
 
     return StreamingResponse(events(), media_type="text/event-stream", headers={"cache-control": "no-cache"})
+
+
+def _transport_refusal(request: Request) -> Response | None:
+    from mcp_types.version import SUPPORTED_PROTOCOL_VERSIONS
+
+    def refused(status: int, text: str) -> Response:
+        return JSONResponse({"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": text}}, status_code=status)
+
+    content_type = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    if content_type != "application/json":
+        return refused(400, f"Invalid Content-Type header {content_type or '(none)'!r}: POST one JSON-RPC message as application/json")
+    accept = request.headers.get("accept", "").lower()
+    if "*/*" not in accept and not ("application/json" in accept and "text/event-stream" in accept):
+        return refused(406, "Not Acceptable: the client must accept both application/json and text/event-stream")
+    version = request.headers.get("mcp-protocol-version")
+    if version is not None and version not in SUPPORTED_PROTOCOL_VERSIONS:
+        return refused(400, f"Unsupported MCP-Protocol-Version {version!r}: supported are {', '.join(SUPPORTED_PROTOCOL_VERSIONS)}")
+    return None
 
 
 def _sse(message: dict) -> str:

@@ -179,7 +179,8 @@ class ProxySession:
         if not has_id:
             if method.startswith("notifications/"):
                 return Relay(message)
-            return self._refuse(None, INVALID_REQUEST, f"{method!r} sent as a notification", raw=message)
+            # a notification is never answered (JSON-RPC), even one the proxy drops
+            return self._refuse(None, INVALID_REQUEST, f"{method!r} sent as a notification", raw=message, answer=False)
         if method == "tools/call":
             return self._tools_call(message)
         if method in FORWARDED_METHODS:
@@ -281,11 +282,11 @@ class ProxySession:
             decision="rejected", rule="invalid_message", outcome="rejected", detail=text,
         ))
 
-    def _refuse(self, msg_id: Any, code: int, text: str, raw: Any) -> Answer:
+    def _refuse(self, msg_id: Any, code: int, text: str, raw: Any, answer: bool = True) -> Answer:
+        """An error reply; where the message's id cannot be read, its id is null (JSON-RPC 2.0: a
+        parse error or an invalid request is answered so, never left without a reply)."""
         self._log_refusal(text, raw)
-        if msg_id is None and code != PARSE_ERROR and not isinstance(raw, list):
-            return Answer(None)  # no id known: JSON-RPC answers only parse errors and invalid batches with a null id
-        return Answer(_error(msg_id, code, text))
+        return Answer(_error(msg_id, code, text) if answer else None)
 
     def _write(
         self, method: str, tool: str | None, arguments: Any, decision: str, started: float, reply: dict,

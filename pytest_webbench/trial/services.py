@@ -15,6 +15,7 @@ from ..browsers.base import BrowserBackend
 from ..planning.options import RunOptions
 from ..gateway.routes import GatewayRoutes
 from ..proxy.http_endpoint import ProxyRoutes
+from ..proxy.listener_guard import LOOPBACK, allowed_hosts, guarded
 from .service_loop import ServiceLoop
 from ..design.suite import Suite
 
@@ -31,15 +32,16 @@ def load_site_app(suite: Suite, site: str):
     return module.create_app()
 
 
-def _listener(routes: ProxyRoutes, gateway: GatewayRoutes):
-    """One ASGI app for the proxy's routes and the gateway's: a sealed agent's one exit serves both."""
+def _listener(routes: ProxyRoutes, gateway: GatewayRoutes, hosts: frozenset[str] | None = None):
+    """One ASGI app for the proxy's routes and the gateway's: a sealed agent's one exit serves both,
+    behind the Host and Origin checks (listener_guard.py)."""
 
     async def app(scope: dict, receive, send) -> None:
         if scope["type"] != "lifespan" and gateway.handles(scope["path"]):
             await gateway.app(scope, receive, send)
         else:
             await routes.app(scope, receive, send)
-    return app
+    return guarded(app, hosts or LOOPBACK)
 
 
 @dataclass
@@ -78,7 +80,8 @@ class RunServices:
         host, port = options.proxy_listen if options else ("127.0.0.1", 0)
         if port:  # xdist: one proxy per worker, at consecutive ports
             port += int(os.environ.get("PYTEST_XDIST_WORKER", "gw0")[2:] or 0)
-        proxy_url = loop.serve(_listener(routes, gateway), "proxy and model gateway", host, port)
+        hosts = allowed_hosts(host, options.proxy_url if options else None)
+        proxy_url = loop.serve(_listener(routes, gateway, hosts), "proxy and model gateway", host, port)
         if options and options.proxy_url:  # a sandbox reaches it by another name (a tunnel, the Docker host)
             proxy_url = options.proxy_url.format(port=proxy_url.rsplit(":", 1)[1]).rstrip("/")
         services = cls(suite, loop, backend, backend_url, routes, proxy_url, upstream_headers=headers, gateway=gateway)

@@ -1,0 +1,143 @@
+"""The proxy's endpoint as MCP's streamable-HTTP transport asks, on the listener a run serves (the
+proxy's routes and the gateway's behind one Host and Origin guard): what a web page could send
+there (another Host by DNS rebinding, another Origin, a `text/plain` POST) is refused, and a
+message JSON-RPC cannot read gets its error reply with a null id and a 4xx status. Then the
+official MCP conformance suite's scenarios that apply to a proxy, run against a control-arm route
+wired to the local browser server as a run wires it."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+
+from pytest_webbench.gateway.routes import GatewayRoutes
+from pytest_webbench.proxy.http_endpoint import ProxyRoutes
+from pytest_webbench.proxy.listener_guard import allowed_hosts
+from pytest_webbench.trial.service_loop import ServiceLoop
+from pytest_webbench.trial.services import _listener
+
+sys.path.insert(0, str(Path(__file__).parent))
+from test_proxy_rules import session  # noqa: E402 - a proxy session over a recording upstream
+
+ROOT = Path(__file__).resolve().parents[1]
+INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}
+MCP_HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+
+
+@pytest.fixture
+def listener(tmp_path):
+    loop = ServiceLoop()
+    routes = ProxyRoutes()
+    s, up = session("control", tmp_path)
+    path = routes.add("t1", s)
+    base = loop.serve(_listener(routes, GatewayRoutes(), allowed_hosts("127.0.0.1", "http://host.docker.internal:1")), "listener")
+    yield base, base + path, up
+    loop.close()
+
+
+def post(url: str, body, **headers) -> httpx.Response:
+    content = body if isinstance(body, bytes) else json.dumps(body).encode()
+    return httpx.post(url, content=content, headers={**MCP_HEADERS, **headers}, timeout=30)
+
+
+def test_another_host_or_origin_is_refused_before_any_route_sees_it(listener):
+    base, url, up = listener
+    port = base.rsplit(":", 1)[1]
+    assert post(url, INIT, host="evil.example").status_code == 421  # DNS rebinding: a name not this listener's
+    assert post(url, INIT, origin="http://evil.example").status_code == 403
+    assert post(url, INIT, origin="null").status_code == 403
+    assert httpx.post(base + "/gateway/t1/v1/responses", json={}, headers={"host": "evil.example"}).status_code == 421
+    assert up.sent == []  # nothing refused reached the browser server
+    assert post(url, INIT, origin=f"http://127.0.0.1:{port}").status_code == 200
+    assert post(url, INIT, host=f"localhost:{port}").status_code == 200
+    assert post(url, INIT, host=f"host.docker.internal:{port}").status_code == 200  # --proxy-url's host
+
+
+@pytest.mark.parametrize("headers, status", [
+    ({"content-type": "text/plain"}, 400),  # what a page can POST across origins without a preflight
+    ({"content-type": ""}, 400),
+    ({"accept": "application/json"}, 406),
+    ({"accept": "text/event-stream"}, 406),
+    ({"mcp-protocol-version": "1999-01-01"}, 400),
+    ({"accept": "*/*"}, 200),
+    ({"mcp-protocol-version": "2025-06-18"}, 200),
+    ({"content-type": "application/json; charset=utf-8"}, 200),
+])
+def test_the_transport_s_headers_are_checked(listener, headers, status):
+    _, url, _ = listener
+    reply = post(url, INIT, **headers)
+    assert reply.status_code == status, reply.text
+    if status != 200:
+        assert reply.json()["id"] is None and reply.json()["error"]["code"] == -32600
+
+
+@pytest.mark.parametrize("body, code", [(b"{not json", -32700), (b"[]", -32600), (b"42", -32600), (b"null", -32600),
+                                        (b"{}", -32600), (b'{"jsonrpc": "2.0", "id": {"a": 1}, "method": "ping"}', -32600)])
+def test_a_message_json_rpc_cannot_read_is_answered_400_with_a_null_id(listener, body, code):
+    _, url, up = listener
+    reply = post(url, body)
+    assert reply.status_code == 400 and reply.json()["id"] is None and reply.json()["error"]["code"] == code
+    assert up.sent == []
+
+
+def test_a_notification_is_accepted_without_a_reply(listener):
+    _, url, _ = listener
+    reply = post(url, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+    assert reply.status_code == 202 and reply.content == b""
+
+
+def test_the_listener_s_names():
+    assert allowed_hosts("127.0.0.1") == {"127.0.0.1", "localhost", "::1"}
+    assert allowed_hosts("0.0.0.0", "http://10.0.0.5:{port}") == {"127.0.0.1", "localhost", "::1", "10.0.0.5"}
+    assert "192.168.1.7" in allowed_hosts("192.168.1.7")
+
+
+# -- the official conformance suite ----------------------------------------------------------------
+
+CONFORMANCE = ROOT / ".webbench" / "conformance" / "node_modules" / "@modelcontextprotocol" / "conformance" / "dist" / "index.js"
+# The scenarios that apply to a proxy that offers tools only: prompts, resources, logging,
+# completion and the scenarios needing the suite's own fixture tools do not (README, the proxy).
+SCENARIOS = ["server-initialize", "ping", "tools-list", "dns-rebinding-protection"]
+
+
+@pytest.fixture(scope="module")
+def wired_route(tmp_path_factory):
+    """A control-arm route of the proxy, on the run's listener, in front of the local browser server."""
+    from pytest_webbench.browsers.local import LocalBackend
+    from pytest_webbench.browsers.mcp_server import build_server
+    from pytest_webbench.design.arms import arm_policy
+    from pytest_webbench.proxy.log import CallLog
+    from pytest_webbench.proxy.relay import ProxySession
+    from pytest_webbench.proxy.upstream import HttpUpstream
+
+    loop, backend, routes = ServiceLoop(), LocalBackend(), ProxyRoutes()
+    mcp_url = loop.serve(build_server(backend).streamable_http_app(json_response=True, stateless_http=True), "mcp") + "/mcp"
+    base = loop.serve(_listener(routes, GatewayRoutes(), allowed_hosts("127.0.0.1")), "listener")
+    log = tmp_path_factory.mktemp("conformance") / "log.jsonl"
+    path = routes.add("conf", ProxySession(arm_policy("control"), "S1", HttpUpstream(mcp_url), CallLog(log), trial="conf"))
+    yield base + path
+    loop.run(backend.close())
+    loop.close()
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_the_official_conformance_scenarios_pass_on_the_proxy(wired_route, scenario, tmp_path):
+    from pytest_webbench.browsers.pod import playwright_driver
+
+    if not CONFORMANCE.exists():
+        missing = "the MCP conformance suite is not installed (bash .ci/setup installs it)"
+        pytest.fail(missing) if os.environ.get("WEBBENCH_REQUIRE_ALL") == "1" else pytest.skip(missing)
+    node, _ = playwright_driver()  # Node 22+: the one Playwright for Python ships
+    out = subprocess.run([str(node), str(CONFORMANCE), "server", "--url", wired_route, "--scenario", scenario,
+                          "-o", str(tmp_path)], capture_output=True, text=True, timeout=120)
+    checks = [c for f in tmp_path.rglob("checks.json") for c in json.loads(f.read_text())]
+    assert out.returncode == 0 and checks and all(c["status"] != "FAILURE" for c in checks), out.stdout + out.stderr
+    shutil.rmtree(tmp_path, ignore_errors=True)
