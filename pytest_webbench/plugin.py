@@ -25,6 +25,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     "else the suite's default_runner)")
     group.addoption("--model", help="provider/model for every selected arm (default: the runner preset's)")
     group.addoption("--model-base-url", help="the model API's base URL, for a gateway or a local endpoint (default: the provider's)")
+    group.addoption("--clawbench-set", metavar="SET", help="--suite clawbench: the case set of the clawbench-eval package "
+                    "(v2 by default; v1, v1-lite, environmental-observation, claw-eval)")
+    group.addoption("--clawbench-ungradable", action="store_true", help="--suite clawbench: plan the placeholder cases "
+                    "too (no request can match them; reported apart as ungradable)")
+    group.addoption("--judge-model", metavar="PROVIDER/MODEL", help="the LLM judge of write tasks whose check does not "
+                    "decide the grade (ClawBench's cases), called through the model gateway (default: --model where the "
+                    "runner has one)")
+    group.addoption("--judge-base-url", help="the judge model's API base URL (default: the provider's)")
     group.addoption("--attempts", type=int, help="attempts per task and arm (default 1)")
     group.addoption("--arms", help="comma-separated arms to run (default: the suite's arms)")
     group.addoption("--unpaired", action="store_true", help="run every arm independently (no control/treatment pairs)")
@@ -88,7 +96,7 @@ def pytest_configure(config: pytest.Config) -> None:
 def _trial_keys(st: WebbenchState) -> list[TrialKey]:
     arms = st.options.arms or tuple(st.suite.spec.arms)
     return [TrialKey(task.name, attempt, arm)
-            for task in st.suite.tasks for attempt in range(1, st.options.attempts + 1) for arm in arms]
+            for task in st.suite.tasks for attempt in range(1, st.options.attempts + 1) for arm in task.arms(arms)]
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -100,7 +108,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     tasks = {t.name: t for t in st.suite.tasks}
     ids = []
     for key in _trial_keys(st):
-        position = pair_position(key, st.options.experiment_id, st.options.attempts) if st.options.paired else None
+        paired = st.options.paired and tasks[key.task].paired
+        position = pair_position(key, st.options.experiment_id, st.options.attempts) if paired else None
         st.specs[key.trial_id] = TrialSpec(key, tasks[key.task], position)
         ids.append(key.trial_id)
     metafunc.parametrize("webbench_trial", ids, ids=ids, indirect=True)

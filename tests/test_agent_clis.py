@@ -114,8 +114,7 @@ def test_a_rejected_key_makes_the_trial_errored_and_the_run_incomplete(runner, p
     assert "Authentication" in record.detail or "401" in record.detail
     report = json.loads((exp / "report.json").read_text())
     assert not report["complete"] and "errored" in report["incomplete_because"][-1]
-
-
+@pytest.mark.cli("codex")
 def test_a_shell_call_to_the_site_fails_and_is_flagged(pytester, monkeypatch, endpoint):
     result, exp = run_cli(pytester, monkeypatch, endpoint, "codex", "webbench-script-curl", "shop-price and control", "curl")
     result.assert_outcomes(passed=1)  # a flag never changes the score
@@ -127,8 +126,7 @@ def test_a_shell_call_to_the_site_fails_and_is_flagged(pytester, monkeypatch, en
     assert "Failed to connect to shop.localhost" in output and "<html" not in output.lower(), output  # the seal held
     report = json.loads((exp / "report.json").read_text())
     assert [n["trial_id"] for n in report["flagged"]] == [record.trial_id]
-
-
+@pytest.mark.cli("claude")
 def test_reading_the_grader_fails_and_is_flagged(pytester, monkeypatch, endpoint):
     result, exp = run_cli(pytester, monkeypatch, endpoint, "claude", "webbench-script-grader", "shop-price and control", "grader")
     result.assert_outcomes(passed=1)
@@ -136,8 +134,7 @@ def test_reading_the_grader_fails_and_is_flagged(pytester, monkeypatch, endpoint
     assert record.flags and record.flags[0].startswith("Bash tried to reach the task's files")
     trajectory = (exp / record.harbor_trial_dir / "agent" / "trajectory.json").read_text()
     assert "No such file or directory" in trajectory  # the task's folder is hidden from the agent's shell
-
-
+@pytest.mark.cli("claude")
 def test_a_run_that_times_out_stays_scored_with_the_work_it_did(pytester, monkeypatch, endpoint):
     import shutil
 
@@ -157,8 +154,7 @@ def test_a_run_that_times_out_stays_scored_with_the_work_it_did(pytester, monkey
     assert record.outcome == "failed" and record.stop_reason == "agent_timeout", record.detail
     assert record.calls.forwarded == 1 and "AgentTimeoutError" in record.detail
     assert json.loads((pytester.path / "results" / "stall" / "report.json").read_text())["complete"]
-
-
+@pytest.mark.cli("claude")
 def test_no_key_is_written_anywhere(pytester, monkeypatch, endpoint):
     """Sentinel keys for every service in the environment; a real CLI run with --html; then
     every file the run wrote is scanned for them."""
@@ -181,8 +177,7 @@ def test_no_key_is_written_anywhere(pytester, monkeypatch, endpoint):
             assert value.encode() not in data, f"{name} leaked into {path}"
     # the agent had only its trial's token; the gateway sent the real key on, on the wire only
     assert {r["key"] for r in model.model.requests if r["api"] == "messages"} == {sentinels["ANTHROPIC_API_KEY"]}
-
-
+@pytest.mark.cli("codex")
 def test_an_agent_s_environment_holds_none_of_the_harness_s_keys(pytester, monkeypatch, endpoint):
     """A scripted hostile agent prints its environment with the real Codex CLI: the harness's Kernel
     and Braintrust keys and another provider's key are not there; what the CLI needs is."""
@@ -221,8 +216,7 @@ def test_the_spend_cap_stops_the_real_cli_live(runner, pytester, monkeypatch, en
 
     decisions = [c.decision for c in read_model_log(exp / record.harbor_trial_dir / "model-log.jsonl")]
     assert decisions.count("refused") == 1 and decisions[-1] == "refused"
-
-
+@pytest.mark.cli("codex")
 def test_a_hostile_agent_finds_no_other_process_and_no_file_of_the_harness(pytester, monkeypatch, endpoint):
     """The agent's shell lists processes and reads every environment in /proc, reads the task's
     answer rule through the checkout's git history, lists the harness's home, and tries to reach
@@ -245,6 +239,7 @@ def test_a_hostile_agent_finds_no_other_process_and_no_file_of_the_harness(pytes
     assert "ROUTE http://127.0.0.1:" in net and "no such trial route" in net, net  # a live route, wrong key: 404
 
 
+@pytest.mark.cli("codex")
 @pytest.mark.parametrize("arm", ["control", "treatment", "playwright"])
 def test_a_hostile_agent_breaks_no_wall_in_any_arm(arm, pytester, monkeypatch, tmp_path):
     """The scripted hostile model drives the real Codex CLI (ScriptedModel.breakout): it plants
@@ -286,3 +281,28 @@ def test_a_hostile_agent_breaks_no_wall_in_any_arm(arm, pytester, monkeypatch, t
     assert len(refused) == 7, [(c.path, c.detail) for c in refused]  # 5 paths, another model, background
     [call] = [c for c in read_call_log(exp / record.harbor_trial_dir / "proxy-log.jsonl").records if c.tool == "execute_playwright_code"]
     assert call.decision == "forwarded" and "ERR_BLOCKED_BY_ADMINISTRATOR" in call.result and "ENOENT" in call.result
+@pytest.mark.cli("codex")
+def test_codex_does_clawbench_local_write_tasks_graded_by_interception_and_the_judge(pytester, monkeypatch, endpoint):
+    """The real Codex CLI against the scripted model on two of clawbench-local's writes: Shoply's
+    checkout (graded by its body) and Wikipedium's sign-up (graded by the judge: by default the run's
+    own model, at the run's own endpoint, on a gateway route of its own). Nothing reaches a site."""
+    model, url = endpoint
+    writes = pytester.path / "writes.jsonl"
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-scripted")
+    monkeypatch.setenv("SITE_WRITES_LOG", str(writes))
+    monkeypatch.setenv("SHOP_ORDERS_LOG", str(writes))
+    judged_before = len(model.model.judged)
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", f"--results-dir={pytester.path / 'results'}",
+        "--suite", str(LOCAL_WEB.parent / "clawbench-local"), "--runner", "codex", "--model", "openai/webbench-script",
+        f"--model-base-url={url}/v1", "--allow-unpriced", "--experiment-id", "cw", "-k", "shop-checkout or wiki-signup")
+    result.assert_outcomes(passed=6)
+    records = {r.trial_id: r for r in read_trial_records(pytester.path / "results" / "cw")[0]}
+    for trial_id, record in records.items():
+        assert record.submissions == 1 and record.agent_tool_calls and record.agent_tool_calls >= 1, trial_id
+        assert (record.judge is not None) == ("wiki-signup" in trial_id), trial_id
+        if record.judge is not None:  # strict: both the username and the email, read from the given file
+            assert record.judge.model == "webbench-script" and record.judge.requests == 2
+            assert record.judge.lenient.match and record.judge.strict.match, record.judge
+    assert len(model.model.judged) - judged_before == 6  # 3 judged trials x 2 rubrics
+    assert not writes.exists() or writes.read_text() == ""

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import HTMLResponse
+from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
 from pytest_webbench.browsers.local import LocalBackend
@@ -22,6 +22,13 @@ from pytest_webbench.trial.service_loop import ServiceLoop
 LOCAL_WEB = Path(__file__).resolve().parents[1] / "suites" / "local-web"
 FORM = """<html><body><form method=post action='/order?ref=7'><input name=item value='BOT-GRE-L'>
 <input name=qty value='2'><button id=send>Send</button></form></body></html>"""
+# A service worker that sends the submission itself, from outside any page, when a page asks it to.
+SERVICE_WORKER = """
+self.addEventListener('activate', (e) => e.waitUntil(self.clients.claim()));
+self.addEventListener('message', (e) => e.waitUntil(
+  fetch('/order?ref=7', { method: 'POST', body: new URLSearchParams({ item: 'SW', qty: '1' }) })
+    .then((r) => e.source.postMessage('status ' + r.status), (err) => e.source.postMessage('failed ' + err))));
+"""
 CHECK = {"url_pattern": r"site\.localhost(:\d+)?/order", "method": "POST", "body": None, "params": {"ref": "7"}}
 
 
@@ -34,7 +41,9 @@ def shop():
         return HTMLResponse("<h1>ordered</h1>")
 
     loop = ServiceLoop()
-    app = Starlette(routes=[Route("/order", order, methods=["POST"]), Route("/{p:path}", lambda r: HTMLResponse(FORM))])
+    app = Starlette(routes=[Route("/order", order, methods=["POST"]),
+                            Route("/sw.js", lambda r: Response(SERVICE_WORKER, media_type="text/javascript")),
+                            Route("/{p:path}", lambda r: HTMLResponse(FORM))])
     site = "http://site.localhost:" + loop.serve(app, "site").rsplit(":", 1)[1]
     backend = LocalBackend()
     yield loop, backend, site, received
@@ -71,7 +80,8 @@ def test_a_submission_is_blocked_kept_and_never_reaches_the_site(shop):
     seen = loop.run(backend.intercepted_requests("one"))
     [first] = seen["intercepted"]
     assert first["method"] == "POST" and first["body"] == {"item": "BOT-GRE-L", "qty": "2"} and first["query"] == {"ref": "7"}
-    assert [r["method"] for r in seen["requests"]] == ["GET", "POST"]  # every request of the trial is kept
+    # every request of the trial is kept (the browser's own favicon fetch aside)
+    assert [r["method"] for r in seen["requests"] if not r["url"].endswith("/favicon.ico")] == ["GET", "POST"]
     assert received == []  # nothing the interceptor took reached the site
 
 
@@ -94,6 +104,42 @@ def test_the_agent_s_code_cannot_lift_the_interceptor(shop):
     back = f"await page.waitForURL(/^chrome-error:/); await page.goto({site + '/form'!r});"  # off the blocked page's error page
     assert _agent(shop, "two", back + SUBMIT)["success"]
     assert len(loop.run(backend.intercepted_requests("two"))["intercepted"]) == 2 and received == []
+
+
+@pytest.mark.chromium
+@pytest.mark.seal
+def test_a_submission_from_a_context_the_agent_opens_itself_is_blocked_too(shop):
+    """A context the agent's code opens itself, on its own connection, is routed through the
+    harness's connection too (Playwright attaches to every target of the browser it is given)."""
+    loop, backend, site, received = shop
+    _session(shop, "four")
+    out = _agent(shop, "four", f"""
+    const fresh = await browser.newContext();
+    const page = await fresh.newPage();
+    await page.goto({site + '/form'!r});
+    """ + SUBMIT)
+    assert out["success"] and "BLOCKED_BY_CLIENT" in out["result"], out
+    assert len(loop.run(backend.intercepted_requests("four"))["intercepted"]) == 1 and received == []
+
+
+@pytest.mark.chromium
+@pytest.mark.seal
+def test_a_submission_a_service_worker_sends_is_blocked_too(shop):
+    """A service worker's fetch belongs to no page: the context's route sees it all the same."""
+    loop, backend, site, received = shop
+    _session(shop, "five")
+    out = _agent(shop, "five", """
+    return await page.evaluate(async () => {
+      const reg = await navigator.serviceWorker.register('/sw.js');
+      await navigator.serviceWorker.ready;
+      return await new Promise((done) => {
+        navigator.serviceWorker.addEventListener('message', (e) => done(e.data));
+        reg.active.postMessage('go');
+      });
+    });""")
+    assert out["success"] and out["result"].startswith("failed"), out
+    [sent] = loop.run(backend.intercepted_requests("five"))["intercepted"]
+    assert sent["body"] == {"item": "SW", "qty": "1"} and received == []
 
 
 @pytest.mark.chromium
@@ -178,9 +224,3 @@ def test_the_local_write_task_passes_in_every_arm_and_no_order_reaches_the_shop(
     client.post("/checkout", data={"items": "BOT-GRE-L:2", "name": "Webbench", "postcode": "QX417"})
     assert json.loads(orders.read_text())["items"] == "BOT-GRE-L:2"
 
-
-def test_a_write_task_on_kernel_is_refused_before_any_trial(pytester):
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", f"--results-dir={pytester.path / 'r'}",
-                                           "--suite", str(LOCAL_WEB), "--browser", "kernel", "--collect-only")
-    assert result.ret == pytest.ExitCode.USAGE_ERROR
-    assert "shop-checkout/task.toml: metadata.webbench.grading 'request'" in result.stderr.str()

@@ -42,21 +42,26 @@ def test_no_expression_is_pasted_into_a_script(workflow):
             assert "${{" not in step.get("run", ""), f"{workflow.name}: job {job_name}, step {step.get('name')!r}"
 
 
-PREPARE = [(s, r) for s in ("local-web", "public-web") for r in ("reference", "codex", "claude", "pi")
-           if (s, r) != ("public-web", "reference")]
+PREPARE = [(s, r) for s in ("local-web", "public-web", "clawbench", "clawbench-local") for r in ("reference", "codex", "claude", "pi")
+           if (s, r) not in (("public-web", "reference"), ("clawbench", "reference"))]
+JUDGES = {("clawbench-local", "reference"): "openai/gpt-4o-mini"}
 
 
 def test_the_prepare_job_s_matrix_is_the_one_tested_here():
     matrix = yaml.safe_load((ROOT / ".github" / "workflows" / "tests.yml").read_text())["jobs"]["prepare"]["strategy"]["matrix"]
     combos = {(s, r) for s in matrix["suite"] for r in matrix["runner"]} - {(e["suite"], e["runner"]) for e in matrix.get("exclude", [])}
     assert combos == set(PREPARE)
+    assert {(i["suite"], i["runner"]): i["judge"] for i in matrix.get("include", [])} == JUDGES
 
 
 @pytest.mark.parametrize("suite, runner", PREPARE)
 def test_the_prepare_job_s_command_plans_every_trial(pytester, suite, runner):
+    from pytest_webbench.design.suite import load_suite
+
+    judge = ("--judge-model", JUDGES[(suite, runner)]) if (suite, runner) in JUDGES else ()
     result = pytester.runpytest_subprocess("--suite", str(ROOT / "suites" / suite), "--runner", runner, "--attempts", "5",
-                                           "--collect-only", "-q", f"--results-dir={pytester.path / 'prepared'}")
+                                           "--collect-only", "-q", f"--results-dir={pytester.path / 'prepared'}", *judge)
     assert result.ret == 0, result.stderr.str()
     items = [line for line in result.stdout.lines if "::test_trial[" in line]
-    tasks = len([p for p in (ROOT / "suites" / suite / "tasks").iterdir() if p.is_dir()])
-    assert len(items) == tasks * 3 * 5
+    loaded = load_suite(ROOT / "suites" / suite)
+    assert len(items) == sum(len(task.arms(loaded.spec.arms)) for task in loaded.tasks) * 5

@@ -42,6 +42,15 @@ _BROWSER_TOOLS = frozenset({PLAYWRIGHT_TOOL, *REPL_TOOLS, COMPUTER_TOOL, WEBMCP_
 # The answer file the instructions ask for, in the agent's working directory: /app, the trial's own
 # folder under the host environment and the task's workdir in a sandbox. Harbor collects it from here.
 ANSWER_PATH = "/app/answer.json"
+# Where the files a task gives its agent go (ClawBench's extra_info and its dummy user's details):
+# copied from the task folder's given/ before the agent starts; nothing else of the task goes in.
+GIVEN_PATH = "/app/my-info"
+GIVEN_FOLDER = "given"
+
+
+async def upload_given(environment, given_dir: str | None) -> None:
+    if given_dir:
+        await environment.upload_dir(given_dir, GIVEN_PATH)
 
 _COMMON = """\
 You work in a real web browser through the MCP server named `browser`. Your browser session id is

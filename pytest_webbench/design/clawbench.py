@@ -12,13 +12,19 @@ it is counted apart as ungradable, never planned by default.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
+import re
+import shutil
+import tempfile
 from importlib import metadata, resources
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .suite import RequestCheck
+from .arms import GIVEN_FOLDER  # in the task folder: what the agent is given, uploaded to its my-info/
+from .checks import RequestCheck
 
 PACKAGE = "clawbench-eval"
 PINNED_VERSION = "0.11.0"
@@ -113,13 +119,147 @@ def load_case(folder: Path, case_set: str, validator) -> ClawBenchCase:
         raise ClawBenchError(f"{path}: {_field(first['loc'])}: {first['msg']}") from None
 
 
-def load_cases(case_set: str = DEFAULT_CASE_SET, root: Path | None = None) -> list[ClawBenchCase]:
-    """Every case of a set, in name order; a broken one stops the load with its file and field."""
-    if case_set not in CASE_SETS:
+def load_cases(case_set: str = DEFAULT_CASE_SET, root: Path | None = None, own: Path | None = None) -> list[ClawBenchCase]:
+    """Every case of a set, in name order; a broken one stops the load with its file and field.
+    `own`: a folder of cases in ClawBench's format (a suite's own), checked by the same schema."""
+    if own is None and case_set not in CASE_SETS:
         raise ClawBenchError(f"ClawBench case set {case_set!r}: choose one of {', '.join(CASE_SETS)}")
     root = root or installed_root()
     validator = _schema_validator(root)
-    folders = sorted(p.parent for p in (root / case_set).glob("*/task.json"))
+    where = own if own is not None else root / case_set
+    folders = sorted(p.parent for p in where.glob("*/task.json"))
     if not folders:
-        raise ClawBenchError(f"{root / case_set}: no cases (task.json) found")
+        raise ClawBenchError(f"{where}: no cases (task.json) found")
     return [load_case(folder, case_set, validator) for folder in folders]
+
+
+# -- a case as a Harbor task folder -----------------------------------------------------------------
+#
+# Each gradable case becomes a Harbor task folder (task.toml written by Harbor's own TaskConfig,
+# instruction.md, given/): the same loader, models and trial path as every other suite, as Harbor's
+# adapters do for the benchmarks they import. The folders are a pure function of the package, the
+# case set and the suite's [clawbench] table, so they are built once into a cache and shared by
+# every worker and every run; the cases stay the source.
+
+SHARED_USER = ("runtime", "shared", "alex_green_personal_info.json")  # the dummy user every case acts for
+CONVERTER_VERSION = "2"  # bump when the folders below change shape
+
+
+class ClawBenchSource(BaseModel):
+    """suite.toml's [clawbench] table: the limits ClawBench's cases do not carry."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    turn_cap: int = Field(200, gt=0)
+    spend_limit_usd: float = Field(5.0, ge=0)
+    docker_image: str = "node:22-bookworm"
+    # A folder of the suite's own cases in ClawBench's format (each may add a solution/ for the
+    # reference runner), instead of the package's case sets.
+    cases: str | None = None
+
+
+def site_name(platform: str) -> str:
+    return re.sub(r"[^a-z0-9-]+", "-", platform.lower()).strip("-") or "site"
+
+
+def case_sites(cases: list[ClawBenchCase]) -> dict[str, dict]:
+    """A public site per platform, at the first host the case involves (where its agent starts)."""
+    sites: dict[str, dict] = {}
+    for case in cases:
+        if case.metadata is None or not case.metadata.sites_involved:
+            continue
+        host = case.metadata.sites_involved[0].removeprefix("https://").removeprefix("http://").strip("/")
+        sites.setdefault(site_name(case.metadata.platform), {
+            "title": case.metadata.platform, "modelled_on": f"https://{host}", "base_url": f"https://{host}"})
+    return sites
+
+
+def _instruction(case: ClawBenchCase, given: list[tuple[str, str]]) -> str:
+    text = case.instruction.strip() + "\n"
+    if given:
+        text += ("\nFiles about the user you act for are in the folder `my-info/` of your working directory:\n"
+                 + "".join(f"- `my-info/{name}`: {description}\n" for name, description in given))
+    return text
+
+
+def case_task(case: ClawBenchCase, source: ClawBenchSource, batches: dict[str, str | None]) -> tuple[dict, str, list]:
+    """The case's task.toml (as a dict for Harbor's TaskConfig), its instruction and the files it
+    gives its agent ((source path, name, description) each)."""
+    meta = case.metadata
+    site = site_name(meta.platform) if meta else "site"
+    given = [(installed_root().parents[1].joinpath(*SHARED_USER), "alex_green_personal_info.json",
+              "the dummy user's personal information")]
+    for item in case.extra_info:
+        given.append((case.folder / item.path, Path(item.path).name, item.description))
+    batch = batches.get(site)
+    request = case.eval_schema.model_dump(exclude_none=True, exclude={"expect"})
+    webbench = {
+        "site": site, "start_path": "/", "grading": "request", "answer": {}, "request": request,
+        "turn_cap": source.turn_cap, "spend_limit_usd": source.spend_limit_usd,
+        # treatment only where an injected batch covers the site: elsewhere it would be control again
+        "arms": ["control", "treatment", "playwright"] if batch else ["control", "playwright"],
+        "ungradable": not case.gradable, "group": meta.metaclass if meta else None,
+    }
+    if batch:
+        webbench["tool_batch"] = site
+    config = {
+        "schema_version": "1.4",
+        "task": {"name": f"clawbench/{case.name}", "description": (meta.description if meta else case.instruction)[:500]},
+        "agent": {"timeout_sec": case.time_limit * 60, "network_mode": "no-network"},
+        "environment": {"docker_image": source.docker_image, "workdir": "/app"},
+        "metadata": {"webbench": {k: v for k, v in webbench.items() if v is not None},
+                     "clawbench": {"case_set": case.case_set, "task_id": meta.task_id if meta else None,
+                                   "class": meta.class_ if meta else None, "platform": meta.platform if meta else None,
+                                   "sites_involved": meta.sites_involved if meta else None}},
+    }
+    return config, _instruction(case, [(name, d) for _, name, d in given]), given
+
+
+def _write_case(case: ClawBenchCase, folder: Path, source: ClawBenchSource, batches: dict[str, str | None]) -> None:
+    from harbor.models.task.config import TaskConfig as HarborTaskConfig
+
+    config, instruction, given = case_task(case, source, batches)
+    (folder / GIVEN_FOLDER).mkdir(parents=True)
+    clean = {k: ({kk: vv for kk, vv in v.items() if vv is not None} if isinstance(v, dict) else v) for k, v in config.items()}
+    clean["metadata"]["clawbench"] = {k: v for k, v in config["metadata"]["clawbench"].items() if v is not None}
+    (folder / "task.toml").write_text(HarborTaskConfig.model_validate(clean).model_dump_toml())
+    (folder / "instruction.md").write_text(instruction)
+    for path, name, _ in given:
+        if not path.is_file():
+            raise ClawBenchError(f"{case.folder / 'task.json'}: extra_info: {path} is not there")
+        shutil.copyfile(path, folder / GIVEN_FOLDER / name)
+    if (case.folder / "solution").is_dir():  # a suite's own case: its reference solution
+        shutil.copytree(case.folder / "solution", folder / "solution", ignore=shutil.ignore_patterns("__pycache__"))
+
+
+def _digest(folder: Path) -> str:
+    digest = hashlib.sha256()
+    for path in sorted(p for p in folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+        digest.update(str(path.relative_to(folder)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def tasks_folder(case_set: str, ungradable: bool, source: ClawBenchSource, batches: dict[str, str | None],
+                 cache: Path | None = None, own: Path | None = None) -> tuple[Path, dict[str, dict]]:
+    """The case set (or a suite's `own` cases) as Harbor task folders, built once, atomically, into
+    the cache, and its sites."""
+    cases = [c for c in load_cases(case_set, own=own) if ungradable or c.gradable]
+    if not cases:
+        raise ClawBenchError(f"ClawBench case set {case_set!r} has no gradable case (add --clawbench-ungradable)")
+    key = hashlib.sha256(json.dumps([PINNED_VERSION, CONVERTER_VERSION, case_set, ungradable, source.model_dump(),
+                                     sorted(batches.items(), key=str), _digest(own) if own else None],
+                                    default=str).encode()).hexdigest()[:16]
+    cache = cache or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "pytest-webbench" / "clawbench"
+    final = cache / f"{case_set}-{key}"
+    if not final.is_dir():
+        cache.mkdir(parents=True, exist_ok=True)
+        building = Path(tempfile.mkdtemp(prefix=f".{case_set}-", dir=cache))
+        try:
+            for case in cases:
+                _write_case(case, building / case.name, source, batches)
+            os.rename(building, final)  # another process may have won the race: its folders are the same
+        except OSError:
+            if not final.is_dir():
+                raise
+        finally:
+            shutil.rmtree(building, ignore_errors=True)
+    return final, case_sites(cases)

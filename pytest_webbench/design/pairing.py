@@ -83,11 +83,12 @@ def order_trials(keys: list[TrialKey], run_id: str, paired: bool = True, attempt
     return ordered
 
 
-def broken_pairs(keys: list[TrialKey]) -> list[str]:
-    """Pairs with only one member selected (e.g. by -k): reported, never run as half a pair silently."""
+def broken_pairs(keys: list[TrialKey], lone_tasks=frozenset()) -> list[str]:
+    """Pairs with only one member selected (e.g. by -k): reported, never run as half a pair silently.
+    A task in `lone_tasks` has no pairs (its own arms lack one of the two)."""
     members: dict[str, set[str]] = {}
     for k in keys:
-        if k.pair_id:
+        if k.pair_id and k.task not in lone_tasks:
             members.setdefault(k.pair_id, set()).add(k.arm)
     return sorted(pid for pid, arms in members.items() if len(arms) == 1)
 

@@ -14,11 +14,13 @@ import tomllib
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from .checks import FieldRule, PageCheck, RequestCheck  # noqa: F401 - FieldRule re-exported
 from .arms import ARM_POLICIES, ArmName, ArmPolicy, arm_policy
+from .clawbench import ClawBenchError, ClawBenchSource
 from .pairing import TrialKey
 
 GradingMode = Literal["page", "pinned", "format", "request"]
@@ -35,59 +37,6 @@ class SuiteError(Exception):
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class FieldRule(_Strict):
-    """How one field of the agent's JSON answer is checked."""
-
-    type: Literal["string", "integer", "number", "boolean", "array", "object"]
-    equals: Any = None
-    one_of: list[Any] | None = None
-    pattern: str | None = None  # full match, strings only
-    minimum: float | None = None
-    maximum: float | None = None
-    min_items: int | None = None
-    casefold: bool = False  # compare strings ignoring case and surrounding space
-    from_page: str | None = None  # must equal this key of the page check's value
-    # computed from what the pages show (a sum, a count): no single result shows it, so the
-    # answer-evidence check (grading/evidence.py) does not look for it
-    derived: bool = False
-
-    @property
-    def pins_a_value(self) -> bool:
-        return self.equals is not None or self.one_of is not None
-
-
-class PageCheck(_Strict):
-    """Read the live page after the agent stops: open `path` in the trial's browser context and
-    run `script` (a function body returning a JSON value)."""
-
-    path: str
-    script: str
-    expect: dict[str, Any] = Field(default_factory=dict)  # keys the page value must equal
-
-
-class RequestCheck(_Strict):
-    """The request that completes a write task (ClawBench's `eval_schema`): the browser blocks the
-    first request matching it, on the harness's own connection, and the trial is graded on what it
-    carried, never on what reached the site (nothing does). `url_pattern` is searched in the URL as
-    a JavaScript regular expression; `body` and `params` must match exactly to count as the
-    submission; `expect` are the fields (of the body or the query) a right submission carries."""
-
-    url_pattern: str
-    method: Literal["GET", "POST", "PUT", "PATCH", "DELETE"]
-    body: dict[str, Any] | None = None
-    params: dict[str, Any] | None = None
-    expect: dict[str, Any] = Field(default_factory=dict)
-
-    @field_validator("url_pattern")
-    @classmethod
-    def _compiles(cls, value: str) -> str:
-        try:
-            re.compile(value)
-        except re.error as exc:
-            raise ValueError(f"not a regular expression: {exc}") from None
-        return value
 
 
 class WebbenchMeta(_Strict):
@@ -108,6 +57,13 @@ class WebbenchMeta(_Strict):
     tool_batch: str | None = None  # the site whose injected batch covers this task
     # Answer fields on which a pair's two answers should agree (the report's answer agreement).
     agree_on: list[str] = Field(default_factory=list)
+    # The arms this task runs in (default: the run's). A task no injected batch covers has no
+    # treatment: there it would be control again (ClawBench's sites without a batch).
+    arms: list[ArmName] | None = None
+    # A ClawBench case whose schema is the package's placeholder: no request can ever match, so it
+    # is planned only when asked for and reported apart, never as a failure of an arm.
+    ungradable: bool = False
+    group: str | None = None  # the report's grouping of tasks (ClawBench's metaclass)
 
     @model_validator(mode="after")
     def _consistent(self) -> WebbenchMeta:
@@ -130,9 +86,17 @@ class WebbenchMeta(_Strict):
                 raise ValueError(f"answer.{key}.from_page needs a page check")
         if self.placebo and self.tool_batch:
             raise ValueError("a placebo task is one no injected tool covers: drop tool_batch")
-        if not self.placebo and not self.tool_batch:
-            raise ValueError("tool_batch: name the site whose injected tools cover this task (or set placebo = true)")
+        if self.arms is not None and (not self.arms or len(set(self.arms)) != len(self.arms)):
+            raise ValueError("arms: list each arm once, at least one")
+        if not self.placebo and not self.tool_batch and self.has_arm("treatment"):
+            raise ValueError("tool_batch: name the site whose injected tools cover this task (or set placebo = true, "
+                             "or leave treatment out of arms)")
+        if self.tool_batch and not self.has_arm("treatment"):
+            raise ValueError("tool_batch: a task without the treatment arm injects no batch")
         return self
+
+    def has_arm(self, arm: str) -> bool:
+        return self.arms is None or arm in self.arms
 
 
 class SiteSpec(_Strict):
@@ -160,6 +124,8 @@ class SuiteFile(_Strict):
     sites: dict[str, SiteSpec]
     tasks_dir: str = "tasks"
     default_runner: str = "reference"  # --runner when none is given (public suites: codex)
+    # The tasks are ClawBench's cases, read from the installed package (design/clawbench.py), not tasks_dir.
+    clawbench: ClawBenchSource | None = None
 
     @model_validator(mode="after")
     def _arms(self) -> SuiteFile:
@@ -184,6 +150,15 @@ class Task(BaseModel):
     agent_network_mode: str = "public"
     agent_allowed_hosts: tuple[str, ...] = ()
 
+    def arms(self, run_arms) -> tuple[str, ...]:
+        """The run's arms this task runs in."""
+        return tuple(a for a in run_arms if self.meta.has_arm(a))
+
+    @property
+    def paired(self) -> bool:
+        """Whether its control and treatment run, both of them, as pairs (by its own arms)."""
+        return self.meta.has_arm("control") and self.meta.has_arm("treatment")
+
     @property
     def agent_has_own_network(self) -> bool:
         """The agent phase reaches more than the run adds (public, or an allowlist of its own)."""
@@ -196,6 +171,8 @@ class Suite(BaseModel):
     path: Path
     spec: SuiteFile
     tasks: list[Task]
+    case_set: str | None = None  # a ClawBench suite: the package's case set its tasks came from
+    ungradable: bool = False  # ... with its placeholder cases too
 
     @property
     def name(self) -> str:
@@ -304,7 +281,9 @@ def load_task(task_dir: Path, suite: SuiteFile) -> Task:
     )
 
 
-def load_suite(path: Path) -> Suite:
+def load_suite(path: Path, case_set: str | None = None, ungradable: bool = False) -> Suite:
+    """A suite folder's tasks; for a ClawBench suite, those of `case_set` (its default set if None)
+    built from the installed package, with its placeholder cases only if `ungradable`."""
     suite_file = path / "suite.toml" if path.is_dir() else path
     root = suite_file.parent
     try:
@@ -316,12 +295,30 @@ def load_suite(path: Path) -> Suite:
             rel = getattr(site, attr)
             if rel and not (root / rel).is_file():
                 raise SuiteError(suite_file, f"sites.{site_name}.{attr}", f"no file {root / rel}")
-    tasks_dir = root / spec.tasks_dir
+    if spec.clawbench is None and (case_set or ungradable):
+        raise SuiteError(suite_file, "clawbench", "--clawbench-set and --clawbench-ungradable choose ClawBench's cases: "
+                         "this suite's tasks are its own")
+    if spec.clawbench is not None:
+        from .clawbench import DEFAULT_CASE_SET, tasks_folder
+
+        own = root / spec.clawbench.cases if spec.clawbench.cases else None
+        if own is not None and case_set:
+            raise SuiteError(suite_file, "clawbench.cases", f"--clawbench-set {case_set}: this suite's cases are its own ({own})")
+        case_set = "own" if own is not None else case_set or DEFAULT_CASE_SET
+        batches = {name: site.tool_batch for name, site in spec.sites.items()}
+        try:
+            tasks_dir, sites = tasks_folder(case_set, ungradable, spec.clawbench, batches, own=own)
+        except ClawBenchError as exc:
+            raise SuiteError(suite_file, "clawbench", str(exc)) from None
+        # a site of suite.toml (one with a batch) wins over the one derived from the cases
+        spec = spec.model_copy(update={"sites": {**{k: SiteSpec(**v) for k, v in sites.items()}, **spec.sites}})
+    else:
+        tasks_dir = root / spec.tasks_dir
     task_dirs = sorted(p for p in tasks_dir.iterdir() if p.is_dir()) if tasks_dir.is_dir() else []
     if not task_dirs:
         raise SuiteError(suite_file, "tasks_dir", f"no task folders in {tasks_dir}")
     tasks = [load_task(d, spec) for d in task_dirs]
-    return Suite(path=root, spec=spec, tasks=tasks)
+    return Suite(path=root, spec=spec, tasks=tasks, case_set=case_set if spec.clawbench else None, ungradable=ungradable)
 
 
 def resolve_suite_path(name_or_path: str, search_roots: list[Path]) -> Path:
@@ -346,6 +343,10 @@ class TrialSpec:
     @property
     def trial_id(self) -> str:
         return self.key.trial_id
+
+    @property
+    def pair_id(self) -> str | None:
+        return self.key.pair_id if self.pair_position is not None else None
 
     @property
     def policy(self) -> ArmPolicy:

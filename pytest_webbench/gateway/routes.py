@@ -169,13 +169,17 @@ class GatewayRoutes:
     async def _forward(self, scope: dict, receive, send, route: GatewayRoute, body: bytes, path: str, api: str,
                        fields: dict) -> None:
         headers, dropped = forwarded_headers(scope["headers"])
-        real = {k: expand_env_refs(v) for k, v in route.auth.items()}
+        started = time.perf_counter()
+        try:
+            real = {k: expand_env_refs(v) for k, v in route.auth.items()}
+        except KeyError as exc:  # the harness holds no key for this provider: a clear 502, never a crash
+            await self._upstream_error(send, route, RuntimeError(str(exc.args[0])), [route.token], started, fields)
+            return
         headers += [*real.items(), ("accept-encoding", "identity")]
         query = scope.get("query_string") or b""
         url = route.upstream.rstrip("/") + "/" + path + (f"?{query.decode('latin-1')}" if query else "")
         secrets = [route.token, *real.values()]
         fields.update(model=_model_of(body), request_head=redact(body[:REQUEST_HEAD_CHARS].decode("utf-8", "replace"), secrets))
-        started = time.perf_counter()
         try:
             proxy, proxy_auth = self._proxy_for(route.upstream)
             request = self._session().request(

@@ -6,7 +6,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..design.suite import FieldRule, WebbenchMeta
+from ..design.checks import FieldRule
+from ..design.suite import WebbenchMeta
 from .answer import AnswerError, parse_answer
 
 _TYPES: dict[str, tuple[type, ...]] = {
@@ -82,13 +83,13 @@ def check_field(key: str, rule: FieldRule, value: Any, page_value: Any) -> str |
 
 def grade_trial(
     meta: WebbenchMeta, answer_raw: bytes | str | None, forwarded_calls: int, cap_hit: bool = False,
-    page_value: Any = None, page_error: str | None = None,
+    page_value: Any = None, page_error: str | None = None, judge=None,
 ) -> Grade:
     expected = expected_values(meta, page_value)
     if forwarded_calls == 0:
         return Grade(False, "no_browser_call", "no permitted browser call reached the browser: reward 0", expected=expected)
     if meta.request is not None:
-        return grade_submission(meta, answer_raw, page_value, page_error, expected)
+        return grade_submission(meta, answer_raw, page_value, page_error, expected, judge)
     try:
         answer = parse_answer(answer_raw)
     except AnswerError as exc:
@@ -108,12 +109,22 @@ def grade_trial(
     return Grade(True, None, "answer matches" + (" and the page agrees" if meta.page else ""), answer, expected)
 
 
+def needs_judge(meta: WebbenchMeta) -> bool:
+    """A write task whose check does not decide the grade: no field a right submission carries
+    (`expect`), and no body or query it must match exactly (a request that matched those carried
+    them). There the judge decides, as ClawBench's verifier does for every case."""
+    check = meta.request
+    return check is not None and not (check.expect or check.body or check.params)
+
+
 def grade_submission(meta: WebbenchMeta, answer_raw: bytes | str | None, value: Any, error: str | None,
-                     expected: dict[str, Any]) -> Grade:
+                     expected: dict[str, Any], judge=None) -> Grade:
     """A write task, as ClawBench grades one: the first request the browser blocked for matching the
     task's check is the submission; no such request is a failure (`no_submission`); one whose body
-    or query lacks a field the task expects is `wrong_submission`. An answer, where the task asks
-    for one, is checked too. The agent's claim that it submitted counts for nothing."""
+    or query lacks a field the task expects is `wrong_submission`, and where the task expects none,
+    the judge's lenient verdict decides (`judge`: grading/judge.py's record; no verdict is a
+    `judge_error`). An answer, where the task asks for one, is checked too. The agent's claim that
+    it submitted counts for nothing."""
     if error is not None or not isinstance(value, dict):
         return Grade(False, "unreadable_page", f"the browser's intercepted requests could not be read: {error}", expected=expected)
     submitted = value.get("submitted")
@@ -132,7 +143,16 @@ def grade_submission(meta: WebbenchMeta, answer_raw: bytes | str | None, value: 
             problems.append(str(exc))
         else:
             problems += [p for key, rule in meta.answer.items() if (p := check_field(key, rule, answer.get(key), value))]
+    extra = f" ({value['submissions']} matching requests: the first is graded)" if value["submissions"] > 1 else ""
+    if needs_judge(meta) and not problems:
+        if judge is None or judge.error or judge.lenient is None:
+            why = judge.error if judge is not None and judge.error else "no judge was asked"
+            return Grade(False, "judge_error", f"the judge gave no verdict on the submission: {why}", answer, expected)
+        said = f"judge {judge.model}: lenient {judge.lenient.match} ({judge.lenient.reason})" + (
+            f", strict {judge.strict.match} ({judge.strict.reason})" if judge.strict else "")
+        if not judge.lenient.match:
+            return Grade(False, "wrong_submission", said, answer, expected)
+        return Grade(True, None, said + extra, answer, expected)
     if problems:
         return Grade(False, "wrong_submission", "; ".join(problems), answer, expected)
-    extra = f" ({value['submissions']} matching requests: the first is graded)" if value["submissions"] > 1 else ""
     return Grade(True, None, "the submission carries what the task asks" + extra, answer, expected)

@@ -91,7 +91,7 @@ async def _recheck(experiment_dir: Path) -> list[Recheck]:
     from .grade import grade_trial
 
     manifest = read_manifest(experiment_dir)
-    tasks = {t.name: t for t in load_suite(Path(manifest.suite_path)).tasks}
+    tasks = {t.name: t for t in load_suite(Path(manifest.suite_path), manifest.case_set, manifest.ungradable).tasks}
     records = {r.trial_id: r for r in read_trial_records(experiment_dir)[0]}
     backend = LocalBackend()
     out: list[Recheck] = []

@@ -29,7 +29,8 @@ def configure_run(config: pytest.Config) -> tuple[WebbenchState, RunController |
     if options.browser == "kernel" and not worker and not config.option.collectonly:
         _check_kernel_access()
     try:
-        suite = load_suite(resolve_suite_path(options.suite, [config.rootpath, Path.cwd()]))
+        suite = load_suite(resolve_suite_path(options.suite, [config.rootpath, Path.cwd()]),
+                           options.clawbench_set, options.clawbench_ungradable)
         options = options.model_copy(update={"runner": options.runner or suite.spec.default_runner})
         # Collecting only checks the plan: the CLI and Kernel access are checked when trials run.
         check_runner(options.runner, options.model, require_cli=not config.option.collectonly)
@@ -39,7 +40,7 @@ def configure_run(config: pytest.Config) -> tuple[WebbenchState, RunController |
     check_sequential(options)
     _check_seal(options, config)
     _check_agent_network(options, suite)
-    _check_request_grading(options, suite)
+    judge_model = _judge_model(options, suite, check_key=not config.option.collectonly, selecting=bool(config.option.keyword))
     _check_solutions(options, suite, config)
     if options.environment != "host" and not worker and not config.option.collectonly:
         _preflight_environment(options.environment)
@@ -78,6 +79,7 @@ def configure_run(config: pytest.Config) -> tuple[WebbenchState, RunController |
                 f"({exc.filename or options.results_dir}: {exc.strerror or exc}); choose a writable --results-dir=DIR") from None
         lock = _hold(experiment_dir)
     st = WebbenchState(options, suite, experiment_dir)
+    st.judge_model = judge_model
     st.skip, st.planned = skip, planned
     st.lock_fd = None if worker else lock  # held until this process exits
     if worker:
@@ -85,6 +87,47 @@ def configure_run(config: pytest.Config) -> tuple[WebbenchState, RunController |
 
     distributed = bool(getattr(config.option, "numprocesses", None)) and dist != "no"
     return st, RunController(st, resuming, distributed)
+
+
+def missing_judge(options, tasks) -> str | None:
+    """Tasks graded by the judge, in a run that has none: the message, or None."""
+    from ..grading.grade import needs_judge
+
+    judged = [t.name for t in tasks if needs_judge(t.meta)]
+    if not judged:
+        return None
+    return (f"{len(judged)} task(s) ({', '.join(judged[:3])}{' ...' if len(judged) > 3 else ''}) are graded by an LLM "
+            f"judge, and --runner {options.runner} runs no model: give --judge-model PROVIDER/MODEL (and "
+            "--judge-base-url for an endpoint of your own), or deselect them with -k")
+
+
+def _judge_model(options, suite, check_key: bool = True, selecting: bool = False) -> str | None:
+    """The judge of the run's write tasks whose check does not decide the grade: --judge-model, else
+    the run's own model; one the gateway cannot speak or price is refused before any trial. With -k
+    and no judge, the selected trials are checked once collected (controller.py)."""
+    from ..gateway.wiring import GatewayConfigError, model_price, provider_of
+    from ..grading.grade import needs_judge
+    from ..runners import runner_spec
+
+    if not any(needs_judge(t.meta) for t in suite.tasks):
+        if options.judge_model or options.judge_base_url:
+            raise pytest.UsageError(f"--judge-model/--judge-base-url: no task of {suite.name} is graded by a judge")
+        return None
+    runner = runner_spec(options.runner)
+    model = options.judge_model or (runner.check_model(options.model) if runner.uses_gateway else None)
+    if model is None:
+        if selecting:
+            return None
+        raise pytest.UsageError(missing_judge(options, suite.tasks))
+    try:
+        provider = provider_of(model)
+        model_price(model, None if options.judge_model else options.model_price, options.allow_unpriced)
+    except GatewayConfigError as exc:
+        raise pytest.UsageError(f"the judge: {exc}") from None
+    if check_key and not os.environ.get(provider.key_variable):  # checked when trials run, as the CLI is
+        raise pytest.UsageError(f"the judge {model}: {provider.key_variable} is not set (the gateway adds the real key "
+                                "to the judge's requests; it never leaves the harness)")
+    return model
 
 
 def _check_gateway(options) -> None:
@@ -184,17 +227,6 @@ def _check_solutions(options, suite, config) -> None:
     selected trials once they are collected (controller.py)."""
     if not config.option.keyword and (problem := missing_solution(options, suite.tasks)):
         raise pytest.UsageError(problem)
-
-
-def _check_request_grading(options, suite) -> None:
-    """Write tasks are graded on the request the browser blocks; only the local backend can block it
-    yet, so such a task on Kernel is refused before any trial, not errored in each."""
-    writes = [t for t in suite.tasks if t.meta.grading == "request"]
-    if writes and options.browser == "kernel":
-        raise pytest.UsageError(
-            f"--browser kernel: {writes[0].path / 'task.toml'}: metadata.webbench.grading 'request' needs the browser to "
-            f"intercept the task's submission, which is built for --browser local only ({len(writes)} such task(s) in the "
-            f"suite; deselecting them with -k does not help, as the suite is checked whole)")
 
 
 def _check_agent_network(options, suite) -> None:

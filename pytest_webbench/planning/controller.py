@@ -22,13 +22,19 @@ class RunController:
 
     # -- planning ------------------------------------------------------------------------
     def pytest_collection_finish(self, session: pytest.Session) -> None:
-        from .configure import missing_solution
+        from .configure import missing_judge, missing_solution
         from .state import item_key
 
-        if self.st.options.runner == "reference" and session.config.option.keyword:  # else checked at planning
+        if session.config.option.keyword and (self.st.options.runner == "reference" or self.st.judge_model is None):
+            # -k: what the selected trials need (else checked at planning, for the whole suite)
             selected = {spec.task.name: spec.task for item in session.items
                         if (k := item_key(item)) and (spec := self.st.specs.get(k.trial_id))}
-            if problem := missing_solution(self.st.options, selected.values()):
+            problem = missing_solution(self.st.options, selected.values()) if self.st.options.runner == "reference" else None
+            if problem or (self.st.judge_model is None and (problem := missing_judge(self.st.options, selected.values()))):
+                if not self.resuming:
+                    from ..results.records import release_claim
+
+                    release_claim(self.st.experiment_dir)
                 pytest.exit(problem, returncode=pytest.ExitCode.USAGE_ERROR)
 
         if not self.resuming and not self.distributed:  # resuming: the manifest holds the original plan

@@ -17,7 +17,7 @@ from .stopping import plan_for
 if TYPE_CHECKING:
     from .state import WebbenchState
 
-VERSIONED = ("pytest-webbench", "harbor", "mcp", "playwright", "pytest", "scipy")
+VERSIONED = ("pytest-webbench", "harbor", "mcp", "playwright", "pytest", "scipy", "clawbench-eval")
 
 
 def build_manifest(st: WebbenchState, keys: list[TrialKey]) -> RunManifest:
@@ -28,8 +28,10 @@ def build_manifest(st: WebbenchState, keys: list[TrialKey]) -> RunManifest:
     runner = runner_spec(opts.runner)
     limits = {t.name: TaskLimits(grading=t.meta.grading, turn_cap=t.meta.turn_cap, spend_limit_usd=t.meta.spend_limit_usd,
                                  placebo=t.meta.placebo, shortcut=t.meta.shortcut, tool_batch=t.meta.tool_batch, timeout_sec=t.timeout_sec,
-                                 agree_on=t.meta.agree_on)
+                                 agree_on=t.meta.agree_on, ungradable=t.meta.ungradable, group=t.meta.group,
+                                 arms=list(t.meta.arms) if t.meta.arms is not None else None)
               for t in st.suite.tasks}
+    lone = {t.name for t in st.suite.tasks if not t.paired}  # no pairs: control runs alone
     return RunManifest(
         experiment_id=opts.experiment_id, created_at=datetime.now(UTC).isoformat(), suite=st.suite.name,
         suite_path=str(st.suite.path), runner=opts.runner, model=runner.check_model(opts.model), browser=opts.browser,
@@ -40,10 +42,13 @@ def build_manifest(st: WebbenchState, keys: list[TrialKey]) -> RunManifest:
         shard=f"{opts.shard[0]}/{opts.shard[1]}" if opts.shard else None,
         sequential=plan_for(opts.attempts) if opts.sequential else None,
         isolation=_isolation(opts, [st.suite.task(name) for name in {k.task for k in keys}]),
-        trials=[PlannedTrial(trial_id=k.trial_id, task=k.task, attempt=k.attempt, arm=k.arm, pair_id=k.pair_id if opts.paired else None,
-                             pair_position=pair_position(k, opts.experiment_id, opts.attempts) if opts.paired else None)
+        trials=[PlannedTrial(trial_id=k.trial_id, task=k.task, attempt=k.attempt, arm=k.arm,
+                             pair_id=k.pair_id if opts.paired and k.task not in lone else None,
+                             pair_position=pair_position(k, opts.experiment_id, opts.attempts) if opts.paired and k.task not in lone else None)
                 for k in keys],
-        broken_pairs=broken_pairs(keys) if opts.paired else [], task_limits=limits,
+        broken_pairs=broken_pairs(keys, lone) if opts.paired else [], task_limits=limits,
+        case_set=st.suite.case_set, ungradable=st.suite.ungradable,
+        judge_model=st.judge_model, judge_base_url=opts.judge_base_url if st.judge_model else None,
         content_hashes=st.suite.content_hashes, git_revision=git_revision(st.suite.path), versions=versions(),
     )
 

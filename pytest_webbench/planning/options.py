@@ -45,6 +45,10 @@ class RunOptions(BaseModel):
     model_price: str | None = None  # --model-price IN,OUT[,CACHED] ($ per million tokens) for the gateway
     allow_unpriced: bool = False  # let a model without a price run (its spend cap cannot hold)
     trace: bool = True  # a browser trace per trial (Playwright's trace.zip locally, Kernel's replay)
+    judge_model: str | None = None  # the judge of write tasks whose check does not decide (grading/judge.py)
+    judge_base_url: str | None = None
+    clawbench_set: str | None = None  # a ClawBench suite's case set (None: its default)
+    clawbench_ungradable: bool = False  # ... and its placeholder cases
 
 
 # An experiment ID names a folder under --results-dir: a bounded, safe alphabet, so no ID is a path.
@@ -89,6 +93,8 @@ def options_from_config(config: pytest.Config) -> RunOptions:
         model_base_url=get("model_base_url"), browser=get("browser"),
         environment=get("environment"), shard=_shard(get("shard")), model_price=get("model_price"),
         allow_unpriced=True if get("allow_unpriced") else None, trace=False if get("no_trace") else None,
+        clawbench_set=get("clawbench_set"), clawbench_ungradable=True if get("clawbench_ungradable") else None,
+        judge_model=get("judge_model"), judge_base_url=get("judge_base_url"),
     )
     for option in ("resume", "experiment_id"):
         if get(option) is not None:
@@ -114,6 +120,8 @@ def options_from_config(config: pytest.Config) -> RunOptions:
             allow_unsealed=bool(get("allow_unsealed")), model_price=given.get("model_price"),
             allow_unpriced=bool(given.get("allow_unpriced")), trace=given.get("trace") is not False,
             browser=given["browser"] or config.getini("webbench_browser"),
+            clawbench_set=given.get("clawbench_set"), clawbench_ungradable=bool(given.get("clawbench_ungradable")),
+            judge_model=given.get("judge_model"), judge_base_url=given.get("judge_base_url"),
         )
     except ValueError as exc:
         raise pytest.UsageError(f"webbench options: {exc}") from None
@@ -179,6 +187,8 @@ def _from_manifest(experiment_id: str, results: Path, given: dict) -> dict:
         model_base_url=manifest.model_base_url,
         browser=manifest.browser, environment=manifest.environment, model_price=manifest.model_price,
         allow_unpriced=True if manifest.allow_unpriced else None, trace=manifest.trace,
+        clawbench_set=manifest.case_set, clawbench_ungradable=True if manifest.ungradable else None,
+        judge_model=manifest.judge_model, judge_base_url=manifest.judge_base_url,
         shard=tuple(int(x) for x in manifest.shard.split("/")) if manifest.shard else None,
     )
     for name, value in given.items():

@@ -25,6 +25,7 @@ from .paired import PairedRow, PooledEffect, adjust_paired_rows, paired_row, poo
 from .rates import Rate, mean_over_tasks, rate
 from .sequential import SequentialSummary, not_run_trials, summarize
 from .unpaired import StratifiedEffect, UnpairedRow, adjust_unpaired_rows, stratified_effect, unpaired_row
+from .writes import WriteGroupRow, WriteRow, write_groups, write_rows
 
 # 4: the pooled paired interval is the design-effect Tango score interval (never zero-width), over
 # the headline tasks only (task_names), with a sensitivity line; the playwright arm is compared
@@ -146,6 +147,10 @@ class Report(BaseModel):
     toolset_invalid: list[TrialNote]
     token_disagreements: list[TrialNote] = Field(default_factory=list)  # the CLI's figures against the gateway's
     walls: list[WallRow] = Field(default_factory=list)  # --runner hostile: which walls this setup keeps
+    writes: list[WriteRow] = Field(default_factory=list)  # write tasks: ClawBench's metrics (writes.py)
+    write_groups: list[WriteGroupRow] = Field(default_factory=list)  # ... by the tasks' group (ClawBench's metaclass)
+    # ClawBench cases whose schema is the package's placeholder: run when asked, counted nowhere
+    ungradable_tasks: list[str] = Field(default_factory=list)
     broken_pairs: list[str]
     browsers_not_deleted: list[UndeletedBrowser] = Field(default_factory=list)  # cloud browsers that may still be billed
     problems: list[str]
@@ -256,7 +261,12 @@ def build_report(manifest: RunManifest, records: list[TrialRecord], problems: li
     by_id = {r.trial_id: r for r in records}
     # A sequential run's trials after their task was decided are not run: out of every denominator, not missing.
     skipped = not_run_trials(manifest, decisions or {}, set(by_id))
-    planned = [t for t in manifest.trials if t.trial_id not in skipped]
+    # an ungradable case (ClawBench's placeholder schema) can only fail: in no denominator, listed apart
+    ungradable = {t for t, limits in manifest.task_limits.items() if limits.ungradable}
+    planned = [t for t in manifest.trials if t.trial_id not in skipped and t.task not in ungradable]
+    if ungradable:
+        records = [r for r in records if r.task not in ungradable]
+        by_id = {r.trial_id: r for r in records}
     problems = list(problems or [])
     if unplanned := sorted(set(by_id) - {t.trial_id for t in planned}):
         problems.append(f"{len(unplanned)} record(s) of trials the plan does not hold, left out: {', '.join(unplanned[:10])}"
@@ -351,7 +361,8 @@ def build_report(manifest: RunManifest, records: list[TrialRecord], problems: li
         usage=[_usage(arm, by_arm.get(arm, [])) for arm in manifest.arms],
         stop_reasons={arm: dict(sorted(v.items())) for arm, v in sorted(stop_reasons.items(), key=lambda kv: arm_order.get(kv[0], 99))
                       if v},
-        **_notes(ordered), walls=wall_rows(ordered),
+        **_notes(ordered), walls=wall_rows(ordered), writes=write_rows(manifest, ordered),
+        write_groups=write_groups(manifest, ordered), ungradable_tasks=sorted(ungradable),
         broken_pairs=manifest.broken_pairs, browsers_not_deleted=list(browsers_not_deleted or []),
         problems=problems, assumptions=ASSUMPTIONS,
         caveat=(f"With {manifest.attempts} attempt(s) per task and arm this run screens for large effects only: a null "

@@ -14,6 +14,7 @@ class Rate(BaseModel):
     rate: float | None
     ci_low: float | None
     ci_high: float | None
+    tasks: int | None = None  # a mean over tasks: how many (an arm a task does not run has fewer)
 
 
 def rate(passes: int, n: int) -> Rate:
@@ -28,8 +29,8 @@ def mean_over_tasks(per_task: list[tuple[int, int]]) -> Rate:
     interval. `passes` and `n` stay the totals."""
     passes, n = sum(x for x, _ in per_task), sum(m for _, m in per_task)
     if (over := task_mean_rate(per_task)) is None:
-        return rate(passes, n)
-    return Rate(passes=passes, n=n, rate=over.estimate, ci_low=over.low, ci_high=over.high)
+        return rate(passes, n).model_copy(update={"tasks": len(per_task)})
+    return Rate(passes=passes, n=n, rate=over.estimate, ci_low=over.low, ci_high=over.high, tasks=len(per_task))
 
 
 def passed(r: TrialRecord | None) -> bool:

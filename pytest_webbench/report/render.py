@@ -17,7 +17,7 @@ def headline_lines(report: Report) -> list[str]:
              f"{report.recorded_trials}/{report.planned_trials} trials recorded"
              + ("" if report.complete else " (INCOMPLETE: " + "; ".join(report.incomplete_because) + ")")]
     for arm, rate in report.headline.items():
-        lines.append(f"  {arm:<11} {rate.passes}/{rate.n} passed ({pct(rate.rate)}, 95% CI {ci(rate)}) on {len(report.headline_tasks)} graded tasks, placebo out")
+        lines.append(f"  {arm:<11} {rate.passes}/{rate.n} passed ({pct(rate.rate)}, 95% CI {ci(rate)}) on {rate.tasks or len(report.headline_tasks)} graded tasks, placebo out")
     for arm, rate in report.format_only.items():
         lines.append(f"  {arm:<11} {rate.passes}/{rate.n} format-only passes (shape checked, not correctness)")
     if q := report.sequential:
@@ -98,8 +98,12 @@ def render_markdown(report: Report) -> str:
             f"Tasks (placebo left out; the pooled effect covers the same ones): {', '.join(report.headline_tasks)}. The rate "
             "is the mean of the tasks' rates, every task weighted equally, with a t interval over the tasks (one task: "
             "its exact Clopper-Pearson interval).", ""]
-    out += _table(["arm", "passes", "mean rate over tasks", "95% CI"],
-                  [[arm, f"{r.passes}/{r.n}", pct(r.rate), ci(r)] for arm, r in report.headline.items()])
+    out += _table(["arm", "tasks", "passes", "mean rate over tasks", "95% CI"],
+                  [[arm, str(r.tasks or len(report.headline_tasks)), f"{r.passes}/{r.n}", pct(r.rate), ci(r)]
+                   for arm, r in report.headline.items()])
+    if len({r.tasks for r in report.headline.values()}) > 1:
+        out += ["", "The arms ran different tasks (a task no batch covers has no treatment): compare the arms on the "
+                "paired rows and the pooled effect, which hold the same tasks on both sides."]
     if report.format_only:
         out += ["", "Format-only tasks (the answer's shape is checked, not its truth), reported apart:", ""]
         out += _table(["arm", "passes", "rate"], [[arm, f"{r.passes}/{r.n}", pct(r.rate)] for arm, r in report.format_only.items()])
@@ -172,6 +176,26 @@ def render_markdown(report: Report) -> str:
         out += _table(["route", "held", "breached", "not probed", "evidence"],
                       [[w.route, str(w.held), str(w.breached), str(w.not_probed), w.evidence[:200].replace("|", "/").replace("\n", " ")]
                        for w in report.walls])
+    if report.writes:
+        out += ["", "## Write tasks: ClawBench's metrics", "",
+                "A write task's submission is the first request its check matched, blocked in the browser. Where the "
+                "check's fields decide the grade it is graded by them; elsewhere by the judge's lenient rubric "
+                "(ClawBench's reward), with the strict one recorded beside it. Tool calls count every call in the agent's "
+                "trajectory (ClawBench's count); browser calls only those the proxy forwarded."]
+        out += _table(
+            ["arm", "trials", "intercepted", "graded by the check (passed)", "judged", "judge strict", "judge lenient",
+             "median tool calls", "median browser calls"],
+            [[w.arm, str(w.trials), f"{w.intercepted}/{w.trials}", f"{w.by_check} ({w.by_check_passed})", str(w.judged),
+              f"{w.judge_strict}/{w.judged}", f"{w.judge_lenient}/{w.judged}", num(w.median_agent_tool_calls),
+              num(w.median_browser_calls)] for w in report.writes])
+    if report.write_groups:
+        out += ["", "By group (ClawBench's metaclass):", ""]
+        out += _table(["group", "arm", "tasks", "trials", "intercepted", "passed"],
+                      [[g.group, g.arm, str(g.tasks), str(g.trials), f"{g.intercepted}/{g.trials}", f"{g.passed}/{g.trials}"]
+                       for g in report.write_groups])
+    if report.ungradable_tasks:
+        out += ["", f"Ungradable ClawBench cases (their schema is the package's placeholder, which no request matches; "
+                    f"run as asked, counted nowhere): {', '.join(report.ungradable_tasks)}"]
     out += ["", "## Usage, tools and validity", ""]
     out += _table(
         ["arm", "trials", "median agent s (model / browser calls)", "input tok", "cached tok", "output tok",

@@ -23,7 +23,7 @@ from typing import Any
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
 from .records import (
-    BrowserCalls, PlannedTrial, Timings, Tokens, TrialRecord, Wall, atomic_write, supersede_record, trial_record_path,
+    BrowserCalls, JudgeRecord, PlannedTrial, Timings, Tokens, TrialRecord, Wall, atomic_write, supersede_record, trial_record_path,
 )
 
 INDEX = "index.jsonl"
@@ -44,6 +44,9 @@ class ReportedTrial(PlannedTrial):
     tokens_cli: Tokens | None = None
     calls: BrowserCalls = Field(default_factory=BrowserCalls)
     walls: list[Wall] | None = None
+    submissions: int | None = None
+    judge: JudgeRecord | None = None
+    agent_tool_calls: int | None = None
 
 
 class IndexLine(BaseModel):

@@ -26,8 +26,28 @@ Outcome = Literal["passed", "failed", "errored"]
 StopReason = Literal[
     "wrong_answer", "no_answer", "bot_block", "site_error", "backend_error", "unreadable_page", "call_cap",
     "over_spend", "agent_error", "agent_timeout", "error_before_grading", "no_browser_call", "browser_crashed",
-    "upstream_error", "worker_crashed", "output_refused", "wall_breached",
+    "upstream_error", "worker_crashed", "output_refused", "wall_breached", "no_submission", "wrong_submission",
+    "judge_error",
 ]
+
+
+class JudgeVerdict(BaseModel):
+    match: bool
+    reason: str = ""
+
+
+class JudgeRecord(BaseModel):
+    """The LLM judge's verdicts on a write task's submission (grading/judge.py): ClawBench's strict
+    and lenient rubrics; the lenient one grades."""
+
+    model: str
+    strict: JudgeVerdict | None = None
+    lenient: JudgeVerdict | None = None
+    error: str | None = None
+    requests: int = 0  # through its gateway route
+    cost_usd: float | None = None
+
+
 class ExperimentExists(Exception):
     pass
 
@@ -52,6 +72,9 @@ class TaskLimits(BaseModel):
     timeout_sec: float
     shortcut: bool = True  # the batch offers a shortcut over control's tools (suite.WebbenchMeta)
     agree_on: list[str] = Field(default_factory=list)
+    arms: list[str] | None = None  # the arms the task runs in, where not every arm of the run
+    ungradable: bool = False  # a ClawBench placeholder case: reported apart, never as an arm's failure
+    group: str | None = None
 
 
 class RunManifest(BaseModel):
@@ -79,6 +102,10 @@ class RunManifest(BaseModel):
     trials: list[PlannedTrial]
     broken_pairs: list[str] = Field(default_factory=list)
     task_limits: dict[str, TaskLimits]
+    judge_model: str | None = None  # the judge of write tasks whose check does not decide (None: no such task)
+    judge_base_url: str | None = None
+    case_set: str | None = None  # a ClawBench suite: the package's case set (clawbench-eval's version is in versions)
+    ungradable: bool = False  # ... with its placeholder cases planned
     content_hashes: dict[str, str]
     git_revision: str | None = None
     versions: dict[str, str] = Field(default_factory=dict)
@@ -156,6 +183,9 @@ class TrialRecord(PlannedTrial):
     harbor_trial_dir: str | None = None  # relative to the experiment directory (see trial_dir)
     trace: BrowserTrace | None = None  # None: traces were off, or the trial ended before its agent ran
     walls: list[Wall] | None = None  # the hostile runner's trials: each route it tried, held or breached
+    submissions: int | None = None  # a write task: the requests its check matched, blocked in the browser
+    judge: JudgeRecord | None = None  # a judged write task: the judge's verdicts on its submission
+    agent_tool_calls: int | None = None  # every tool call in the agent's trajectory (ClawBench's count), browser or not
     worker: str = Field(default_factory=lambda: os.environ.get("PYTEST_XDIST_WORKER", "main"))
     started_at: str | None = None
     finished_at: str = Field(default_factory=lambda: datetime.now(UTC).isoformat())
@@ -230,6 +260,16 @@ def hold_experiment(experiment_dir: Path) -> int:
     os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()} since {datetime.now(UTC).isoformat(timespec='seconds')}: "
                   f"{' '.join(sys.argv)[:300]}".encode(), 0)
     return fd
+
+
+def release_claim(experiment_dir: Path) -> None:
+    """A new run refused once its trials were collected (-k chose ones it cannot run): its claim on
+    the experiment goes, so the ID is free again; a folder holding anything else is left as it is."""
+    (experiment_dir / RUN_LOCK).unlink(missing_ok=True)
+    try:
+        experiment_dir.rmdir()
+    except OSError:
+        pass
 
 
 def new_experiment_id() -> str:

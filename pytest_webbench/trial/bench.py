@@ -4,11 +4,13 @@ plugin parametrizes it with every task x attempt x arm of the suite."""
 from __future__ import annotations
 
 
-def test_trial(webbench_trial, browser_session, mcp_proxy, model_gateway, agent_runner, trial_recorder):
+def test_trial(request, webbench_trial, browser_session, mcp_proxy, model_gateway, agent_runner, trial_recorder):
     # imported here: collecting 10,000 trials need not load the trial machinery
     from pytest_webbench.grading import grade_trial
     from pytest_webbench.grading.evidence import unseen_flag
+    from pytest_webbench.planning.state import state
     from pytest_webbench.trial.browser_session import read_page_state, read_page_value
+    from pytest_webbench.trial.judging import judge_trial
 
     outcome = agent_runner.run()  # the agent, as a one-trial Harbor run, through the proxy
     # Faults, read before grading moves the page: a crashed or ended browser, a block or error page.
@@ -18,9 +20,12 @@ def test_trial(webbench_trial, browser_session, mcp_proxy, model_gateway, agent_
     # Grading never trusts the agent's claim: its JSON answer, and the live page read afterwards.
     page_value, page_error = read_page_value(browser_session, webbench_trial, mcp_proxy.log_path.parent)
     calls = mcp_proxy.calls()
+    # A write task's submission that its check cannot decide goes to the judge, through the gateway.
+    judge = judge_trial(state(request.config), webbench_trial, browser_session.services, page_value,
+                        mcp_proxy.log_path.parent) if page_error is None else None
     grade = grade_trial(
         webbench_trial.task.meta, outcome.answer_raw, calls.forwarded, cap_hit=calls.cap_hit,
-        page_value=page_value, page_error=page_error,
+        page_value=page_value, page_error=page_error, judge=judge,
     )
     walls = None
     if agent_runner.grades == "walls":  # the hostile runner: its trial is the walls it tried
@@ -35,7 +40,7 @@ def test_trial(webbench_trial, browser_session, mcp_proxy, model_gateway, agent_
         flags.append(unseen)
     record = trial_recorder.record(outcome, grade, calls, page_value, flags=flags, lost=lost,
                                    page=page, gateway=model_gateway, trace=agent_runner.trace,
-                                   gateway_turns=agent_runner.turns(), walls=walls)
+                                   gateway_turns=agent_runner.turns(), walls=walls, judge=judge)
     assert record.outcome == "passed", (
         f"{webbench_trial.trial_id}: {record.stop_reason}: {record.detail} (expected {grade.expected}, "
         f"answer {grade.answer!r})"

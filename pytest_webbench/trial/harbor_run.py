@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from ..design.arms import ANSWER_PATH, arm_instructions
+from ..design.arms import ANSWER_PATH, GIVEN_FOLDER, arm_instructions
 from ..design.suite import TrialSpec
 from ..grading.trajectory_scan import load_trajectory_steps
 from ..planning.options import RunOptions
@@ -127,7 +127,8 @@ def harbor_trial_config(options: RunOptions, runner: RunnerSpec, spec: TrialSpec
             # The run's one exit, added to the task's agent-phase policy (no-network in the suites):
             # the host of the listener serving the agent's proxy and gateway routes.
             extra_allowed_hosts=[_exit_host(proxy.url)],
-            kwargs={**runner.options, **(_trial_context(spec, browser) if runner.takes_trial_context else {})},
+            kwargs={**runner.options, **(_trial_context(spec, browser) if runner.takes_trial_context else {}),
+                    **({"given_dir": str(given)} if (given := spec.task.path / GIVEN_FOLDER).is_dir() else {})},
             # the pinned CLI's folder is on this machine: a sandbox installs the same pin itself
             env=agent_env,
         ),

@@ -32,13 +32,13 @@ class TrialRecorder:
         meta = self.spec.task.meta
         return dict(
             experiment_id=self.st.options.experiment_id, trial_id=key.trial_id, task=key.task, attempt=key.attempt,
-            arm=key.arm, pair_id=key.pair_id, pair_position=self.spec.pair_position, runner=self.st.options.runner,
+            arm=key.arm, pair_id=self.spec.pair_id, pair_position=self.spec.pair_position, runner=self.st.options.runner,
             model=self.st.options.model, grading=meta.grading, placebo=meta.placebo, started_at=self.started_at,
         )
 
     def record(self, outcome: AgentOutcome, grade: Grade, calls, page_value, flags: list[str] | None = None,
                lost: str | None = None, page=None, gateway=None, trace: dict | None = None,
-               gateway_turns: int | None = None, walls=None) -> TrialRecord:
+               gateway_turns: int | None = None, walls=None, judge=None) -> TrialRecord:
         from .harbor_run import record_reward_in_harbor
         from ..grading.verdict import decide
 
@@ -62,7 +62,10 @@ class TrialRecorder:
                      "model_sec": round(meter.model_sec, 6) if meter is not None else None},
             tokens=tokens, tokens_cli=outcome.tokens.model_copy(update={"turns": outcome.turns}) if meter is not None else None,
             model_requests=meter.requests if meter is not None else None, model_refused=meter.refused if meter else 0,
-            calls=calls, flags=flags or [], trace=trace, walls=walls,
+            calls=calls, flags=flags or [], trace=trace, walls=walls, judge=judge,
+            submissions=page_value.get("submissions") if self.spec.task.meta.request and isinstance(page_value, dict) else None,
+            agent_tool_calls=sum(len(step.get("tool_calls") or []) for step in outcome.trajectory_steps)
+            if outcome.trajectory_steps else None,
             harbor_trial_dir=str(outcome.harbor_trial_dir.relative_to(self.st.experiment_dir)),
         )
         record_reward_in_harbor(outcome.harbor_trial_dir, record.reward)

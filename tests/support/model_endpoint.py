@@ -45,6 +45,29 @@ for (;;) {
 }"""
 
 
+# Write tasks (grading "request"): the submission is blocked in the browser, so the code waits for
+# that, not for a page that never comes, and the model then answers with an empty object.
+BLOCKED = """
+const blocked = page.waitForEvent('requestfailed', (r) => r.method() === 'POST' && r.url().includes(%r));
+await page.click(%r, { noWaitAfter: true });
+return (await blocked).failure().errorText;"""
+WRITES = {
+    "place the order for the name `Webbench`": """
+await page.goto(new URL('/p/BOT-GRE-L', page.url()).href);
+await page.fill('input[name=qty]', '2');
+await Promise.all([page.waitForURL('**/cart'), page.click('#add-to-cart')]);
+await page.goto(new URL('/checkout', page.url()).href);
+await page.fill('input[name=name]', 'Webbench');
+await page.fill('input[name=postcode]', 'QX417');""" + BLOCKED % ("/checkout", "#place-order"),
+    # the account's details come from the file the task gives (my-info/account.json), read first
+    "Create a Wikipedium account": """
+await page.goto(new URL('/signup', page.url()).href);
+await page.fill('input[name=username]', %(username)r);
+await page.fill('input[name=email]', %(email)r);
+await Promise.all([page.waitForURL('**/signup'), page.click('#signup-next')]);""" + BLOCKED % ("/signup/confirm", "#signup-confirm"),
+}
+
+
 @dataclass
 class Step:
     tool: str | None = None  # a browser tool's short name, or "shell"
@@ -89,6 +112,7 @@ class ScriptedModel:
         self.canary = canary  # a harness file outside any trial, which a planted link points at
         self.sent: dict[str, dict[str, int]] = {}  # session id -> usage totals sent
         self.requests: list[dict] = []
+        self.judged: list[dict] = []  # the judge requests answered, with their verdicts
 
     def breakout(self, conv: Conversation) -> list[Step]:
         """A hostile agent, as a new user tried one: links planted where the harness copies from
@@ -154,6 +178,16 @@ class ScriptedModel:
             return preface[len(conv.results)]
         results = conv.results[len(preface):]
         session = {"session_id": conv.session_id}
+        for phrase, code in WRITES.items():  # a write task: one call that submits, then an empty answer
+            if phrase in conv.instruction:
+                if "%(username)" in code:  # it needs the given file: read it with the shell first
+                    if not results:
+                        return Step("shell", {"cmd": "cat my-info/account.json"})
+                    given, results = _json_in(results[0]) or {}, results[1:]
+                    code = code % {"username": given.get("username", "?"), "email": given.get("email", "?")}
+                if not results:
+                    return Step("execute_playwright_code", {**session, "code": code})
+                return Step(text="{}")
         if "Large Green Bottle" not in conv.instruction:
             if not results:
                 return Step("execute_playwright_code", {**session, "code": "return await page.title()"})
@@ -183,6 +217,23 @@ class ScriptedModel:
         for key in ("input", "cached", "output"):
             totals[key] += TURN_USAGE[key]
         totals["turns"] += 1
+
+
+def judge_verdict(system: str, user: str) -> dict | None:
+    """The scripted judge (ClawBench's rubrics, grading/judge.py): a request is judged by the phrases
+    the instruction quotes in backticks. Strict: every one is in the intercepted request; lenient:
+    none is contradicted, i.e. at least one is there (or none is quoted). None: not a judge's request."""
+    if "evaluator for a web-agent benchmark" not in system:
+        return None
+    instruction = user.split("INTERCEPTED REQUEST:", 1)[0]
+    request = user.split("INTERCEPTED REQUEST:", 1)[-1].replace("%40", "@").replace("+", " ")
+    quoted = [q for q in re.findall(r"`([^`]+)`", instruction) if not q.startswith("my-info/")]  # not the given files' names
+    present = [q for q in quoted if q in request]
+    if "strict" in system.split("\n", 1)[0]:
+        match = len(present) == len(quoted)
+    else:
+        match = not quoted or bool(present)
+    return {"match": match, "reason": f"{len(present)} of {len(quoted)} quoted values in the request"}
 
 
 def _failure(model: str, api: str) -> JSONResponse | None:
@@ -331,6 +382,15 @@ class ModelEndpoint:
             return failure
         messages = body.get("messages", [])
         instruction = "\n".join(_text_of(m.get("content")) for m in messages if m.get("role") == "user")
+        system = "\n".join(_text_of(m.get("content")) for m in messages if m.get("role") == "system")
+        if (verdict := judge_verdict(system, instruction)) is not None:
+            usage = {"prompt_tokens": TURN_USAGE["input"], "completion_tokens": TURN_USAGE["output"],
+                     "total_tokens": TURN_USAGE["input"] + TURN_USAGE["output"]}
+            self.model.judged.append({"system": system, "user": instruction, "verdict": verdict})
+            return JSONResponse({"id": "chatcmpl-" + uuid.uuid4().hex[:8], "object": "chat.completion", "model": model,
+                                 "choices": [{"index": 0, "finish_reason": "stop",
+                                              "message": {"role": "assistant", "content": json.dumps(verdict)}}],
+                                 "usage": usage})
         results = [_text_of(m.get("content")) for m in messages if m.get("role") == "tool"]
         conv = Conversation(model, instruction, results)
         await self._before_answering(conv)

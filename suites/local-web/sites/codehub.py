@@ -1,5 +1,6 @@
 """CodeHub: a code host modelled on GitHub: repositories, pull requests (paginated, filterable by
-state), releases and search. Its own WebMCP tool searches repositories."""
+state), releases and search. Its own WebMCP tool searches repositories. A new issue's form is sent
+by the page's script, as JSON to GitHub's REST path for it (the form itself posts nothing)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from starlette.applications import Starlette
 from starlette.responses import HTMLResponse, JSONResponse
 from starlette.routing import Route
 
-from common import esc, page, page_number, paginate, pager
+from common import esc, js, page, page_number, paginate, pager, record_write
 
 OWNERS = ["acme", "nimbus", "orbital"]
 REPOS = {
@@ -106,7 +107,7 @@ async def repo_home(request):
         return HTMLResponse("<h1>404</h1>", status_code=404)
     latest = DATA[repo]["releases"][0]
     body = (f"<h1>{esc(repo)}</h1><p>{esc(REPOS[repo])}</p><nav><a href='/{repo}/pulls'>Pull requests</a> · "
-            f"<a href='/{repo}/releases'>Releases</a></nav><div class='card'>Latest release: "
+            f"<a href='/{repo}/releases'>Releases</a> · <a href='/{repo}/issues/new'>New issue</a></nav><div class='card'>Latest release: "
             f"<a href='/{repo}/releases'>{esc(latest['tag'])}</a></div>")
     return _shell(repo, body)
 
@@ -188,9 +189,66 @@ async def api_search_issues(request):
     return JSONResponse({"total_count": len(items), "incomplete_results": False, "items": items[:per_page]})
 
 
+LABELS = ("bug", "documentation", "enhancement")
+ISSUES: dict[str, list[dict]] = {}
+NEW_ISSUE_SCRIPT = """
+document.getElementById('new-issue').addEventListener('submit', async (e) => {
+  e.preventDefault();
+  const f = e.target;
+  const issue = { title: f.title.value.trim(), body: f.body.value,
+                  labels: [...f.querySelectorAll('input[name=label]:checked')].map((c) => c.value) };
+  const status = document.getElementById('issue-status');
+  try {
+    const res = await fetch(%s, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(issue) });
+    const made = await res.json();
+    if (!res.ok) throw new Error(made.message);
+    location.href = made.html_url;
+  } catch (err) { status.textContent = 'Could not create the issue: ' + err.message; }
+});
+"""
+
+
+async def new_issue(request):
+    repo = _repo(request)
+    if repo is None:
+        return HTMLResponse("Not found", status_code=404)
+    labels = "".join(f"<label><input type='checkbox' name='label' value='{lab}'> {lab}</label> " for lab in LABELS)
+    return _shell(f"New issue · {repo}", (
+        f"<h1>{esc(repo)} · New issue</h1><form id='new-issue'><p><label>Title <input name='title' size='60'></label></p>"
+        f"<p><label>Description <textarea name='body' rows='5' cols='60'></textarea></label></p><p>Labels: {labels}</p>"
+        "<button id='submit-issue'>Submit new issue</button></form><p id='issue-status'></p>"
+        f"<script>{NEW_ISSUE_SCRIPT % js(f'/api/v3/repos/{repo}/issues')}</script>"))
+
+
+async def api_create_issue(request):
+    repo = _repo(request)
+    try:
+        issue = await request.json()
+    except ValueError:
+        issue = None
+    if repo is None or not isinstance(issue, dict) or not str(issue.get("title", "")).strip():
+        return JSONResponse({"message": "Validation Failed"}, status_code=422)
+    made = ISSUES.setdefault(repo, [])
+    made.append({"title": issue["title"], "body": issue.get("body", ""), "labels": list(issue.get("labels") or [])})
+    record_write("codehub", "issue", {"repo": repo, **made[-1]})
+    number = len(made)
+    return JSONResponse({"number": number, "title": issue["title"], "html_url": f"/{repo}/issues/{number}"}, status_code=201)
+
+
+async def issue_page(request):
+    repo = _repo(request)
+    made = ISSUES.get(repo or "", [])
+    number = request.path_params["number"]
+    if not 1 <= number <= len(made):
+        return HTMLResponse("Not found", status_code=404)
+    return _shell(f"Issue {number}", f"<h1>{esc(made[number - 1]['title'])}</h1><p>#{number}</p>")
+
+
 def create_app() -> Starlette:
     return Starlette(routes=[
         Route("/api/v3/repos/{owner}/{repo}/pulls/{number:int}", api_pull), Route("/api/v3/search/issues", api_search_issues),
+        Route("/api/v3/repos/{owner}/{repo}/issues", api_create_issue, methods=["POST"]),
+        Route("/{owner}/{repo}/issues/new", new_issue), Route("/{owner}/{repo}/issues/{number:int}", issue_page),
         Route("/", home), Route("/explore", explore), Route("/search", search), Route("/api/search", api_search),
         Route("/{owner}/{repo}", repo_home), Route("/{owner}/{repo}/pulls", pulls),
         Route("/{owner}/{repo}/pull/{number:int}", pull), Route("/{owner}/{repo}/releases", releases),

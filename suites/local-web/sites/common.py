@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 import json
+import os
 
 from starlette.responses import HTMLResponse
 
@@ -63,3 +64,11 @@ def page_number(request) -> int:
         return max(1, int(request.query_params.get("page", "1")))
     except ValueError:
         return 1
+
+
+def record_write(site: str, kind: str, data: dict) -> None:
+    """A write that reached the site (an account made, an issue opened): appended to the file
+    SITE_WRITES_LOG names, so a test can check that an intercepted submission never arrived."""
+    if log := os.environ.get("SITE_WRITES_LOG"):
+        with open(log, "a", encoding="utf-8") as f:
+            f.write(json.dumps({"site": site, "kind": kind, **data}) + "\n")

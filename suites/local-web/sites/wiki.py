@@ -1,5 +1,7 @@
 """Wikipedium: a reference wiki modelled on Wikipedia: articles with infoboxes, categories,
-search, a random-article link. Its own WebMCP tool searches article titles."""
+search, a random-article link. Its own WebMCP tool searches article titles. Its sign-up takes two
+steps (the form, then a confirmation page whose button makes the account), and its form is also a
+native tool in the WebMCP spec's declarative form (`<form toolname=...>`)."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ from starlette.applications import Starlette
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse
 from starlette.routing import Route
 
-from common import esc, page
+from common import esc, page, record_write
 
 CITIES = {
     "Aldermoor": {"country": "Norland", "population": 482_113, "founded": 1132, "river": "Veln"},
@@ -57,7 +59,7 @@ def _url(title: str) -> str:
 
 
 def _shell(title: str, body: str) -> HTMLResponse:
-    nav = ("<a href='/wiki/Special:Random'>Random article</a><a href='/category/Cities'>Cities</a>"
+    nav = ("<a href='/wiki/Special:Random'>Random article</a><a href='/category/Cities'>Cities</a><a href='/signup'>Create account</a>"
            "<a href='/category/Rivers'>Rivers</a><form action='/search'><input name='q' placeholder='Search'></form>")
     return page(f"{title} - Wikipedium", "Wikipedium", nav, body, NATIVE_TOOLS)
 
@@ -122,9 +124,49 @@ async def api_search(request):
     return JSONResponse(_search(request.query_params.get("q", "")))
 
 
+ACCOUNTS: dict[str, dict] = {}
+SIGNUP_FORM = (
+    # Declarative WebMCP: Chromium makes this form a tool (its inputs the schema); toolautosubmit lets an
+    # agent's call submit it. Submitting only reaches the confirmation page: the account is made there.
+    "<form method='post' action='/signup' toolname='start_signup' toolautosubmit "
+    "tooldescription='Fill in and submit the Wikipedium sign-up form. The account is made only once the "
+    "confirmation page that follows is confirmed.'>"
+    "<label>Username <input name='username' required toolparamdescription='Username, 3 to 20 letters or digits'></label> "
+    "<label>Email <input name='email' type='email' required toolparamdescription='Email address'></label> "
+    "<label><input type='checkbox' name='newsletter' value='yes'> Send me the newsletter</label> "
+    "<button id='signup-next'>Continue</button></form>")
+
+
+def _signup_values(form) -> dict:
+    return {"username": str(form.get("username", "")).strip(), "email": str(form.get("email", "")).strip(),
+            "newsletter": "yes" if form.get("newsletter") == "yes" else "no"}
+
+
+async def signup(request):
+    if request.method == "GET":
+        return _shell("Create account", f"<h1>Create account</h1>{SIGNUP_FORM}")
+    values = _signup_values(await request.form())
+    if not values["username"].isalnum() or not 3 <= len(values["username"]) <= 20 or "@" not in values["email"]:
+        return _shell("Create account", f"<h1>Create account</h1><p class='error'>Give a username of 3 to 20 letters "
+                                        f"or digits and an email address.</p>{SIGNUP_FORM}")
+    hidden = "".join(f"<input type='hidden' name='{k}' value='{esc(v)}'>" for k, v in values.items())
+    return _shell("Confirm your account", (
+        "<h1>Confirm your account</h1><dl>" + "".join(f"<dt>{k}</dt><dd id='confirm-{k}'>{esc(v)}</dd>" for k, v in values.items())
+        + f"</dl><form method='post' action='/signup/confirm'>{hidden}<button id='signup-confirm'>Create account</button></form>"
+        "<p><a href='/signup'>Change these details</a></p>"))
+
+
+async def signup_confirm(request):
+    values = _signup_values(await request.form())
+    ACCOUNTS[values["username"]] = values
+    record_write("wiki", "account", values)
+    return _shell("Welcome", f"<h1>Welcome, {esc(values['username'])}</h1><p id='account-made'>Your account is ready.</p>")
+
+
 def create_app() -> Starlette:
     return Starlette(routes=[
         Route("/", home), Route("/wiki/{title:path}", article), Route("/category/{name}", category),
         Route("/search", search), Route("/api/search", api_search),
         Route("/api/rest_v1/page/summary/{title:path}", rest_summary), Route("/w/api.php", action_api),
+        Route("/signup", signup, methods=["GET", "POST"]), Route("/signup/confirm", signup_confirm, methods=["POST"]),
     ])

@@ -58,4 +58,26 @@
       };
     },
   },
+  {
+    kind: 'page',
+    match: { url_patterns: ['http://codehub.localhost/*'] },
+    tool: {
+      name: 'open_issue',
+      description: 'Open an issue on a CodeHub repository with a title, a description and labels (bug, documentation, enhancement).',
+      inputSchema: {
+        type: 'object',
+        properties: {
+          repository: { type: 'string', description: 'owner/name' }, title: { type: 'string' }, body: { type: 'string' },
+          labels: { type: 'array', items: { type: 'string', enum: ['bug', 'documentation', 'enhancement'] } },
+        },
+        required: ['repository', 'title'],
+      },
+    },
+    execute: async ({ repository, title, body = '', labels = [] }) => {
+      const res = await fetch(`/api/v3/repos/${repository}/issues`, {
+        method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ title, body, labels }),
+      }).catch(() => null);
+      return { sent: true, status: res ? res.status : null };
+    },
+  },
 ]

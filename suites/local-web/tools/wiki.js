@@ -17,4 +17,22 @@
       return { title, facts };
     },
   },
+  {
+    kind: 'page',
+    match: { url_patterns: ['http://wiki.localhost/*'] },
+    tool: {
+      name: 'create_account',
+      description: 'Create a Wikipedium account in one step (the sign-up and its confirmation).',
+      inputSchema: {
+        type: 'object',
+        properties: { username: { type: 'string' }, email: { type: 'string' }, newsletter: { type: 'boolean' } },
+        required: ['username', 'email'],
+      },
+    },
+    execute: async ({ username, email, newsletter = false }) => {
+      const body = new URLSearchParams({ username, email, newsletter: newsletter ? 'yes' : 'no' });
+      const res = await fetch('/signup/confirm', { method: 'POST', body }).catch(() => null);
+      return { sent: true, status: res ? res.status : null };
+    },
+  },
 ]

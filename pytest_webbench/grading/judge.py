@@ -1,0 +1,103 @@
+"""The LLM judge of a write task's submission, as ClawBench's verifier asks it.
+
+Where a task's check does not decide the grade (no `expect` fields: ClawBench's cases), the first
+request the browser intercepted goes to a judge model with ClawBench's two rubrics, strict and
+lenient (its prompts, unchanged, in judge_prompts/), and its user message built the same way. Both
+verdicts are recorded; the grade is the lenient one, which is ClawBench's reward. The judge is
+called by the harness, never by the agent, through the model gateway on a route of its own, so it
+is metered, capped and logged like an agent (`judge/model-log.jsonl` in the trial's folder). A judge
+that cannot answer (unreachable, refused at its cap, an unparseable reply) errors the trial: the
+fault is the harness's, not the agent's.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from importlib import resources
+from typing import Any
+
+from ..results.records import JudgeRecord, JudgeVerdict
+
+RUBRICS = ("strict", "lenient")
+MAX_TOKENS = {"strict": 4096, "lenient": 800}  # ClawBench's
+BODY_CHARS = 6000
+
+
+class JudgeError(Exception):
+    """The judge gave no verdict: the trial errors (the harness's fault, not the agent's)."""
+
+
+@cache
+def rubric(name: str) -> str:
+    return (resources.files("pytest_webbench.grading") / "judge_prompts" / f"{name}.txt").read_text(encoding="utf-8")
+
+
+def user_message(instruction: str, submitted: dict[str, Any]) -> str:
+    """ClawBench's `build_user_msg`: the instruction and the intercepted request's URL, method and
+    body (parsed where it was JSON or a form; its query rides in the URL)."""
+    body = submitted.get("body")
+    if isinstance(body, (dict, list)):
+        body_text = json.dumps(body, ensure_ascii=False, indent=2)[:BODY_CHARS]
+    else:
+        body_text = str(body)[:BODY_CHARS] if body is not None else "(empty)"
+    return (f"INSTRUCTION:\n{instruction}\n\nINTERCEPTED REQUEST:\n  url: {submitted.get('url')}\n"
+            f"  method: {submitted.get('method')}\n  body:\n{body_text}\n\n")
+
+
+def parse_verdict(text: str) -> JudgeVerdict:
+    """The single-line JSON object the rubrics ask for, tolerating a code fence around it."""
+    text = (text or "").strip()
+    try:
+        obj = json.loads(text[text.index("{"): text.rindex("}") + 1])
+    except ValueError:
+        raise JudgeError(f"the judge's reply is not the JSON verdict asked for: {text[:200]!r}") from None
+    if not isinstance(obj, dict) or not isinstance(obj.get("match"), bool):
+        raise JudgeError(f"the judge's reply has no boolean 'match': {text[:200]!r}")
+    return JudgeVerdict(match=obj["match"], reason=str(obj.get("reason", ""))[:500])
+
+
+def request_for(api: str, model: str, system: str, user: str, max_tokens: int) -> tuple[str, dict]:
+    """The path (below the route's base URL) and body of one judge call, in the API's own terms."""
+    if api == "messages":
+        return "/v1/messages", {"model": model, "max_tokens": max_tokens, "system": system,
+                                "messages": [{"role": "user", "content": user}]}
+    return "/chat/completions", {"model": model, "max_tokens": max_tokens, "temperature": 0, "stream": False,
+                                 "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}]}
+
+
+def reply_text(api: str, reply: dict) -> str:
+    if api == "messages":
+        return "".join(block.get("text", "") for block in reply.get("content") or [] if isinstance(block, dict))
+    choices = reply.get("choices") or [{}]
+    return ((choices[0] or {}).get("message") or {}).get("content") or ""
+
+
+def ask(base_url: str, token: str, api: str, model: str, rubric_name: str, user: str, timeout: float = 120) -> JudgeVerdict:
+    import httpx
+
+    path, body = request_for(api, model, rubric(rubric_name), user, MAX_TOKENS[rubric_name])
+    headers = {"x-api-key": token, "anthropic-version": "2023-06-01"} if api == "messages" else {"authorization": f"Bearer {token}"}
+    try:
+        response = httpx.post(base_url + path, json=body, headers=headers, timeout=timeout)
+    except httpx.HTTPError as exc:
+        raise JudgeError(f"the judge ({rubric_name}) could not be reached: {exc}") from None
+    if response.status_code != 200:
+        raise JudgeError(f"the judge ({rubric_name}) answered HTTP {response.status_code}: {response.text[:300]}")
+    try:
+        reply = response.json()
+    except ValueError:
+        raise JudgeError(f"the judge ({rubric_name}) answered something that is not JSON: {response.text[:200]!r}") from None
+    return parse_verdict(reply_text(api, reply))
+
+
+def judge_submission(instruction: str, submitted: dict[str, Any], base_url: str, token: str, api: str, model: str) -> JudgeRecord:
+    """Both rubrics, one after the other (the route lets one request of a trial through at a time)."""
+    record = JudgeRecord(model=model)
+    user = user_message(instruction, submitted)
+    try:
+        for name in RUBRICS:
+            setattr(record, name, ask(base_url, token, api, model, name, user))
+    except JudgeError as exc:
+        record.error = str(exc)
+    return record

@@ -1,0 +1,284 @@
+"""ClawBench as a suite: its cases become Harbor task folders (`design/clawbench.py`), planned in
+the arms each can run (treatment only where an injected batch covers its site), graded by
+interception and, where the case's check does not decide, by the judge through the model gateway.
+`clawbench-local` holds write tasks in ClawBench's own format on local-web's sites, so the whole
+path runs here: the reference and nop runners, and the scripted model as the judge."""
+
+from __future__ import annotations
+
+import json
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from pytest_webbench.design.clawbench import load_cases
+from pytest_webbench.design.suite import SuiteError, WebbenchMeta, load_suite
+from pytest_webbench.trial.service_loop import ServiceLoop
+
+sys.path.insert(0, str(Path(__file__).parent / "support"))
+from model_endpoint import ModelEndpoint  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+CLAWBENCH = ROOT / "suites" / "clawbench"
+LOCAL = ROOT / "suites" / "clawbench-local"
+
+
+def run(pytester, *args):
+    return pytester.runpytest_subprocess("-p", "no:cacheprovider", f"--results-dir={pytester.path / 'results'}", *args)
+
+
+def collected(result) -> list[str]:
+    return [line.split("[", 1)[1].rstrip("]") for line in result.outlines if "::test_trial[" in line]
+
+
+def manifest_of(pytester, experiment: str) -> dict:
+    return json.loads((pytester.path / "results" / experiment / "manifest.json").read_text())
+
+
+@pytest.mark.parametrize("options, gradable", [((), 129), (("--clawbench-set", "v1"), 70), (("--clawbench-set", "v1-lite"), 12),
+                                                (("--clawbench-set", "v1", "--clawbench-ungradable"), 152)])
+def test_collect_only_plans_every_gradable_case_in_each_arm_it_can_run(pytester, options, gradable):
+    result = run(pytester, "--suite", str(CLAWBENCH), *options, "--experiment-id", "cb", "--collect-only", "-q")
+    assert result.ret == 0, result.stderr.str()
+    ids = collected(result)
+    # no site of ClawBench's has an injected batch yet: control and playwright, and no treatment
+    assert len(ids) == 2 * gradable
+    assert {i.rsplit("-", 1)[1] for i in ids} == {"control", "playwright"}
+    manifest = manifest_of(pytester, "cb")
+    assert manifest["case_set"] == (options[1] if options else "v2") and manifest["versions"]["clawbench-eval"] == "0.11.0"
+    assert manifest["ungradable"] == ("--clawbench-ungradable" in options)
+    assert all(t["pair_id"] is None and t["pair_position"] is None for t in manifest["trials"])  # lone trials, not broken pairs
+    assert manifest["broken_pairs"] == []
+    ungradable = sum(limits["ungradable"] for limits in manifest["task_limits"].values())
+    assert ungradable == (82 if "--clawbench-ungradable" in options else 0)
+
+
+@pytest.mark.parametrize("options, message", [
+    (("--suite", str(CLAWBENCH), "--clawbench-set", "v9"), "*case set 'v9': choose one of v2, v1, v1-lite*"),
+    (("--suite", str(ROOT / "suites" / "local-web"), "--clawbench-set", "v1"), "*this suite's tasks are its own*"),
+    (("--suite", str(LOCAL), "--clawbench-set", "v1"), "*this suite's cases are its own*"),
+    (("--suite", str(LOCAL)), "*are graded by an LLM judge, and --runner reference runs no model: give --judge-model*"),
+    (("--suite", str(LOCAL), "-k", "wiki"), "*(local-04-wiki-signup) are graded by an LLM judge*"),
+    (("--suite", str(LOCAL), "--judge-model", "nowhere/m"), "*the judge: --model 'nowhere/m'*"),
+    (("--suite", str(ROOT / "suites" / "local-web"), "--judge-model", "openai/gpt-4o-mini"), "*no task of local-web is graded by a judge*"),
+])
+def test_a_case_set_or_judge_that_cannot_be_used_is_refused_before_any_trial(pytester, monkeypatch, options, message):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    result = run(pytester, *options, "--collect-only", "-q")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    # refused while planning (stderr), or, with -k, once the selection is collected (pytest.exit: stdout)
+    pytest.LineMatcher(result.stderr.lines + result.stdout.lines).fnmatch_lines([message])
+    assert not (pytester.path / "results").exists() or not any((pytester.path / "results").iterdir())
+
+
+def test_a_judge_without_its_provider_s_key_is_refused_before_any_trial(pytester, monkeypatch):
+    """(Planning alone, --collect-only, needs no key: the CLI and Kernel access are checked then too.)"""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    result = run(pytester, "--suite", str(LOCAL), "--judge-model", "openai/gpt-4o-mini", "--allow-unpriced")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*the judge openai/gpt-4o-mini: OPENAI_API_KEY is not set*"])
+
+
+def test_a_case_becomes_a_harbor_task_folder_with_its_limits_check_and_given_files():
+    case = next(c for c in load_cases("v2") if c.name == "v2-047-daily-life-personal-care-taskrabbit")
+    task = next(t for t in load_suite(CLAWBENCH).tasks if t.name == case.name)
+    raw = tomllib.loads((task.path / "task.toml").read_text())
+    assert raw["task"]["name"] == f"clawbench/{case.name}"
+    assert task.timeout_sec == case.time_limit * 60 and task.agent_network_mode == "no-network"
+    assert task.meta.grading == "request" and task.meta.request.url_pattern == case.eval_schema.url_pattern
+    assert task.meta.request.method == case.eval_schema.method and task.meta.site == "taskrabbit"
+    assert task.meta.arms == ["control", "playwright"] and task.meta.group == case.metadata.metaclass
+    assert raw["metadata"]["clawbench"] == {"case_set": "v2", "task_id": 47, "class": "personal-care", "platform": "taskrabbit",
+                                            "sites_involved": ["taskrabbit.com"]}
+    given = sorted(p.name for p in (task.path / "given").iterdir())
+    assert given == ["address_info.json", "alex_green_personal_info.json"]
+    assert (task.path / "given" / "address_info.json").read_bytes() == (case.folder / "extra_info" / "address_info.json").read_bytes()
+    assert task.instruction.startswith(case.instruction) and "my-info/address_info.json" in task.instruction
+    # the site the agent starts on is the first host the case involves
+    assert load_suite(CLAWBENCH).spec.sites["taskrabbit"].base_url == "https://taskrabbit.com"
+
+
+def test_a_task_s_arms_and_its_batch_must_agree():
+    base = {"site": "s", "grading": "pinned", "answer": {"x": {"type": "integer", "equals": 1}}, "turn_cap": 5, "spend_limit_usd": 1}
+    WebbenchMeta.model_validate({**base, "arms": ["control", "playwright"]})  # no treatment: no batch needed
+    with pytest.raises(ValueError, match="tool_batch: a task without the treatment arm injects no batch"):
+        WebbenchMeta.model_validate({**base, "arms": ["control", "playwright"], "tool_batch": "s"})
+    with pytest.raises(ValueError, match="or leave treatment out of arms"):
+        WebbenchMeta.model_validate({**base, "arms": ["control", "treatment"]})
+    with pytest.raises(ValueError, match="list each arm once"):
+        WebbenchMeta.model_validate({**base, "arms": ["control", "control"], "placebo": True})
+
+
+def test_a_broken_local_case_is_one_error_naming_its_file(tmp_path):
+    import shutil
+
+    shutil.copytree(LOCAL, tmp_path / "suite", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(ROOT / "suites" / "local-web", tmp_path / "local-web")
+    case = tmp_path / "suite" / "cases" / "local-03-market-quote" / "task.json"
+    raw = json.loads(case.read_text())
+    raw["eval_schema"]["method"] = "FETCH"
+    case.write_text(json.dumps(raw))
+    with pytest.raises(SuiteError, match=r"local-03-market-quote/task.json: eval_schema.method: 'FETCH' is not one of"):
+        load_suite(tmp_path / "suite")
+
+
+@pytest.fixture(scope="module")
+def judge_endpoint():
+    loop = ServiceLoop()
+    endpoint = ModelEndpoint()
+    url = loop.serve(endpoint.app, "scripted judge")
+    yield endpoint, url + "/v1"
+    loop.close()
+
+
+JUDGE = ("--judge-model", "openai/gpt-4o-mini", "--allow-unpriced")
+
+
+@pytest.mark.chromium
+def test_clawbench_local_runs_end_to_end_graded_by_check_and_judge_and_nothing_reaches_a_site(pytester, monkeypatch, judge_endpoint):
+    endpoint, judge_url = judge_endpoint
+    writes = pytester.path / "writes.jsonl"
+    monkeypatch.setenv("SITE_WRITES_LOG", str(writes))
+    monkeypatch.setenv("SHOP_ORDERS_LOG", str(writes))
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-judge-real-key-0c4f")
+    judged_before = len(endpoint.model.judged)
+    result = run(pytester, "--suite", str(LOCAL), *JUDGE, "--judge-base-url", judge_url, "--experiment-id", "cbl")
+    result.assert_outcomes(passed=12)
+    exp = pytester.path / "results" / "cbl"
+    records = {p.stem: json.loads(p.read_text()) for p in (exp / "trials").glob("*.json")}
+    for trial_id, r in records.items():
+        assert r["submissions"] >= 1, trial_id
+        judged = "market-quote" in trial_id or "wiki-signup" in trial_id
+        assert (r["judge"] is not None) == judged, trial_id
+        if judged:  # both rubrics asked, through the trial's own gateway route, which logged them
+            assert r["judge"]["strict"]["match"] and r["judge"]["lenient"]["match"] and r["judge"]["requests"] == 2
+            log = [json.loads(line) for line in (exp / r["harbor_trial_dir"] / "judge" / "model-log.jsonl").read_text().splitlines()]
+            assert [entry["status"] for entry in log] == [200, 200]
+    # the judge saw the instruction and the intercepted request, never the real key; each rubric once per judged trial
+    asked = endpoint.model.judged[judged_before:]
+    assert len(asked) == 12 and all("INTERCEPTED REQUEST:" in a["user"] for a in asked)
+    assert {a["system"].split("\n", 1)[0] for a in asked} == {"You are a strict evaluator for a web-agent benchmark.",
+                                                             "You are a lenient evaluator for a web-agent benchmark."}
+    assert all(r["key"] == "sk-judge-real-key-0c4f" for r in endpoint.model.requests[-12:] if r.get("api") == "chat")
+    assert not writes.exists() or writes.read_text() == ""  # no intercepted submission reached any site
+    report = (exp / "report.md").read_text()
+    assert "## Write tasks: ClawBench's metrics" in report
+    assert "| control | 4 | 4/4 | 2 (2) | 2 | 2/2 | 2/2 |" in report
+    # grouped by the cases' metaclass: shopping holds the checkout and the quote
+    assert "| shopping | treatment | 2 | 2 | 2/2 | 2/2 |" in report
+    # treatment's batch offers a shortcut on each: fewer browser calls than control, pair by pair
+    for task in ("local-01-shop-checkout", "local-02-codehub-issue", "local-03-market-quote", "local-04-wiki-signup"):
+        assert records[f"{task}-a1-treatment"]["calls"]["forwarded"] < records[f"{task}-a1-control"]["calls"]["forwarded"], task
+    # control made its account through the sign-up form's declarative WebMCP tool (a native tool)
+    assert records["local-04-wiki-signup-a1-control"]["calls"]["webmcp_invokes"].get("native:completed") == 1
+
+
+@pytest.mark.chromium
+def test_clawbench_local_with_the_nop_runner_fails_every_trial_no_submission_and_asks_no_judge(pytester, monkeypatch, judge_endpoint):
+    endpoint, judge_url = judge_endpoint
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    judged_before = len(endpoint.model.judged)
+    result = run(pytester, "--suite", str(LOCAL), "--runner", "nop", *JUDGE, "--judge-base-url", judge_url,
+                 "--experiment-id", "nop", "-k", "shop or wiki")
+    result.assert_outcomes(failed=6)
+    records = [json.loads(p.read_text()) for p in (pytester.path / "results" / "nop" / "trials").glob("*.json")]
+    # the nop agent makes no browser call at all: ClawBench's "no interception" is a 0 either way
+    assert {(r["outcome"], r["stop_reason"]) for r in records} <= {("failed", "no_submission"), ("failed", "no_browser_call")}
+    assert all(r["judge"] is None for r in records) and len(endpoint.model.judged) == judged_before
+
+
+def test_the_site_s_write_log_records_a_write_that_does_reach_it(monkeypatch, tmp_path):
+    """The oracle of "nothing reached the site" is this log: it must see a real write."""
+    from starlette.testclient import TestClient
+
+    log = tmp_path / "writes.jsonl"
+    monkeypatch.setenv("SITE_WRITES_LOG", str(log))
+    monkeypatch.syspath_prepend(str(ROOT / "suites" / "local-web" / "sites"))
+    import codehub
+    import wiki
+
+    with TestClient(wiki.create_app()) as client:
+        assert client.post("/signup/confirm", data={"username": "x1y", "email": "a@b.c"}).status_code == 200
+    with TestClient(codehub.create_app()) as client:
+        assert client.post("/api/v3/repos/acme/rocket/issues", json={"title": "t", "labels": ["bug"]}).status_code == 201
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [(entry["site"], entry["kind"]) for entry in lines] == [("wiki", "account"), ("codehub", "issue")]
+
+
+def _local_copy(tmp: Path, edit) -> Path:
+    """clawbench-local and the local-web sites it uses, side by side, with `edit` applied to the copy."""
+    import shutil
+
+    ignore = shutil.ignore_patterns("__pycache__")
+    shutil.copytree(ROOT / "suites" / "local-web", tmp / "suites" / "local-web", ignore=ignore)
+    shutil.copytree(LOCAL, tmp / "suites" / "clawbench-local", ignore=ignore)
+    edit(tmp / "suites" / "clawbench-local")
+    return tmp / "suites" / "clawbench-local"
+
+
+@pytest.mark.chromium
+def test_a_task_without_a_batch_runs_alone_beside_pairs_and_shards_merge_to_the_whole_run(pytester, monkeypatch, judge_endpoint):
+    from pytest_webbench.report.__main__ import main as report_main
+
+    def no_codehub_batch(suite: Path):
+        toml = suite / "suite.toml"
+        toml.write_text(toml.read_text().replace('tool_batch = "../local-web/tools/codehub.js"\n', ""))
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")  # the suite's judged tasks need a judge, though deselected here
+    suite = _local_copy(pytester.path / "copy", no_codehub_batch)
+
+    def go(results: str, *args):
+        return pytester.runpytest_subprocess(
+            "-p", "no:cacheprovider", "--suite", str(suite), "-k", "codehub or shop", "--experiment-id", "mixed",
+            f"--results-dir={pytester.path / results}", *JUDGE, "--judge-base-url", judge_endpoint[1], *args)
+
+    go("whole").assert_outcomes(passed=5)  # shop: a pair and its playwright trial; codehub: control and playwright
+    whole = pytester.path / "whole" / "mixed"
+    manifest = json.loads((whole / "manifest.json").read_text())
+    lone = [t for t in manifest["trials"] if t["task"] == "local-02-codehub-issue"]
+    assert [t["arm"] for t in lone] == ["control", "playwright"] and all(t["pair_id"] is None for t in lone)
+    assert manifest["task_limits"]["local-02-codehub-issue"]["arms"] == ["control", "playwright"]
+    assert manifest["broken_pairs"] == []
+    report = json.loads((whole / "report.json").read_text())
+    assert [r["task"] for r in report["paired"]] == ["local-01-shop-checkout"]
+    assert {(r["arm"], r["task"]) for r in report["by_arm_task"]} >= {("control", "local-02-codehub-issue"),
+                                                                      ("playwright", "local-02-codehub-issue")}
+    go("m1", "--shard", "1/2")
+    go("m2", "--shard", "2/2")
+    merged = pytester.path / "merged" / "mixed"
+    assert report_main(["merge", str(merged), str(pytester.path / "m1" / "mixed"), str(pytester.path / "m2" / "mixed")]) == 0
+    assert json.loads((merged / "manifest.json").read_text())["trials"] == manifest["trials"]
+    from test_resume import outcome_figures
+
+    assert outcome_figures(json.loads((merged / "report.json").read_text())) == outcome_figures(report)
+    assert report["headline"]["treatment"]["tasks"] == 1 and report["headline"]["control"]["tasks"] == 2
+
+
+@pytest.mark.chromium
+def test_an_ungradable_case_runs_when_asked_and_is_counted_nowhere(pytester, monkeypatch, judge_endpoint):
+    def placeholder(suite: Path):
+        case = suite / "cases" / "local-02-codehub-issue" / "task.json"
+        raw = json.loads(case.read_text())
+        raw["eval_schema"] = {"url_pattern": "__PLACEHOLDER_WILL_NOT_MATCH__", "method": "POST"}
+        case.write_text(json.dumps(raw))
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    suite = _local_copy(pytester.path / "copy", placeholder)
+    judge = (*JUDGE, "--judge-base-url", judge_endpoint[1])
+    planned = run(pytester, "--suite", str(suite), *judge, "-k", "codehub or shop", "--collect-only", "-q", "--experiment-id", "p0")
+    assert not any("codehub" in i for i in collected(planned))  # not planned unless asked for
+    result = run(pytester, "--suite", str(suite), *judge, "-k", "codehub or shop", "--clawbench-ungradable", "--experiment-id", "p1")
+    result.assert_outcomes(passed=3, failed=3)  # it ran, and could only fail: no request matches the placeholder
+    report = json.loads((pytester.path / "results" / "p1" / "report.json").read_text())
+    assert report["ungradable_tasks"] == ["local-02-codehub-issue"]
+    assert {r["task"] for r in report["by_arm_task"]} == {"local-01-shop-checkout"}
+    assert report["planned_trials"] == 3 and report["complete"]
+    assert "Ungradable ClawBench cases" in (pytester.path / "results" / "p1" / "report.md").read_text()
+
+
+def test_deselecting_the_judged_tasks_lets_a_run_go_without_a_judge(pytester):
+    result = run(pytester, "--suite", str(LOCAL), "-k", "shop or codehub", "--collect-only", "-q", "--experiment-id", "nj")
+    assert result.ret == 0, result.stderr.str()
+    assert len(collected(result)) == 6

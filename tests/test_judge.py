@@ -1,0 +1,102 @@
+"""The judge of write tasks (grading/judge.py) against ClawBench's own verifier: the same rubrics,
+the same user message, the same reading of a verdict (the installed clawbench-eval is the oracle),
+and how its verdicts become a grade and an outcome."""
+
+from __future__ import annotations
+
+import importlib.util
+from types import SimpleNamespace
+
+import pytest
+
+from pytest_webbench.design.clawbench import installed_root
+from pytest_webbench.design.suite import WebbenchMeta
+from pytest_webbench.grading.grade import grade_trial, needs_judge
+from pytest_webbench.grading.judge import JudgeError, parse_verdict, request_for, reply_text, rubric, user_message
+from pytest_webbench.grading.verdict import decide
+from pytest_webbench.results.records import BrowserCalls, JudgeRecord, JudgeVerdict, Tokens
+
+
+@pytest.fixture(scope="module")
+def verify():
+    path = installed_root().parents[1] / "runtime" / "harbor" / "verify.py"
+    spec = importlib.util.spec_from_file_location("clawbench_verify", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_rubrics_are_clawbench_s_own(verify):
+    assert rubric("strict") == verify.JUDGE_SYSTEM_STRICT
+    assert rubric("lenient") == verify.JUDGE_SYSTEM_LENIENT
+
+
+@pytest.mark.parametrize("body", [{"name": "Ada", "qty": 2}, [1, 2], "title=x&labels=bug", None, {"long": "x" * 9000}, ""])
+def test_the_user_message_is_clawbench_s(verify, body):
+    submitted = {"method": "POST", "url": "https://shop.example/checkout?ref=7", "body": body, "query": {"ref": "7"}}
+    ours = user_message("Buy two mugs", submitted)
+    theirs = verify.build_user_msg("Buy two mugs", {"request": submitted}, None)
+    assert ours == theirs
+
+
+@pytest.mark.parametrize("text", ['{"match": true, "reason": "right item"}', '```json\n{"match": false, "reason": "no"}\n```',
+                                  'Sure. {"match": true} done', '{"match": "yes"}', "no verdict at all", ""])
+def test_a_verdict_is_read_as_clawbench_reads_it_and_anything_else_is_a_judge_error(verify, text):
+    match, _ = verify.parse_verdict(text)
+    if match is None:  # ClawBench scores it 0 silently; here it errors the trial: the judge failed, not the agent
+        with pytest.raises(JudgeError):
+            parse_verdict(text)
+    else:
+        assert parse_verdict(text).match is match
+
+
+def test_the_judge_calls_are_each_api_s_own_shape():
+    path, body = request_for("chat", "gpt-4o-mini", "SYS", "USER", 800)
+    assert path == "/chat/completions" and body["messages"][0] == {"role": "system", "content": "SYS"}
+    assert body["stream"] is False and body["max_tokens"] == 800
+    path, body = request_for("messages", "claude-x", "SYS", "USER", 800)
+    assert path == "/v1/messages" and body["system"] == "SYS" and body["messages"] == [{"role": "user", "content": "USER"}]
+    assert reply_text("chat", {"choices": [{"message": {"content": '{"match": true}'}}]}) == '{"match": true}'
+    assert reply_text("messages", {"content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}) == "ab"
+
+
+META = {"site": "s", "grading": "request", "answer": {}, "turn_cap": 5, "spend_limit_usd": 1, "arms": ["control", "playwright"]}
+SUBMITTED = {"submissions": 1, "submitted": {"method": "POST", "url": "http://s/x", "body": {"a": "1"}, "query": {}}}
+
+
+def meta(**request) -> WebbenchMeta:
+    return WebbenchMeta.model_validate({**META, "request": {"url_pattern": "/x", "method": "POST", **request}})
+
+
+def test_a_check_that_decides_needs_no_judge():
+    assert needs_judge(meta())
+    assert not needs_judge(meta(body={"a": "1"})) and not needs_judge(meta(params={"r": "7"}))
+    assert not needs_judge(meta(expect={"a": "1"}))
+
+
+def verdict(lenient: bool | None, strict: bool | None = True, error: str | None = None):
+    judge = JudgeRecord(model="m", error=error,
+                        lenient=None if lenient is None else JudgeVerdict(match=lenient, reason="l"),
+                        strict=None if strict is None else JudgeVerdict(match=strict, reason="s"))
+    grade = grade_trial(meta(), None, 3, page_value=SUBMITTED, judge=judge)
+    outcome = SimpleNamespace(exception=None, scored_note=None, output_refused=None, tokens=Tokens())
+    return grade, decide(outcome, grade, BrowserCalls(), None, None, 1.0)
+
+
+def test_the_lenient_verdict_grades_and_the_strict_one_is_kept_beside_it():
+    grade, v = verdict(lenient=True, strict=False)
+    assert grade.passed and v.outcome == "passed" and "strict False" in v.detail
+    grade, v = verdict(lenient=False, strict=False)
+    assert (v.outcome, v.stop_reason) == ("failed", "wrong_submission")
+
+
+def test_a_judge_that_gave_no_verdict_errors_the_trial_whatever_else():
+    _, v = verdict(lenient=None, strict=None, error="the judge (strict) answered HTTP 502")
+    assert (v.outcome, v.stop_reason) == ("errored", "judge_error") and "HTTP 502" in v.detail
+    grade = grade_trial(meta(), None, 3, page_value=SUBMITTED, judge=None)
+    assert grade.stop_reason == "judge_error"
+
+
+def test_no_submission_is_a_failure_before_any_judge():
+    grade = grade_trial(meta(), None, 3, page_value={"submissions": 0, "submitted": None}, judge=None)
+    assert (grade.passed, grade.stop_reason) == (False, "no_submission")
