@@ -83,7 +83,10 @@ def test_instructions_are_withheld_under_both_handshakes(method, tmp_path):
 def test_disallowed_calls_are_rejected_logged_and_never_forwarded(arm, message, rule, tmp_path):
     s, up = session(arm, tmp_path)
     reply = run(s.handle(message))
-    assert reply["result"]["isError"] is True and rule in reply["result"]["content"][0]["text"]
+    if rule == "tool_not_in_arm":  # to the agent a tool its arm does not offer is unknown: a protocol error
+        assert reply["error"]["code"] == -32602 and rule in reply["error"]["message"] and "Unknown tool" in reply["error"]["message"]
+    else:  # an offered tool's refused call is a tool result the model reads
+        assert reply["result"]["isError"] is True and rule in reply["result"]["content"][0]["text"]
     assert up.sent == []
     [record] = read_call_log(tmp_path / "log.jsonl").records
     assert record.decision == "rejected" and record.rule == rule

@@ -28,7 +28,7 @@ from ..design.arms import WEBMCP_TOOL, ArmPolicy
 from .log import MAX_RESULT_CHARS, CallLog, CallRecord, bounded
 from .rules import Rejection, check_call, filter_tools
 
-PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INTERNAL_ERROR = -32700, -32600, -32601, -32603
+PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS, INTERNAL_ERROR = -32700, -32600, -32601, -32602, -32603
 UPSTREAM_ERROR = -32000
 HANDSHAKES = ("initialize", "server/discover")
 # Requests the proxy forwards. Everything else an MCP server could offer (prompts, resources,
@@ -243,7 +243,11 @@ class ProxySession:
                     raise Rejection("call_cap", f"the call cap of {self.call_cap} browser calls is reached: give your answer now")
             except Rejection as rejection:
                 self.stats.rejected_calls += 1
-                reply = _tool_error(message["id"], f"Rejected by the benchmark proxy ({rejection.rule}): {rejection}")
+                text = f"Rejected by the benchmark proxy ({rejection.rule}): {rejection}"
+                # a tool the arm does not offer is, to the agent, an unknown tool: MCP answers that with
+                # a protocol error (-32602), not a tool result; a refused call of an offered tool is a result
+                reply = (_error(message["id"], INVALID_PARAMS, f"Unknown tool: {tool!r}. {text}")
+                         if rejection.rule == "tool_not_in_arm" else _tool_error(message["id"], text))
                 self._write("tools/call", tool, arguments, "rejected", started, reply, rule=rejection.rule,
                             cap_reached=rejection.rule == "call_cap")
                 return Answer(reply)
