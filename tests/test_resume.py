@@ -27,32 +27,42 @@ def outcome_figures(report: dict) -> dict:
     }
 
 
-def test_a_killed_run_resumed_gives_the_unbroken_run_s_report(pytester):
-    run(pytester, "--experiment-id", "unbroken").assert_outcomes(passed=6)
-    run(pytester, "--experiment-id", "broken").assert_outcomes(passed=6)
-    broken = pytester.path / "results" / "broken"
-    # "killed": a whole pair lost, one member of another pair lost, and a playwright trial lost
-    for trial in ("shop-price-a1-control", "shop-price-a1-treatment", "wiki-population-a1-treatment",
-                  "wiki-population-a1-playwright"):
-        (broken / "trials" / f"{trial}.json").unlink()
-    (broken / "report.json").unlink()
+def test_a_killed_run_resumed_gives_the_unbroken_run_s_report(pytester, monkeypatch):
+    """The run is killed for real: its process gets SIGKILL in the middle of a trial (the fault
+    agent's `kill_worker`, without -n the run's only process), with nothing of pytest's to clean up."""
+    import os
 
-    resumed = run(pytester, "--resume", "broken", "-n", "2")  # workers agree on what is left
-    # the lost trials, plus the surviving member of the broken pair, which runs again with its partner
-    resumed.assert_outcomes(passed=5)
+    from test_faults import TESTS, fault_preset, planned_order
+
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(TESTS / "support"), os.environ.get("PYTHONPATH")])))
+    order = planned_order("broken")
+    victim = order[3]
+    preset, armed = fault_preset(pytester.path, "kill_worker", [victim])
+    killed = pytester.runpytest_subprocess("-p", "no:cacheprovider", f"--results-dir={pytester.path / 'results'}",
+                                           "--suite", str(LOCAL_WEB), "--runner", str(preset), "-k", SELECT,
+                                           "--experiment-id", "broken")
+    assert killed.ret == -9 and not armed.exists()  # killed by the signal, in the victim's trial
+    broken = pytester.path / "results" / "broken"
+    recorded = {p.stem for p in (broken / "trials").glob("*.json")}
+    assert recorded == set(order[:3]) and not (broken / "report.json").exists()
+
+    run(pytester, "--experiment-id", "unbroken").assert_outcomes(passed=6)
+    resumed = pytester.runpytest_subprocess("-p", "no:cacheprovider", f"--results-dir={pytester.path / 'results'}",
+                                            "--resume", "broken", "-n", "2")  # workers agree on what is left
+    # the trials without a record, and the recorded member of the pair the kill broke, run again with its partner
+    partner = {"control": "treatment", "treatment": "control"}
+    victim_task, victim_arm = victim.rsplit("-", 1)
+    rerun = {f"{victim_task}-{partner[victim_arm]}"} & recorded if victim_arm in partner else set()
+    resumed.assert_outcomes(passed=len(set(order) - recorded) + len(rerun))
     superseded = broken / "trials" / "superseded"
-    assert [p.name for p in superseded.glob("*.json")] == ["wiki-population-a1-control.json"]
-    # every trial run again started in a fresh Harbor folder; the earlier ones are kept, not graded
-    rerun = {"shop-price-a1-control", "shop-price-a1-treatment", "wiki-population-a1-control",
-             "wiki-population-a1-treatment", "wiki-population-a1-playwright"}
-    assert {p.name for p in superseded.iterdir() if p.is_dir()} == rerun
-    assert all((superseded / t / "result.json").exists() for t in rerun)
+    assert {p.stem for p in superseded.glob("*.json")} == rerun
     unbroken = json.loads((pytester.path / "results" / "unbroken" / "report.json").read_text())
     assert outcome_figures(json.loads((broken / "report.json").read_text())) == outcome_figures(unbroken)
     manifest = json.loads((broken / "manifest.json").read_text())
     assert len(manifest["trials"]) == 6  # the original plan, not the resumed subset
 
-    again = run(pytester, "--resume", "broken")  # nothing left to do
+    again = pytester.runpytest_subprocess("-p", "no:cacheprovider", f"--results-dir={pytester.path / 'results'}",
+                                          "--resume", "broken")  # nothing left to do
     assert again.ret == pytest.ExitCode.NO_TESTS_COLLECTED
 
 
