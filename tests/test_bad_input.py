@@ -3,6 +3,8 @@ are paths, limits out of range in a task file, a model the runner does not use."
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import shutil
 import sys
 from pathlib import Path
@@ -184,3 +186,135 @@ def test_a_sandbox_whose_needs_are_missing_is_refused_before_any_trial(pytester,
     assert result.ret == pytest.ExitCode.USAGE_ERROR and f"--environment docker: {said}" in result.stderr.str()
     assert not (pytester.path / "results").exists()
     assert _run(pytester, *args, "--collect-only").ret == pytest.ExitCode.OK
+
+
+# -- 11: plain Harbor task folders, and tasks graded by their own Harbor verifier ---------------------
+
+VERIFIER_TEST = """#!/bin/bash
+# shop-price graded by its own Harbor verifier: the answer the agent wrote and the page it left
+price=$(python3 -c "import json; print(json.load(open('/app/answer.json'))['price'])" 2>/dev/null)
+url=$(python3 -c "import json; print(json.load(open('/app/page.json'))['url'])" 2>/dev/null)
+echo "$url" > /logs/verifier/seen-url.txt
+if [ "$price" = "17.49" ] && [ -n "$url" ]; then echo 1 > /logs/verifier/reward.txt; else echo 0 > /logs/verifier/reward.txt; fi
+"""
+
+
+def _verifier_suite(root: Path, test_sh: str) -> Path:
+    suite = root / "suite"
+    shutil.copytree(LOCAL_WEB, suite, ignore=shutil.ignore_patterns("__pycache__"))
+    task = suite / "tasks" / "shop-price"
+    toml = (task / "task.toml").read_text()
+    toml = toml.replace('grading = "pinned"', 'grading = "verifier"').replace('agree_on = ["price"]\n', "")
+    toml = toml[:toml.index("[metadata.webbench.answer.price]")]
+    (task / "task.toml").write_text(toml)
+    (task / "tests").mkdir()
+    (task / "tests" / "test.sh").write_text(test_sh)
+    return suite
+
+
+def test_a_plain_harbor_task_is_refused_with_the_keys_it_needs(tmp_path):
+    from pytest_webbench.design.suite import SuiteError, load_suite
+
+    suite = tmp_path / "suite"
+    shutil.copytree(LOCAL_WEB, suite, ignore=shutil.ignore_patterns("__pycache__"))
+    template = Path(importlib.util.find_spec("harbor").origin).parent / "cli" / "template-task"
+    shutil.copytree(template, suite / "tasks" / "harbor-template")
+    with pytest.raises(SuiteError) as refused:
+        load_suite(suite)
+    message = str(refused.value)
+    assert "harbor-template/task.toml: metadata.webbench: missing" in message
+    for key in ("site", "grading", "verifier", "turn_cap", "spend_limit_usd", "tool_batch", "answer"):
+        assert key in message, key
+
+
+def test_a_verifier_graded_task_needs_its_test_script(tmp_path):
+    from pytest_webbench.design.suite import SuiteError, load_suite
+
+    suite = _verifier_suite(tmp_path, VERIFIER_TEST)
+    (suite / "tasks" / "shop-price" / "tests" / "test.sh").unlink()
+    with pytest.raises(SuiteError, match=r"shop-price/tests/test.sh: \(file\): missing: grading 'verifier'"):
+        load_suite(suite)
+
+
+@pytest.mark.chromium
+@pytest.mark.seal
+def test_a_task_graded_by_its_own_harbor_verifier_sees_the_answer_and_the_page(pytester):
+    suite = _verifier_suite(pytester.path, VERIFIER_TEST)
+    passed = _run(pytester, "--suite", str(suite), "--runner", "reference", "-k", "shop-price", "--experiment-id", "v1")
+    passed.assert_outcomes(passed=3)
+    exp = pytester.path / "results" / "v1"
+    for record in (json.loads(p.read_text()) for p in (exp / "trials").glob("*.json")):
+        assert record["verifier_rewards"] == {"reward": 1.0} and record["grading"] == "verifier"
+        seen = (exp / record["harbor_trial_dir"] / "verifier" / "seen-url.txt").read_text()
+        assert "shop.localhost" in seen  # the page the agent left, given to the verifier
+    failed = _run(pytester, "--suite", str(suite), "--runner", "nop", "-k", "shop-price and control", "--experiment-id", "v2")
+    failed.assert_outcomes(failed=1)
+    [nop] = [json.loads(p.read_text()) for p in (pytester.path / "results" / "v2" / "trials").glob("*.json")]
+    assert (nop["outcome"], nop["stop_reason"], nop["verifier_rewards"]) == ("failed", "wrong_answer", {"reward": 0.0})
+
+
+@pytest.mark.chromium
+@pytest.mark.seal
+def test_a_verifier_that_writes_no_reward_errors_the_trial(pytester):
+    suite = _verifier_suite(pytester.path, "#!/bin/bash\nexit 0\n")
+    result = _run(pytester, "--suite", str(suite), "--runner", "reference", "-k", "shop-price and control", "--experiment-id", "v3")
+    result.assert_outcomes(failed=1)
+    [record] = [json.loads(p.read_text()) for p in (pytester.path / "results" / "v3" / "trials").glob("*.json")]
+    assert (record["outcome"], record["stop_reason"]) == ("errored", "verifier_error") and "RewardFile" in record["detail"]
+
+
+# -- 3: a results disk that fills up mid-run, or is mounted read-only ---------------------------------
+
+def _mount_tmpfs(path: Path, size: str, *options: str) -> None:
+    import subprocess
+
+    path.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", ",".join([f"size={size}", *options]), "tmpfs", str(path)], check=True)
+
+
+def _unmount(path: Path) -> None:
+    import subprocess
+
+    subprocess.run(["umount", str(path)], check=False)
+
+
+@pytest.mark.seal  # root: mounts a small disk for the results
+def test_a_read_only_results_disk_is_refused_before_anything_runs(pytester):
+    results = pytester.path / "ro"
+    _mount_tmpfs(results, "1m", "ro")
+    try:
+        result = pytester.runpytest_subprocess("-p", "no:cacheprovider", f"--results-dir={results}", "--suite", str(LOCAL_WEB),
+                                               "--runner", "reference", "-k", "shop-price and control")
+    finally:
+        _unmount(results)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*--results-dir {results}: cannot create the experiment's folder there*Read-only file system*"])
+
+
+@pytest.mark.chromium
+@pytest.mark.seal
+def test_a_results_disk_that_fills_mid_run_stops_it_whole_and_resume_finishes_it(pytester):
+    results = pytester.path / "small"
+    # room for the plan and a trial or two (a trial leaves its trace, screenshot, logs and pages), not for six
+    _mount_tmpfs(results, "900k")
+    try:
+        full = pytester.runpytest_subprocess("-p", "no:cacheprovider", f"--results-dir={results}", "--suite", str(LOCAL_WEB),
+                                             "--runner", "reference", "-k", "shop-price or wiki-population", "--experiment-id", "full")
+        assert full.ret == pytest.ExitCode.INTERRUPTED, full.stdout.str()[-3000:]
+        full.stdout.fnmatch_lines(["*the results disk cannot be written*No space left on device*"
+                                   "every record written so far is whole*pytest --resume full*"])
+        experiment = results / "full"
+        records = list((experiment / "trials").glob("*.json")) if (experiment / "trials").exists() else []
+        for path in records:  # whole, or not there at all
+            json.loads(path.read_text())
+        assert len(records) < 6 and not list(experiment.rglob("*.tmp*"))
+        subprocess_remount = ["mount", "-o", "remount,size=200m", str(results)]
+        import subprocess
+
+        subprocess.run(subprocess_remount, check=True)  # the user frees space
+        resumed = pytester.runpytest_subprocess("-p", "no:cacheprovider", f"--results-dir={results}", "--resume", "full")
+        assert resumed.ret == 0, resumed.stdout.str()[-3000:]
+        report = json.loads((experiment / "report.json").read_text())
+        assert report["complete"] and report["recorded_trials"] == 6
+    finally:
+        _unmount(results)

@@ -23,7 +23,11 @@ from .arms import ARM_POLICIES, ArmName, ArmPolicy, arm_policy
 from .clawbench import ClawBenchError, ClawBenchSource
 from .pairing import TrialKey
 
-GradingMode = Literal["page", "pinned", "format", "request"]
+GradingMode = Literal["page", "pinned", "format", "request", "verifier"]
+# What a task's [metadata.webbench] table must hold, for the message that asks for it.
+NEEDED_KEYS = ("site (one of the suite's sites), grading (page, pinned, format, request, or verifier: the task's own "
+               "Harbor verifier, tests/test.sh), turn_cap, spend_limit_usd, tool_batch (or placebo = true, or arms "
+               "without treatment), and [metadata.webbench.answer.<field>] rules unless grading is request or verifier")
 TASK_NAME = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 
 
@@ -43,7 +47,7 @@ class WebbenchMeta(_Strict):
     site: str
     start_path: str = "/"
     grading: GradingMode
-    answer: dict[str, FieldRule]
+    answer: dict[str, FieldRule] = Field(default_factory=dict)  # not for request or verifier grading
     page: PageCheck | None = None
     request: RequestCheck | None = None  # grading "request": the submission the browser intercepts
     turn_cap: int = Field(gt=0, description="browser calls the proxy lets through")
@@ -67,7 +71,7 @@ class WebbenchMeta(_Strict):
 
     @model_validator(mode="after")
     def _consistent(self) -> WebbenchMeta:
-        if not self.answer and self.grading != "request":
+        if not self.answer and self.grading not in ("request", "verifier"):
             raise ValueError("answer: at least one field rule is needed")
         if (self.grading == "request") != (self.request is not None):
             raise ValueError("grading 'request' goes with a [metadata.webbench.request] check, and only with it")
@@ -256,7 +260,7 @@ def load_task(task_dir: Path, suite: SuiteFile) -> Task:
     _check_limits(config_path, harbor_config)
     webbench = harbor_config.metadata.get("webbench")
     if not isinstance(webbench, dict):
-        raise SuiteError(config_path, "metadata.webbench", "missing: every task needs a [metadata.webbench] table")
+        raise SuiteError(config_path, "metadata.webbench", f"missing: every task needs a [metadata.webbench] table with {NEEDED_KEYS}")
     try:
         meta = WebbenchMeta.model_validate(webbench)
     except ValidationError as exc:
@@ -267,6 +271,9 @@ def load_task(task_dir: Path, suite: SuiteFile) -> Task:
         raise SuiteError(config_path, "metadata.webbench.tool_batch", f"{meta.tool_batch!r} is not a site of the suite")
     if meta.tool_batch and not suite.sites[meta.tool_batch].tool_batch:
         raise SuiteError(config_path, "metadata.webbench.tool_batch", f"site {meta.tool_batch!r} has no tool batch")
+    if meta.grading == "verifier" and not (task_dir / "tests" / "test.sh").is_file():
+        raise SuiteError(task_dir / "tests" / "test.sh", "(file)", "missing: grading 'verifier' runs the task's own Harbor "
+                         "verifier, which writes its reward to /logs/verifier/reward.txt")
     instruction_path = task_dir / "instruction.md"
     if not instruction_path.is_file():
         raise SuiteError(instruction_path, "(file)", "missing: every task needs its instruction")

@@ -45,7 +45,7 @@ from .seal_init import mount_tmpfs, unmount
 WORKDIR = "/app"
 AGENT_HOME = "/home/agent"
 # Absolute paths the agents use, each a private folder of the trial's inside the seal.
-PRIVATE_PATHS = ("/app", "/logs", "/installed-agent", "/tmp", AGENT_HOME)
+PRIVATE_PATHS = ("/app", "/logs", "/installed-agent", "/tmp", AGENT_HOME, "/tests")  # /tests: a task's own verifier
 # What an agent's command inherits from the harness's environment; everything else it gets is
 # passed explicitly by Harbor's agent (its config, the model key) or the runner preset.
 AGENT_ENV_ALLOWLIST = ("PATH", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "LC_MESSAGES", "TERM", "TZ", "USER", "LOGNAME")
@@ -165,7 +165,7 @@ class HostEnvironment(BaseEnvironment):
             mount_tmpfs(str(self._workspace), WORKSPACE_BYTES)
             self._mounted = True
             _LIVE_WORKSPACES.add(str(self._workspace))
-        for path in PRIVATE_PATHS:
+        for path in (*PRIVATE_PATHS, "/logs/verifier"):  # Harbor's verifier writes into /logs/verifier, as its images have it
             self.host_path(path).mkdir(parents=True, exist_ok=True)
 
     def _seal(self, workdir: str) -> Seal:

@@ -83,9 +83,11 @@ def check_field(key: str, rule: FieldRule, value: Any, page_value: Any) -> str |
 
 def grade_trial(
     meta: WebbenchMeta, answer_raw: bytes | str | None, forwarded_calls: int, cap_hit: bool = False,
-    page_value: Any = None, page_error: str | None = None, judge=None,
+    page_value: Any = None, page_error: str | None = None, judge=None, verifier: tuple[dict | None, str | None] = (None, None),
 ) -> Grade:
     expected = expected_values(meta, page_value)
+    if meta.grading == "verifier":  # the task's own Harbor verifier, run after the agent
+        return grade_by_verifier(*verifier, expected)
     if forwarded_calls == 0:
         return Grade(False, "no_browser_call", "no permitted browser call reached the browser: reward 0", expected=expected)
     if meta.request is not None:
@@ -156,3 +158,14 @@ def grade_submission(meta: WebbenchMeta, answer_raw: bytes | str | None, value: 
     if problems:
         return Grade(False, "wrong_submission", "; ".join(problems), answer, expected)
     return Grade(True, None, "the submission carries what the task asks" + extra, answer, expected)
+
+
+def grade_by_verifier(rewards: dict | None, error: str | None, expected: dict[str, Any]) -> Grade:
+    """A task graded by its own Harbor verifier (tests/test.sh, run after the agent with its answer
+    and the page it left): a pass is a full reward (1); a verifier that wrote none failed itself."""
+    if error is not None or not rewards:
+        return Grade(False, "verifier_error", f"the task's verifier gave no reward: {error or 'no reward written'}", expected=expected)
+    reward = rewards.get("reward", min(rewards.values()))
+    if reward >= 1:
+        return Grade(True, None, f"the task's verifier: {rewards}", expected=expected)
+    return Grade(False, "wrong_answer", f"the task's verifier: {rewards}", expected=expected)

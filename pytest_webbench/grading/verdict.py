@@ -64,8 +64,8 @@ def decide(outcome: AgentOutcome, grade: Grade, calls: BrowserCalls, lost: str |
         return errored("browser_crashed", lost)
     if calls.upstream_failures:
         return errored("upstream_error", f"the browser server failed {calls.upstream_failures} call(s)")
-    if grade.stop_reason == "judge_error":  # the harness's judge gave no verdict: nothing measured the agent
-        return Verdict("errored", "judge_error", 0.0, grade.detail)
+    if grade.stop_reason in ("judge_error", "verifier_error"):  # the grader failed: nothing measured the agent
+        return Verdict("errored", grade.stop_reason, 0.0, grade.detail)
     if capped:  # the gateway refused a model request at the trial's cap: the agent's run ended there
         return Verdict("failed", "over_spend", 0.0, f"the model gateway stopped the agent: {capped}; {grade.detail}")
     if outcome.output_refused:  # the answer file was a link, a special file or too large: nothing to grade

@@ -19,6 +19,7 @@ class RunController:
         self.st, self.resuming, self.distributed = st, resuming, distributed
         self.job_problems: list[str] = []
         self.browsers_left: dict[str, str] = {}
+        self.report_error: str | None = None  # the report could not be written (a full disk): why, and how to make it
 
     # -- planning ------------------------------------------------------------------------
     def pytest_collection_finish(self, session: pytest.Session) -> None:
@@ -94,11 +95,20 @@ class RunController:
         from ..results.harbor_jobs import write_job_results
         from ..report import write_report
 
-        _check_suite(st)
-        if st.options.browser == "kernel":
+        from ..results.records import disk_full_message
+
+        if st.options.browser == "kernel":  # first: a billed browser is deleted whatever the disk says
             self.browsers_left = _sweep_browsers(st)
-        self.job_problems = write_job_results(st.experiment_dir, st.options.experiment_id)
-        st.report = write_report(st.experiment_dir)
+        try:
+            _check_suite(st)
+            self.job_problems = write_job_results(st.experiment_dir, st.options.experiment_id)
+            st.report = write_report(st.experiment_dir)
+        except OSError as exc:  # never a report that stops silently: say why, and how to make it later
+            if (message := disk_full_message(exc, st.experiment_dir, st.options.experiment_id)) is None:
+                raise
+            self.report_error = (f"{message}; or write the report alone with "
+                                 f"`python -m pytest_webbench.report {st.experiment_dir}`")
+            return
         if config.getoption("publish", None) == "braintrust":
             from ..report.publish import PublishError, publish_braintrust
 
@@ -114,6 +124,8 @@ class RunController:
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
         report = self.st.report
+        if self.report_error:
+            terminalreporter.write_line(self.report_error, red=True)
         manifest = self.st.experiment_dir / "manifest.json"
         if terminalreporter.config.option.collectonly and manifest.exists():
             # planning claims the ID (the plan is written once, atomically): say so, and how to run it

@@ -31,7 +31,7 @@ from .writes import WriteGroupRow, WriteRow, write_groups, write_rows
 # the headline tasks only (task_names), with a sensitivity line; the playwright arm is compared
 # with control (Fisher, Newcombe, CMH); per-task p-values carry Holm's adjustment. 3: browsers_not_deleted.
 REPORT_SCHEMA = 5
-HEADLINE_GRADING = ("page", "pinned", "request")
+HEADLINE_GRADING = ("page", "pinned", "request", "verifier")
 FEW_ATTEMPTS = 5  # below this a run screens for large effects only
 NOT_A_PASS = ("failed", "errored", "missing")
 

@@ -27,7 +27,7 @@ StopReason = Literal[
     "wrong_answer", "no_answer", "bot_block", "site_error", "backend_error", "unreadable_page", "call_cap",
     "over_spend", "agent_error", "agent_timeout", "error_before_grading", "no_browser_call", "browser_crashed",
     "upstream_error", "worker_crashed", "output_refused", "wall_breached", "no_submission", "wrong_submission",
-    "judge_error",
+    "judge_error", "verifier_error",
 ]
 
 
@@ -183,6 +183,7 @@ class TrialRecord(PlannedTrial):
     harbor_trial_dir: str | None = None  # relative to the experiment directory (see trial_dir)
     trace: BrowserTrace | None = None  # None: traces were off, or the trial ended before its agent ran
     walls: list[Wall] | None = None  # the hostile runner's trials: each route it tried, held or breached
+    verifier_rewards: dict[str, float] | None = None  # grading "verifier": what the task's own Harbor verifier wrote
     submissions: int | None = None  # a write task: the requests its check matched, blocked in the browser
     judge: JudgeRecord | None = None  # a judged write task: the judge's verdicts on its submission
     agent_tool_calls: int | None = None  # every tool call in the agent's trajectory (ClawBench's count), browser or not
@@ -260,6 +261,18 @@ def hold_experiment(experiment_dir: Path) -> int:
     os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()} since {datetime.now(UTC).isoformat(timespec='seconds')}: "
                   f"{' '.join(sys.argv)[:300]}".encode(), 0)
     return fd
+
+
+def disk_full_message(exc: OSError, experiment_dir: Path, experiment_id: str) -> str | None:
+    """What to tell the user when the results disk cannot take a write (full, over quota, or gone
+    read-only); None for any other error."""
+    import errno
+
+    if exc.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EROFS):
+        return None
+    return (f"webbench: the results disk cannot be written ({exc.filename or experiment_dir}: {exc.strerror}): the run "
+            f"stops here, and every record written so far is whole. Free space, then finish it with "
+            f"`pytest --resume {experiment_id}`")
 
 
 def release_claim(experiment_dir: Path) -> None:

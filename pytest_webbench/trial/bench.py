@@ -26,6 +26,7 @@ def test_trial(request, webbench_trial, browser_session, mcp_proxy, model_gatewa
     grade = grade_trial(
         webbench_trial.task.meta, outcome.answer_raw, calls.forwarded, cap_hit=calls.cap_hit,
         page_value=page_value, page_error=page_error, judge=judge,
+        verifier=(outcome.verifier_rewards, outcome.verifier_error),
     )
     walls = None
     if agent_runner.grades == "walls":  # the hostile runner: its trial is the walls it tried

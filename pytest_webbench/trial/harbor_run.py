@@ -37,6 +37,8 @@ class AgentOutcome:
     # Files of the agent's the harness would not copy out (a link, a special file, too large), named
     files_refused: list[str] = field(default_factory=list)
     output_refused: str | None = None  # the answer file itself was refused: the trial is errored
+    verifier_rewards: dict | None = None  # grading "verifier": the task's own verifier's rewards
+    verifier_error: str | None = None  # ... or why it gave none
 
 
 # Harbor's exception types for runs that ended on the agent's own limits: these stay scored
@@ -45,6 +47,31 @@ class AgentOutcome:
 SCORED_ENDINGS = frozenset({
     "AgentTimeoutError", "ContextWindowExceededError", "OutputTokenExceededError", "AgentSafetyRefusalError",
 })
+# Harbor's exception types for a task verifier that gave no reward (grading "verifier").
+VERIFIER_FAILURES = frozenset({
+    "RewardFileNotFoundError", "RewardFileEmptyError", "VerifierOutputParseError", "VerifierTimeoutError",
+    "AddTestsDirError", "DownloadVerifierDirError",
+})
+PAGE_PATH = "/app/page.json"  # grading "verifier": the page the agent left, for the task's own verifier
+PAGE_SNAPSHOT = "return {url: location.href, title: document.title, html: document.documentElement.outerHTML};"
+
+
+async def _upload_page(environment, browser) -> None:
+    """The page as the agent left it (URL, title, HTML), read over the harness's own connection and
+    put where the task's verifier reads it; an unreadable page is said so in the file."""
+    import json
+    import tempfile
+
+    try:
+        page = await browser.services.backend.evaluate(browser.session_id, PAGE_SNAPSHOT)
+    except Exception as exc:  # the verifier decides what a missing page means
+        page = {"error": f"the page could not be read: {exc}"}
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump(page, f)
+    try:
+        await environment.upload_file(f.name, PAGE_PATH)
+    finally:
+        Path(f.name).unlink(missing_ok=True)
 
 
 def _trial_context(spec: TrialSpec, browser: BrowserSessionHandle) -> dict:
@@ -133,7 +160,8 @@ def harbor_trial_config(options: RunOptions, runner: RunnerSpec, spec: TrialSpec
             env=agent_env,
         ),
         environment=environment,
-        verifier=VerifierConfig(disable=True),
+        # grading happens in the test body; a task graded by its own verifier has Harbor run it
+        verifier=VerifierConfig(disable=spec.task.meta.grading != "verifier"),
         # the answer file, fetched from wherever the agent ran (a sandbox keeps it otherwise)
         artifacts=[ArtifactConfig(source=ANSWER_PATH, destination="answer.json")],
         extra_instructions=[arm_instructions(spec.key.arm, browser.session_id, browser.start_url)],
@@ -153,6 +181,13 @@ async def run_harbor_trial(
     jobs_dir = config.trials_dir
     started = time.perf_counter()
     trial = await Trial.create(config)
+    if spec.task.meta.grading == "verifier":
+        from harbor.trial.hooks import TrialEvent
+
+        async def give_the_page(_event) -> None:
+            await _upload_page(trial.agent_environment, browser)
+
+        trial.add_hook(TrialEvent.VERIFICATION_START, give_the_page)
     result = await trial.run()
     trial_sec = time.perf_counter() - started
     trial_dir = jobs_dir / spec.trial_id
@@ -162,10 +197,12 @@ async def run_harbor_trial(
     agent_sec = None
     if timing is not None and timing.started_at and timing.finished_at:
         agent_sec = (timing.finished_at - timing.started_at).total_seconds()
-    exception = scored_note = None
+    exception = scored_note = verifier_error = None
     if result.exception_info is not None:
         text = failure_text(result.exception_info)
-        if result.exception_info.exception_type in SCORED_ENDINGS:
+        if result.exception_info.exception_type in VERIFIER_FAILURES:
+            verifier_error = text  # the task's verifier failed, not the agent: graded verifier_error
+        elif result.exception_info.exception_type in SCORED_ENDINGS:
             scored_note = text  # the agent ran out of time, context or output, or refused: graded as it stands
         else:
             exception = text
@@ -187,6 +224,8 @@ async def run_harbor_trial(
         turns=sum(1 for step in steps if step.get("source") == "agent") if steps else None,
         trajectory_steps=steps, files_refused=[f"{path}: {why}" for path, why in refused],
         output_refused=f"the answer file {ANSWER_PATH} was not read: {answer_refused}" if answer_refused else None,
+        verifier_rewards=dict(result.verifier_result.rewards or {}) if result.verifier_result else None,
+        verifier_error=verifier_error,
     )
 
 

@@ -62,14 +62,14 @@ class TrialRecorder:
                      "model_sec": round(meter.model_sec, 6) if meter is not None else None},
             tokens=tokens, tokens_cli=outcome.tokens.model_copy(update={"turns": outcome.turns}) if meter is not None else None,
             model_requests=meter.requests if meter is not None else None, model_refused=meter.refused if meter else 0,
-            calls=calls, flags=flags or [], trace=trace, walls=walls, judge=judge,
+            calls=calls, flags=flags or [], trace=trace, walls=walls, judge=judge, verifier_rewards=outcome.verifier_rewards,
             submissions=page_value.get("submissions") if self.spec.task.meta.request and isinstance(page_value, dict) else None,
             agent_tool_calls=sum(len(step.get("tool_calls") or []) for step in outcome.trajectory_steps)
             if outcome.trajectory_steps else None,
             harbor_trial_dir=str(outcome.harbor_trial_dir.relative_to(self.st.experiment_dir)),
         )
         record_reward_in_harbor(outcome.harbor_trial_dir, record.reward)
-        write_trial_record(self.st.experiment_dir, record, then=self._pages)  # its pages before its index line
+        self._write(record, then=self._pages)  # its pages before its index line
         self.written = record
         return record
 
@@ -84,12 +84,24 @@ class TrialRecorder:
                   "the report will build it")
             return False
 
+    def _write(self, record: TrialRecord, then=None) -> None:
+        """A record is written whole or not at all; a results disk that is full (or gone read-only)
+        stops the run there, saying so, rather than failing every trial after it."""
+        from ..results.records import disk_full_message
+
+        try:
+            write_trial_record(self.st.experiment_dir, record, then=then)
+        except OSError as exc:
+            if (message := disk_full_message(exc, self.st.experiment_dir, self.st.options.experiment_id)) is None:
+                raise
+            pytest.exit(message, returncode=pytest.ExitCode.INTERRUPTED)
+
     def record_error(self, exc: BaseException | None, detail: str) -> None:
         """The trial broke before grading: it stays in the denominator, its reason by the error's type."""
         from ..grading.verdict import error_before_grading
 
         record = TrialRecord(**self.base(), **error_before_grading(exc, detail).fields())
-        write_trial_record(self.st.experiment_dir, record)
+        self._write(record)
         self.written = record  # its page is the report's to build: the screenshot comes at teardown
 
 
