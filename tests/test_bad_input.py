@@ -141,7 +141,7 @@ def test_one_run_of_an_experiment_at_a_time_and_a_dead_holder_leaves_no_lock(pyt
                 "-k", "shop-price").ret == 0
     exp = pytester.path / "results" / "once"
     holder = subprocess.Popen([sys.executable, "-c", (
-        "import sys, time; from pathlib import Path; from pytest_webbench.results.records import hold_experiment; "
+        "import sys, time; from pathlib import Path; from pytest_webbench.results.claims import hold_experiment; "
         f"hold_experiment(Path({str(exp)!r})); print('held', flush=True); time.sleep(600)")],
         stdout=subprocess.PIPE, text=True)
     try:

@@ -282,3 +282,13 @@ def test_deselecting_the_judged_tasks_lets_a_run_go_without_a_judge(pytester):
     result = run(pytester, "--suite", str(LOCAL), "-k", "shop or codehub", "--collect-only", "-q", "--experiment-id", "nj")
     assert result.ret == 0, result.stderr.str()
     assert len(collected(result)) == 6
+
+
+def test_the_plan_hashes_the_sites_it_borrows_from_another_suite(tmp_path):
+    """clawbench-local serves local-web's sites: a change there is a change of the suite (--resume checks)."""
+    suite = _local_copy(tmp_path, lambda s: None)
+    before = load_suite(suite).content_hashes
+    shell = tmp_path / "suites" / "local-web" / "sites" / "common.py"
+    shell.write_text(shell.read_text() + "\n# changed\n")
+    after = load_suite(suite).content_hashes
+    assert {k for k in before if before[k] != after[k]} == {"site:codehub", "site:shop", "site:wiki", "site:market"}

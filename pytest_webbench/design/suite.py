@@ -208,9 +208,15 @@ class Suite(BaseModel):
             with open(full, "rb") as f:
                 digest.update(relative.encode() + b"\0" + f.read() + b"\0")
         hashes = {"suite": digest.hexdigest()}
-        for site in self.spec.sites:
+        for site, spec in self.spec.sites.items():
             if (batch := self.tool_batch_path(site)) is not None:
                 hashes[f"tool_batch:{site}"] = hashlib.sha256(batch.read_bytes()).hexdigest()
+            app = (self.path / spec.app).resolve() if spec.app else None
+            if app is not None and not app.is_relative_to(self.path.resolve()):  # a site of another suite's
+                folder = hashlib.sha256()
+                for source in sorted(app.parent.glob("*.py")):  # the app and the page shell it imports
+                    folder.update(source.name.encode() + b"\0" + source.read_bytes() + b"\0")
+                hashes[f"site:{site}"] = folder.hexdigest()
         return hashes
 
 

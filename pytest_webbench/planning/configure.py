@@ -16,7 +16,7 @@ from .state import WebbenchState
 
 
 def configure_run(config: pytest.Config) -> tuple[WebbenchState, RunController | None]:
-    from ..results.records import ExperimentExists, claim_experiment_dir
+    from ..results.claims import ExperimentExists, claim_experiment_dir
     from ..runners import UnknownRunner, check_runner
     from ..design.suite import SuiteError, load_suite, resolve_suite_path
 
@@ -179,8 +179,8 @@ def _preflight_environment(environment: str) -> None:
 
 
 def _hold(experiment_dir: Path) -> int:
-    """One run of an experiment at a time (results/records.py hold_experiment)."""
-    from ..results.records import ExperimentBusy, hold_experiment
+    """One run of an experiment at a time (results/claims.py hold_experiment)."""
+    from ..results.claims import ExperimentBusy, hold_experiment
 
     try:
         return hold_experiment(experiment_dir)

@@ -33,7 +33,7 @@ class RunController:
             problem = missing_solution(self.st.options, selected.values()) if self.st.options.runner == "reference" else None
             if problem or (self.st.judge_model is None and (problem := missing_judge(self.st.options, selected.values()))):
                 if not self.resuming:
-                    from ..results.records import release_claim
+                    from ..results.claims import release_claim
 
                     release_claim(self.st.experiment_dir)
                 pytest.exit(problem, returncode=pytest.ExitCode.USAGE_ERROR)
@@ -95,7 +95,7 @@ class RunController:
         from ..results.harbor_jobs import write_job_results
         from ..report import write_report
 
-        from ..results.records import disk_full_message
+        from ..results.claims import disk_full_message
 
         if st.options.browser == "kernel":  # first: a billed browser is deleted whatever the disk says
             self.browsers_left = _sweep_browsers(st)

@@ -73,7 +73,7 @@ def results_dir(config: pytest.Config) -> Path:
 
 
 def options_from_config(config: pytest.Config) -> RunOptions:
-    from ..results.records import new_experiment_id
+    from ..results.claims import new_experiment_id
 
     get = config.getoption
     if get("resume") and get("experiment_id") and get("resume") != get("experiment_id"):

@@ -13,7 +13,8 @@ from pathlib import Path
 
 from ..design.pairing import TrialKey, broken_pairs, order_trials
 from ..results.record_index import rebuild_index
-from ..results.records import ExperimentExists, RunManifest, claim_experiment_dir, read_manifest, write_manifest
+from ..results.claims import ExperimentExists, claim_experiment_dir
+from ..results.records import RunManifest, read_manifest, write_manifest
 
 SAME = ("experiment_id", "suite", "runner", "model", "browser", "environment", "attempts", "arms", "paired", "content_hashes")
 

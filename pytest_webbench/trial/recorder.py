@@ -87,7 +87,7 @@ class TrialRecorder:
     def _write(self, record: TrialRecord, then=None) -> None:
         """A record is written whole or not at all; a results disk that is full (or gone read-only)
         stops the run there, saying so, rather than failing every trial after it."""
-        from ..results.records import disk_full_message
+        from ..results.claims import disk_full_message
 
         try:
             write_trial_record(self.st.experiment_dir, record, then=then)
