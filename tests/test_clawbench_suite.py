@@ -292,3 +292,17 @@ def test_the_plan_hashes_the_sites_it_borrows_from_another_suite(tmp_path):
     shell.write_text(shell.read_text() + "\n# changed\n")
     after = load_suite(suite).content_hashes
     assert {k for k in before if before[k] != after[k]} == {"site:codehub", "site:shop", "site:wiki", "site:market"}
+
+
+@pytest.mark.parametrize("given", ["../../../../etc/hostname", "extra_info/link.json"])
+def test_a_case_gives_its_agent_only_files_inside_its_own_folder(tmp_path, given):
+    def leak(suite: Path):
+        case = suite / "cases" / "local-04-wiki-signup"
+        (case / "extra_info" / "link.json").symlink_to("/etc/hostname")
+        raw = json.loads((case / "task.json").read_text())
+        raw["extra_info"] = [{"path": given, "description": "x"}]
+        (case / "task.json").write_text(json.dumps(raw))
+
+    suite = _local_copy(tmp_path, leak)
+    with pytest.raises(SuiteError, match=r"local-04-wiki-signup/task.json: extra_info: .* is not a file inside the case's folder"):
+        load_suite(suite)

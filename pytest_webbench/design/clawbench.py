@@ -189,7 +189,11 @@ def case_task(case: ClawBenchCase, source: ClawBenchSource, batches: dict[str, s
     given = [(installed_root().parents[1].joinpath(*SHARED_USER), "alex_green_personal_info.json",
               "the dummy user's personal information")]
     for item in case.extra_info:
-        given.append((case.folder / item.path, Path(item.path).name, item.description))
+        path = case.folder / item.path
+        # what the agent is given stays inside the case's folder: no `..`, no link out of it
+        if path.is_symlink() or not path.resolve().is_relative_to(case.folder.resolve()):
+            raise ClawBenchError(f"{case.folder / 'task.json'}: extra_info: {item.path!r} is not a file inside the case's folder")
+        given.append((path, Path(item.path).name, item.description))
     batch = batches.get(site)
     request = case.eval_schema.model_dump(exclude_none=True, exclude={"expect"})
     webbench = {
