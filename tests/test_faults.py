@@ -178,10 +178,27 @@ def test_a_worker_killed_with_sigkill_is_recorded_and_its_pair_runs_again_on_a_n
 def test_ctrl_c_mid_run_leaves_whole_results_and_a_resume_gives_the_unbroken_report(pytester):
     from test_resume import outcome_figures
 
+    import signal
+    import time
+
     order = planned_order("ctrlc")
     preset, armed = fault_preset(pytester.path, "interrupt", [order[2]])
-    result = run(pytester, preset, "--experiment-id", "ctrlc")
-    assert result.ret == pytest.ExitCode.INTERRUPTED and not armed.exists()
+    started = armed.with_name(armed.name + ".started")
+    # Ctrl-C as a terminal sends it: SIGINT to the run's process group, from outside, once the third
+    # trial's agent command has started (the fault agent says so). The run starts with SIGINT's
+    # default disposition, whatever the process running this test inherited.
+    run_ = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", f"--results-dir={pytester.path / 'results'}",
+         "--suite", str(LOCAL_WEB), "--runner", str(preset), "-k", TWO_TASKS, "--experiment-id", "ctrlc"],
+        cwd=pytester.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    deadline = time.monotonic() + 300
+    while not started.exists():  # the event: the agent's command is running
+        assert run_.poll() is None and time.monotonic() < deadline, run_.communicate()[0][-3000:]
+        time.sleep(0.05)
+    os.killpg(run_.pid, signal.SIGINT)
+    output = run_.communicate(timeout=180)[0]
+    assert run_.returncode == pytest.ExitCode.INTERRUPTED and not armed.exists(), output[-3000:]
     experiment = pytester.path / "results" / "ctrlc"
     records, report = whole_results(experiment)
     assert sorted(records) == sorted(order[:2])  # what finished before Ctrl-C, and nothing half-done
