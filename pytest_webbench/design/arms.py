@@ -47,11 +47,6 @@ ANSWER_PATH = "/app/answer.json"
 GIVEN_PATH = "/app/my-info"
 GIVEN_FOLDER = "given"
 
-
-async def upload_given(environment, given_dir: str | None) -> None:
-    if given_dir:
-        await environment.upload_dir(given_dir, GIVEN_PATH)
-
 _COMMON = """\
 You work in a real web browser through the MCP server named `browser`. Your browser session id is
 `{session_id}`: pass it as `session_id` in every browser tool call. Start at {start_url}.

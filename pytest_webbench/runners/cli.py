@@ -16,7 +16,6 @@ from harbor.agents.installed.claude_code import ClaudeCode
 from harbor.agents.installed.codex import Codex
 from harbor.agents.installed.pi import Pi
 
-from ..design.arms import upload_given
 from . import runner_spec
 from .install import cli_problem
 
@@ -35,17 +34,11 @@ PI_SETTINGS = {"retry": {"enabled": False}}
 
 class PinnedCli:
     preset: str
-    given_dir: str | None = None
-
-    def __init__(self, *args, given_dir: str | None = None, **kwargs):
-        self.given_dir = given_dir  # the task's files for the agent, uploaded after the CLI is installed
-        super().__init__(*args, **kwargs)
 
     async def install(self, environment) -> None:
         from ..environments.host import HostEnvironment
 
         pin = runner_spec(self.preset).cli
-        await upload_given(environment, self.given_dir)
         if isinstance(environment, HostEnvironment):  # on this machine: the project's npm folder
             if problem := cli_problem(pin):
                 raise RuntimeError(problem)

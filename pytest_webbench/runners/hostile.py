@@ -57,7 +57,7 @@ class HostileAgent(BaseAgent):
     capabilities = AgentCapabilities(mcp_servers=True)
 
     def __init__(self, *args, task_dir: str, arm: str, browser_session_id: str, start_url: str,
-                 harness_urls: list[str] | None = None, given_dir: str | None = None, **kwargs):
+                 harness_urls: list[str] | None = None, **kwargs):
         # The gateway route as a CLI is given it (its base URL; its token in the agent's environment):
         # kept here, since no model is driven through Harbor's connection settings.
         self.gateway_url = kwargs.pop("base_url", None)

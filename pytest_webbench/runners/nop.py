@@ -5,14 +5,11 @@ from __future__ import annotations
 from harbor.agents.base import BaseAgent
 from harbor.agents.capabilities import AgentCapabilities
 
-from ..design.arms import upload_given
-
 
 class NopAgent(BaseAgent):
     capabilities = AgentCapabilities(mcp_servers=True)
 
-    def __init__(self, *args, given_dir: str | None = None, **kwargs):
-        self.given_dir = given_dir
+    def __init__(self, *args, **kwargs):
         for key in ("task_dir", "arm", "browser_session_id", "start_url", "harness_urls"):
             kwargs.pop(key, None)
         super().__init__(*args, **kwargs)
@@ -28,4 +25,4 @@ class NopAgent(BaseAgent):
         pass
 
     async def run(self, instruction, environment, context) -> None:
-        await upload_given(environment, self.given_dir)  # given, as any agent is, and left unread
+        pass

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from harbor.agents.base import BaseAgent
 from harbor.agents.capabilities import AgentCapabilities
 
-from ..design.arms import ANSWER_PATH, upload_given
+from ..design.arms import ANSWER_PATH
 
 if TYPE_CHECKING:  # the MCP SDK loads when a trial runs, not when a run is planned (~1 s)
     from mcp import Client
@@ -79,14 +79,13 @@ class ReferenceAgent(BaseAgent):
 
     def __init__(self, *args, task_dir: str, arm: str, browser_session_id: str, start_url: str,
                  wrong_answers: dict[str, dict[str, float]] | None = None, seed: str = "webbench",
-                 harness_urls: list[str] | None = None, given_dir: str | None = None, **kwargs):
+                 harness_urls: list[str] | None = None, **kwargs):
         """`wrong_answers` (task -> arm -> chance) makes the replay answer wrongly that often, drawn
         from `seed` and the trial, so a run's outcomes vary as an agent's do yet repeat exactly
         (sequential runs are tested with it: a task where one arm errs has a real effect)."""
         super().__init__(*args, **kwargs)  # Harbor keeps its own session_id: ours is the browser's
         self.task_dir, self.arm, self.browser_session_id, self.start_url = Path(task_dir), arm, browser_session_id, start_url
         self.wrong_answers, self.seed = wrong_answers or {}, seed
-        self.given_dir = given_dir
 
     @staticmethod
     def name() -> str:
@@ -99,7 +98,6 @@ class ReferenceAgent(BaseAgent):
         pass
 
     async def run(self, instruction, environment, context) -> None:
-        await upload_given(environment, self.given_dir)
         solve = load_solution(self.task_dir)
         server = self.mcp_servers[0]
         from mcp import Client

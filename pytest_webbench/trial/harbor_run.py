@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from ..design.arms import ANSWER_PATH, GIVEN_FOLDER, arm_instructions
+from ..design.arms import ANSWER_PATH, GIVEN_FOLDER, GIVEN_PATH, arm_instructions
 from ..design.suite import TrialSpec
 from ..grading.trajectory_scan import load_trajectory_steps
 from ..planning.options import RunOptions
@@ -154,8 +154,7 @@ def harbor_trial_config(options: RunOptions, runner: RunnerSpec, spec: TrialSpec
             # The run's one exit, added to the task's agent-phase policy (no-network in the suites):
             # the host of the listener serving the agent's proxy and gateway routes.
             extra_allowed_hosts=[_exit_host(proxy.url)],
-            kwargs={**runner.options, **(_trial_context(spec, browser) if runner.takes_trial_context else {}),
-                    **({"given_dir": str(given)} if (given := spec.task.path / GIVEN_FOLDER).is_dir() else {})},
+            kwargs={**runner.options, **(_trial_context(spec, browser) if runner.takes_trial_context else {})},
             # the pinned CLI's folder is on this machine: a sandbox installs the same pin itself
             env=agent_env,
         ),
@@ -181,9 +180,15 @@ async def run_harbor_trial(
     jobs_dir = config.trials_dir
     started = time.perf_counter()
     trial = await Trial.create(config)
-    if spec.task.meta.grading == "verifier":
-        from harbor.trial.hooks import TrialEvent
+    from harbor.trial.hooks import TrialEvent
 
+    if (given := spec.task.path / GIVEN_FOLDER).is_dir():
+        # the files the task gives its agent, whatever runs it, once its environment is up and before it starts
+        async def give_the_files(_event) -> None:
+            await trial.agent_environment.upload_dir(str(given), GIVEN_PATH)
+
+        trial.add_hook(TrialEvent.AGENT_START, give_the_files)
+    if spec.task.meta.grading == "verifier":
         async def give_the_page(_event) -> None:
             await _upload_page(trial.agent_environment, browser)
 
