@@ -12,7 +12,6 @@ import gc
 from collections.abc import Iterable
 from contextlib import contextmanager
 from pathlib import Path
-from statistics import median
 
 from pydantic import BaseModel, Field
 
@@ -22,7 +21,7 @@ from ..results.records import RunManifest, TrialRecord, UndeletedBrowser, read_m
 from ..results.decisions import read_decisions
 from ..stats import ASSUMPTIONS, pass_at_k, pass_hat_k
 from .paired import PairedRow, PooledEffect, adjust_paired_rows, paired_row, pooled_effect
-from .rates import Rate, mean_over_tasks, rate
+from .rates import Rate, mean_over_tasks, median_of_present, rate
 from .sequential import SequentialSummary, not_run_trials, summarize
 from .unpaired import StratifiedEffect, UnpairedRow, adjust_unpaired_rows, stratified_effect, unpaired_row
 from .writes import WriteGroupRow, WriteRow, write_groups, write_rows
@@ -167,11 +166,6 @@ def _toolset_invalid(r: TrialRecord) -> str | None:
     return None
 
 
-def _median(values: Iterable[float | None]) -> float | None:
-    present = [v for v in values if v is not None]
-    return median(present) if present else None
-
-
 def _usage(arm: str, records: list[TrialRecord]) -> ArmUsage:
     """One pass over the arm's records (at 100,000 trials a pass per figure cost seconds)."""
     webmcp: dict[str, int] = {}
@@ -208,11 +202,11 @@ def _usage(arm: str, records: list[TrialRecord]) -> ArmUsage:
         sums["over_spend"] += r.stop_reason == "over_spend"
         sums["toolset_invalid"] += _toolset_invalid(r) is not None
     return ArmUsage(
-        arm=arm, trials=len(records), median_agent_sec=_median(agent), median_model_sec=_median(model),
-        median_tool_sec=_median(tool), metered_by_gateway=sums["gateway"], cli_disagrees=sums["disagrees"],
+        arm=arm, trials=len(records), median_agent_sec=median_of_present(agent), median_model_sec=median_of_present(model),
+        median_tool_sec=median_of_present(tool), metered_by_gateway=sums["gateway"], cli_disagrees=sums["disagrees"],
         input_tokens=sums["input"], cached_tokens=sums["cached"], output_tokens=sums["output"],
         tokens_reported=sums["reported"], cost_usd=round(cost, 6), priced=sums["priced"],
-        browser_calls=sums["browser_calls"], median_browser_calls=_median(calls), webmcp=dict(sorted(webmcp.items())),
+        browser_calls=sums["browser_calls"], median_browser_calls=median_of_present(calls), webmcp=dict(sorted(webmcp.items())),
         trials_with_rejections=sums["rejections"], cap_hits=sums["cap_hits"], over_spend=sums["over_spend"],
         toolset_invalid=sums["toolset_invalid"],
     )
@@ -304,8 +298,8 @@ def build_report(manifest: RunManifest, records: list[TrialRecord], problems: li
             rate=rate(counts["passed"], len(recs)), stop_reasons=dict(sorted(reasons.items())),
             pass_at_k={k: round(pass_at_k(ended, counts["passed"], k), 6) for k in ks},
             pass_hat_k={k: round(pass_hat_k(ended, counts["passed"], k), 6) for k in ks},
-            median_agent_sec=_median(r.timings.agent_sec for r in recs if r is not None), **counts,
-            median_calls=_median(r.calls.forwarded for r in recs if r is not None),
+            median_agent_sec=median_of_present(r.timings.agent_sec for r in recs if r is not None), **counts,
+            median_calls=median_of_present(r.calls.forwarded for r in recs if r is not None),
             shortcut=limits.shortcut and not limits.placebo,
             trials={r.trial_id: r.outcome for r in recs if r is not None},
         ))

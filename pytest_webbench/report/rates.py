@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from statistics import median
+
 from pydantic import BaseModel
 
 from ..results.records import TrialRecord
@@ -35,3 +38,9 @@ def mean_over_tasks(per_task: list[tuple[int, int]]) -> Rate:
 
 def passed(r: TrialRecord | None) -> bool:
     return r is not None and r.outcome == "passed"
+
+
+def median_of_present(values: Iterable[float | None]) -> float | None:
+    """The median of the values that are there (None: no value at all)."""
+    present = [v for v in values if v is not None]
+    return median(present) if present else None

@@ -5,11 +5,10 @@ and the agent's tool calls of every kind (ClawBench's count) apart from its brow
 from __future__ import annotations
 
 from collections.abc import Iterable
-from statistics import median
-
 from pydantic import BaseModel
 
 from ..results.records import RunManifest, TrialRecord
+from .rates import median_of_present
 
 
 class WriteRow(BaseModel):
@@ -36,11 +35,6 @@ class WriteGroupRow(BaseModel):
     passed: int
 
 
-def _median(values: Iterable[float | None]) -> float | None:
-    kept = [v for v in values if v is not None]
-    return median(kept) if kept else None
-
-
 def write_rows(manifest: RunManifest, records: Iterable[TrialRecord]) -> list[WriteRow]:
     writes = {t for t, limits in manifest.task_limits.items() if limits.grading == "request" and not limits.ungradable}
     by_arm: dict[str, list[TrialRecord]] = {}
@@ -60,8 +54,8 @@ def write_rows(manifest: RunManifest, records: Iterable[TrialRecord]) -> list[Wr
             by_check_passed=sum(r.outcome == "passed" for r in by_check), judged=len(judged),
             judge_strict=sum(bool(r.judge.strict and r.judge.strict.match) for r in judged),
             judge_lenient=sum(r.judge.lenient.match for r in judged),
-            median_agent_tool_calls=_median(r.agent_tool_calls for r in recs),
-            median_browser_calls=_median(r.calls.forwarded for r in recs),
+            median_agent_tool_calls=median_of_present(r.agent_tool_calls for r in recs),
+            median_browser_calls=median_of_present(r.calls.forwarded for r in recs),
         ))
     return rows
 
