@@ -13,15 +13,29 @@ fault is the harness's, not the agent's.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from functools import cache
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..results.records import JudgeRecord, JudgeVerdict
+
+if TYPE_CHECKING:
+    from ..gateway.meter import Price
 
 RUBRICS = ("strict", "lenient")
 MAX_TOKENS = {"strict": 4096, "lenient": 800}  # ClawBench's
 BODY_CHARS = 6000
+
+
+@dataclass(frozen=True)
+class JudgeSetup:
+    """The run's judge, decided once when the run is configured (planning/configure.py)."""
+
+    model: str  # provider/model
+    api: str  # the protocol it is asked in: "chat" (OpenAI's and OpenRouter's) or "messages" (Anthropic's)
+    price: Price | None  # what its spend is counted at (None: unpriced, allowed)
+    upstream: str | None  # its API's base URL (None: its provider's)
 
 
 class JudgeError(Exception):

@@ -40,7 +40,7 @@ def configure_run(config: pytest.Config) -> tuple[WebbenchState, RunController |
     check_sequential(options)
     _check_seal(options, config)
     _check_agent_network(options, suite)
-    judge_model = _judge_model(options, suite, check_key=not config.option.collectonly, selecting=bool(config.option.keyword))
+    judge = _judge(options, suite, check_key=not config.option.collectonly, selecting=bool(config.option.keyword))
     _check_solutions(options, suite, config)
     if options.environment != "host" and not worker and not config.option.collectonly:
         _preflight_environment(options.environment)
@@ -79,7 +79,7 @@ def configure_run(config: pytest.Config) -> tuple[WebbenchState, RunController |
                 f"({exc.filename or options.results_dir}: {exc.strerror or exc}); choose a writable --results-dir=DIR") from None
         lock = _hold(experiment_dir)
     st = WebbenchState(options, suite, experiment_dir)
-    st.judge_model = judge_model
+    st.judge = judge
     st.skip, st.planned = skip, planned
     st.lock_fd = None if worker else lock  # held until this process exits
     if worker:
@@ -101,12 +101,14 @@ def missing_judge(options, tasks) -> str | None:
             "--judge-base-url for an endpoint of your own), or deselect them with -k")
 
 
-def _judge_model(options, suite, check_key: bool = True, selecting: bool = False) -> str | None:
-    """The judge of the run's write tasks whose check does not decide the grade: --judge-model, else
-    the run's own model; one the gateway cannot speak or price is refused before any trial. With -k
-    and no judge, the selected trials are checked once collected (controller.py)."""
+def _judge(options, suite, check_key: bool = True, selecting: bool = False):
+    """The judge of the run's write tasks whose check does not decide the grade (a JudgeSetup, or
+    None): --judge-model, else the run's own model, at the run's own endpoint and price; one the
+    gateway cannot speak or price is refused before any trial. With -k and no judge, the selected
+    trials are checked once collected (controller.py)."""
     from ..gateway.wiring import GatewayConfigError, model_price, provider_of
     from ..grading.grade import needs_judge
+    from ..grading.judge import JudgeSetup
     from ..runners import runner_spec
 
     if not any(needs_judge(t.meta) for t in suite.tasks):
@@ -121,13 +123,14 @@ def _judge_model(options, suite, check_key: bool = True, selecting: bool = False
         raise pytest.UsageError(missing_judge(options, suite.tasks))
     try:
         provider = provider_of(model)
-        model_price(model, None if options.judge_model else options.model_price, options.allow_unpriced)
+        price = model_price(model, None if options.judge_model else options.model_price, options.allow_unpriced)
     except GatewayConfigError as exc:
         raise pytest.UsageError(f"the judge: {exc}") from None
     if check_key and not os.environ.get(provider.key_variable):  # checked when trials run, as the CLI is
         raise pytest.UsageError(f"the judge {model}: {provider.key_variable} is not set (the gateway adds the real key "
                                 "to the judge's requests; it never leaves the harness)")
-    return model
+    return JudgeSetup(model=model, api="messages" if provider.key_header == "x-api-key" else "chat", price=price,
+                      upstream=options.judge_base_url or (None if options.judge_model else options.model_base_url))
 
 
 def _check_gateway(options) -> None:

@@ -26,12 +26,15 @@ class RunController:
         from .configure import missing_judge, missing_solution
         from .state import item_key
 
-        if session.config.option.keyword and (self.st.options.runner == "reference" or self.st.judge_model is None):
-            # -k: what the selected trials need (else checked at planning, for the whole suite)
+        # -k: what the selected trials need, where planning could not check it for the whole suite (a
+        # reference run's solutions, a judge the suite needs and the run has none of); walking the
+        # items costs, so only then
+        judge_unchecked = self.st.judge is None and missing_judge(self.st.options, self.st.suite.tasks) is not None
+        if session.config.option.keyword and (self.st.options.runner == "reference" or judge_unchecked):
             selected = {spec.task.name: spec.task for item in session.items
                         if (k := item_key(item)) and (spec := self.st.specs.get(k.trial_id))}
-            problem = missing_solution(self.st.options, selected.values()) if self.st.options.runner == "reference" else None
-            if problem or (self.st.judge_model is None and (problem := missing_judge(self.st.options, selected.values()))):
+            problem = missing_solution(self.st.options, selected.values())
+            if problem or (judge_unchecked and (problem := missing_judge(self.st.options, selected.values()))):
                 if not self.resuming:
                     from ..results.claims import release_claim
 

@@ -30,7 +30,7 @@ class WebbenchState:
         self.planned: set[str] | None = None  # --resume: the trials of the run's plan (None: a new plan)
         self.skipped_pairs: set[str] = set()  # --sequential: pairs this process did not start (their task was decided)
         self.lock_fd: int | None = None  # the experiment's run.lock, held by the controller while it runs
-        self.judge_model: str | None = None  # the judge of write tasks whose check does not decide (None: none)
+        self.judge = None  # grading/judge.py's JudgeSetup: the judge of write tasks whose check does not decide (None: none)
 
 
 def state(config: pytest.Config) -> WebbenchState:

@@ -17,24 +17,20 @@ JUDGE_FOLDER = "judge"  # in the trial's Harbor folder: the judge's model log
 def judge_trial(st, spec, services, value: Any, trial_dir: Path) -> JudgeRecord | None:
     """The judge's verdicts on the trial's first intercepted request, where its task needs a judge
     and the trial submitted something (None otherwise: nothing to judge)."""
-    from ..gateway.wiring import model_price, open_gateway_route, provider_of
+    from ..gateway.wiring import open_gateway_route
     from ..grading.grade import needs_judge
     from ..grading.judge import judge_submission
 
     submitted = value.get("submitted") if isinstance(value, dict) else None
-    if not needs_judge(spec.task.meta) or not isinstance(submitted, dict) or st.judge_model is None:
+    judge = st.judge
+    if not needs_judge(spec.task.meta) or not isinstance(submitted, dict) or judge is None:
         return None
-    opts = st.options
-    model = st.judge_model
-    api = "messages" if provider_of(model).key_header == "x-api-key" else "chat"
-    price = model_price(model, None if opts.judge_model else opts.model_price, opts.allow_unpriced)
     route_name = f"{spec.trial_id}-judge"
-    # the run's own model judges, where no judge was named: at the run's own endpoint too
-    upstream = opts.judge_base_url or (None if opts.judge_model else opts.model_base_url)
-    handle = open_gateway_route(services.gateway, services.proxy_base_url, route_name, model, upstream,
-                                price, JUDGE_SPEND_LIMIT_USD, JUDGE_TOKEN_LIMIT, trial_dir / JUDGE_FOLDER, api=api)
+    handle = open_gateway_route(services.gateway, services.proxy_base_url, route_name, judge.model, judge.upstream,
+                                judge.price, JUDGE_SPEND_LIMIT_USD, JUDGE_TOKEN_LIMIT, trial_dir / JUDGE_FOLDER, api=judge.api)
     try:
-        record = judge_submission(spec.task.instruction, submitted, handle.url, handle.token, api, handle.route.model or model)
+        record = judge_submission(spec.task.instruction, submitted, handle.url, handle.token, judge.api,
+                                  handle.route.model or judge.model)
     finally:
         services.gateway.remove(route_name)
     meter = handle.meter
