@@ -211,9 +211,8 @@ def case_task(case: ClawBenchCase, source: ClawBenchSource, batches: dict[str, s
         "agent": {"timeout_sec": case.time_limit * 60, "network_mode": "no-network"},
         "environment": {"docker_image": source.docker_image, "workdir": "/app"},
         "metadata": {"webbench": {k: v for k, v in webbench.items() if v is not None},
-                     "clawbench": {"case_set": case.case_set, "task_id": meta.task_id if meta else None,
-                                   "class": meta.class_ if meta else None, "platform": meta.platform if meta else None,
-                                   "sites_involved": meta.sites_involved if meta else None}},
+                     "clawbench": {"case_set": case.case_set, **({"task_id": meta.task_id, "class": meta.class_,
+                                   "platform": meta.platform, "sites_involved": meta.sites_involved} if meta else {})}},
     }
     return config, _instruction(case, [(name, d) for _, name, d in given]), given
 
@@ -223,9 +222,7 @@ def _write_case(case: ClawBenchCase, folder: Path, source: ClawBenchSource, batc
 
     config, instruction, given = case_task(case, source, batches)
     (folder / GIVEN_FOLDER).mkdir(parents=True)
-    clean = {k: ({kk: vv for kk, vv in v.items() if vv is not None} if isinstance(v, dict) else v) for k, v in config.items()}
-    clean["metadata"]["clawbench"] = {k: v for k, v in config["metadata"]["clawbench"].items() if v is not None}
-    (folder / "task.toml").write_text(HarborTaskConfig.model_validate(clean).model_dump_toml())
+    (folder / "task.toml").write_text(HarborTaskConfig.model_validate(config).model_dump_toml())
     (folder / "instruction.md").write_text(instruction)
     for path, name, _ in given:
         if not path.is_file():

@@ -66,12 +66,11 @@ def merge_shards(out_dir: Path, shard_dirs: list[Path]) -> RunManifest:
     planned = {t.trial_id: t for m in manifests for t in m.trials}
     # the order an unsharded run collects in: suite task order, attempts, arms; then pairs balanced
     every = [TrialKey(task, attempt, arm) for task, limits in first.task_limits.items() for attempt in range(1, first.attempts + 1)
-             for arm in first.arms if limits.arms is None or arm in limits.arms]
+             for arm in first.arms if limits.has_arm(arm)]
     keys = order_trials([k for k in every if k.trial_id in planned], first.experiment_id, first.paired, first.attempts)
     merged = first.model_copy(update={
         "shard": None, "trials": [planned[k.trial_id] for k in keys],
-        "broken_pairs": broken_pairs(keys, {t for t, lim in first.task_limits.items()
-                                            if lim.arms is not None and not {"control", "treatment"} <= set(lim.arms)}) if first.paired else [],
+        "broken_pairs": broken_pairs(keys, {t for t, lim in first.task_limits.items() if not lim.paired}) if first.paired else [],
         "created_at": min(m.created_at for m in manifests),
     })
     write_manifest(out, merged)

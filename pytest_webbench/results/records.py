@@ -72,6 +72,14 @@ class TaskLimits(BaseModel):
     ungradable: bool = False  # a ClawBench placeholder case: reported apart, never as an arm's failure
     group: str | None = None
 
+    def has_arm(self, arm: str) -> bool:
+        return self.arms is None or arm in self.arms
+
+    @property
+    def paired(self) -> bool:
+        """Its control and treatment run as pairs (suite.Task.paired, as the plan recorded it)."""
+        return self.has_arm("control") and self.has_arm("treatment")
+
 
 class RunManifest(BaseModel):
     schema_version: RecordSchema = RECORD_SCHEMA
