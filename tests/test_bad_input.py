@@ -255,6 +255,24 @@ def test_a_task_graded_by_its_own_harbor_verifier_sees_the_answer_and_the_page(p
 
 @pytest.mark.chromium
 @pytest.mark.seal
+def test_what_the_agent_leaves_in_tests_is_gone_before_the_task_s_verifier_runs(pytester, monkeypatch):
+    """/tests is a folder of the agent's while it runs: a file it plants there (a conftest.py would
+    take over a pytest verifier) must not be there when the task's own verifier runs."""
+    import os
+
+    from test_faults import TESTS, fault_preset
+
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(TESTS / "support"), os.environ.get("PYTHONPATH")])))
+    checks_planted = VERIFIER_TEST.replace('if [ "$price" = "17.49" ]', 'if [ ! -e /tests/planted.txt ] && [ "$price" = "17.49" ]')
+    suite = _verifier_suite(pytester.path, checks_planted)
+    preset, armed = fault_preset(pytester.path, "plant_tests", ["shop-price-a1-control"])
+    result = _run(pytester, "--suite", str(suite), "--runner", str(preset), "-k", "shop-price and control", "--experiment-id", "v4")
+    result.assert_outcomes(passed=1)
+    assert not armed.exists()  # the agent did plant its file
+
+
+@pytest.mark.chromium
+@pytest.mark.seal
 def test_a_verifier_that_writes_no_reward_errors_the_trial(pytester):
     suite = _verifier_suite(pytester.path, "#!/bin/bash\nexit 0\n")
     result = _run(pytester, "--suite", str(suite), "--runner", "reference", "-k", "shop-price and control", "--experiment-id", "v3")

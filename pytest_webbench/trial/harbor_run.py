@@ -190,6 +190,9 @@ async def run_harbor_trial(
         trial.add_hook(TrialEvent.AGENT_START, give_the_files)
     if spec.task.meta.grading == "verifier":
         async def give_the_page(_event) -> None:
+            # /tests was the agent's to write while it ran: emptied, so the task's verifier finds
+            # its own files there and nothing the agent left (a conftest.py for a pytest verifier)
+            await trial.agent_environment.empty_dirs(["/tests"], chmod=False)
             await _upload_page(trial.agent_environment, browser)
 
         trial.add_hook(TrialEvent.VERIFICATION_START, give_the_page)

@@ -84,6 +84,9 @@ class FaultAgent(ReferenceAgent):
         if self.fault == "crash_agent":
             result = await environment.exec("kill -KILL $$")
             raise RuntimeError(f"the agent's process died: exit {result.return_code}")
+        if self.fault == "plant_tests":  # leave a file where the task's own verifier will run, then solve
+            await environment.exec("echo planted > /tests/planted.txt")
+            return await super().run(instruction, environment, context)
         if self.fault == "hang":
             await environment.exec("sleep 3600")
             return
