@@ -62,10 +62,20 @@ class CallLog:
             self._file.flush()
 
     def close(self) -> None:
+        import errno
+
         with self._lock:
-            if self._file is not None:
-                self._file.close()
-                self._file = None
+            file, self._file = self._file, None
+            if file is None:
+                return
+            try:
+                file.close()
+            except OSError as exc:
+                # a full (or read-only) results disk: the line that could not be flushed is lost, and the
+                # run stops at its next record saying why (trial/recorder.py); a trial's teardown must not
+                # fail on it too and turn that stop into a crash
+                if exc.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EROFS):
+                    raise
 
 
 class CallLogContents(BaseModel):
