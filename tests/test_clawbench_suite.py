@@ -306,3 +306,23 @@ def test_a_case_gives_its_agent_only_files_inside_its_own_folder(tmp_path, given
     suite = _local_copy(tmp_path, leak)
     with pytest.raises(SuiteError, match=r"local-04-wiki-signup/task.json: extra_info: .* is not a file inside the case's folder"):
         load_suite(suite)
+
+
+@pytest.mark.parametrize("named", [False, True])
+def test_a_resumed_run_takes_its_judge_as_the_first_run_chose_it(pytester, monkeypatch, named):
+    """A judge that was the run's own model comes back as the run's model (its price and endpoint),
+    not as if --judge-model had named it, which would price it from litellm's table and call the
+    provider's URL instead of --model-base-url."""
+    from pytest_webbench.planning.options import _from_manifest
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    judge = ("--judge-model", "openai/gpt-4o-mini") if named else ()
+    result = run(pytester, "--suite", str(LOCAL), "--runner", "codex", "--model", "openai/own-model", "--model-price", "1,2",
+                 "--model-base-url", "http://127.0.0.1:9/v1", *judge, "--experiment-id", "j", "--collect-only", "-q")
+    assert result.ret == 0, result.stderr.str()
+    manifest = manifest_of(pytester, "j")
+    assert manifest["judge_model"] == ("openai/gpt-4o-mini" if named else "openai/own-model")
+    assert manifest["judge_named"] is named
+    resumed = _from_manifest("j", pytester.path / "results", {"suite": None})
+    assert resumed["judge_model"] == ("openai/gpt-4o-mini" if named else None)
+    assert resumed["model_price"] == "1,2" and resumed["model_base_url"] == "http://127.0.0.1:9/v1"

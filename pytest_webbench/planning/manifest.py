@@ -48,7 +48,8 @@ def build_manifest(st: WebbenchState, keys: list[TrialKey]) -> RunManifest:
                 for k in keys],
         broken_pairs=broken_pairs(keys, lone) if opts.paired else [], task_limits=limits,
         case_set=st.suite.case_set, ungradable=st.suite.ungradable,
-        judge_model=st.judge.model if st.judge else None, judge_base_url=opts.judge_base_url if st.judge else None,
+        judge_model=st.judge.model if st.judge else None, judge_named=bool(opts.judge_model) if st.judge else None,
+        judge_base_url=opts.judge_base_url if st.judge else None,
         content_hashes=st.suite.content_hashes, git_revision=git_revision(st.suite.path), versions=versions(),
     )
 

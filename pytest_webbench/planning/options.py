@@ -173,6 +173,14 @@ def _shard(text: str | None) -> tuple[int, int] | None:
         raise pytest.UsageError(str(exc)) from None
 
 
+def _named_judge(manifest) -> str | None:
+    """The judge as --judge-model gave it, or None where it was the run's own model (which a resumed
+    run then takes again with the run's endpoint and price, as the first run did)."""
+    if manifest.judge_named is None:  # written before the manifest said: a judge other than the model was named
+        return manifest.judge_model if manifest.judge_model != manifest.model else None
+    return manifest.judge_model if manifest.judge_named else None
+
+
 def _from_manifest(experiment_id: str, results: Path, given: dict) -> dict:
     """The resumed run's own options, from its manifest; a value given again must be the same."""
     from ..results.records import ManifestError, read_manifest
@@ -188,7 +196,7 @@ def _from_manifest(experiment_id: str, results: Path, given: dict) -> dict:
         browser=manifest.browser, environment=manifest.environment, model_price=manifest.model_price,
         allow_unpriced=True if manifest.allow_unpriced else None, trace=manifest.trace,
         clawbench_set=manifest.case_set, clawbench_ungradable=True if manifest.ungradable else None,
-        judge_model=manifest.judge_model, judge_base_url=manifest.judge_base_url,
+        judge_model=_named_judge(manifest), judge_base_url=manifest.judge_base_url,
         shard=tuple(int(x) for x in manifest.shard.split("/")) if manifest.shard else None,
     )
     for name, value in given.items():

@@ -107,6 +107,7 @@ class RunManifest(BaseModel):
     broken_pairs: list[str] = Field(default_factory=list)
     task_limits: dict[str, TaskLimits]
     judge_model: str | None = None  # the judge of write tasks whose check does not decide (None: no such task)
+    judge_named: bool | None = None  # given as --judge-model (else the run's own model, at its endpoint and price)
     judge_base_url: str | None = None
     case_set: str | None = None  # a ClawBench suite: the package's case set (clawbench-eval's version is in versions)
     ungradable: bool = False  # ... with its placeholder cases planned
