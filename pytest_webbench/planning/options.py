@@ -68,8 +68,12 @@ def is_worker(config: pytest.Config) -> bool:
 
 
 def results_dir(config: pytest.Config) -> Path:
-    path = Path(config.getoption("results_dir") or config.getini("webbench_results_dir"))
-    return path if path.is_absolute() else config.rootpath / path
+    """--results-dir relative to where pytest was started (as --html and --junitxml are); the ini
+    value relative to the project's root. The root is no guide for an option: the plugin's own test
+    module is among pytest's arguments, so the root can be the package's folder."""
+    if given := config.getoption("results_dir"):
+        return config.invocation_params.dir / given
+    return config.rootpath / config.getini("webbench_results_dir")
 
 
 def options_from_config(config: pytest.Config) -> RunOptions:
