@@ -8,6 +8,7 @@ on `controller.RunController`, registered only there.
 from __future__ import annotations
 
 import gc
+import os
 from pathlib import Path
 
 import pytest
@@ -137,6 +138,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if st.options.shard:
         from .design.pairing import shard_trials
 
+        st.whole_plan = [k.trial_id for k in ordered]
+        if plan_file := getattr(config, "workerinput", {}).get("webbench_plan_file"):
+            _hand_plan_to_controller(plan_file, st.whole_plan, config.workerinput["workerid"])
         mine = {k.trial_id for k in shard_trials(ordered, *st.options.shard)}
         if others_shards := [by_id[k.trial_id] for k in ordered if k.trial_id not in mine]:
             config.hook.pytest_deselected(items=others_shards)
@@ -144,6 +148,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     trials = set(map(id, by_id.values()))
     others = [item for item in items if id(item) not in trials]
     items[:] = [by_id[k.trial_id] for k in ordered] + others
+
+
+def _hand_plan_to_controller(path: str, plan: list[str], worker: str) -> None:
+    """An xdist controller collects nothing, and a worker reports only its shard's items: the whole
+    plan (which -k shaped) reaches the manifest through a file the controller named. Every worker
+    computes the same plan; each replaces the file whole, so the controller reads one complete copy."""
+    import json
+
+    partial = f"{path}.{worker}"
+    with open(partial, "w") as out:
+        json.dump(plan, out)
+    os.replace(partial, path)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -10,7 +14,9 @@ import pytest
 from pytest_webbench.design.pairing import TrialKey, order_trials, shard_trials
 from pytest_webbench.report.__main__ import main as report_main
 
-LOCAL_WEB = Path(__file__).resolve().parents[1] / "suites" / "local-web"
+ROOT = Path(__file__).resolve().parents[1]
+LOCAL_WEB = ROOT / "suites" / "local-web"
+DEPLOY = ROOT / "deploy"
 
 
 def collected(result) -> list[str]:
@@ -60,31 +66,85 @@ def test_bad_shard_options_are_one_clear_error(pytester, args, message):
     assert message in result.stderr.str()
 
 
+# what differs between two runs of the same trials: how long they took, and what that decides
+TIMING = {"median_agent_sec", "median_model_sec", "median_tool_sec", "median_speedup", "speedups", "control_faster",
+          "treatment_faster", "sign", "sign_p", "sign_p_holm"}
+
+
+def bar_timings(value):
+    if isinstance(value, dict):
+        return {k: bar_timings(v) for k, v in value.items() if k not in TIMING}
+    if isinstance(value, list):
+        return [bar_timings(v) for v in value]
+    return value
+
+
+def report_of(directory: Path) -> dict:
+    return json.loads((directory / "report.json").read_text())
+
+
 @pytest.mark.chromium
-def test_two_shards_merged_give_the_unsharded_run_s_report(pytester, capsys):
-    from test_resume import outcome_figures
+def test_the_deploy_scripts_three_shards_merge_to_the_unsharded_run_s_report(tmp_path, capsys):
+    """The commands a CI matrix and a Kubernetes Indexed Job run (deploy/run-shard on each shard,
+    deploy/merge-shards after), run here for N = 3: the merged report is the unsharded run's, bar
+    timings. Shard 2 runs under xdist, whose controller learns the whole plan from its workers."""
+    env = {**os.environ, "SUITE": str(LOCAL_WEB), "RUNNER": "reference", "ATTEMPTS": "1", "BROWSER": "local",
+           "TASKS": "shop-price or wiki-population or shop-cart", "EXPERIMENT_ID": "wide"}
+    pytest_bin = str(Path(sys.executable).parent / "pytest")
+    whole = subprocess.run([pytest_bin, "-p", "no:cacheprovider", "--results-dir=whole", "--suite", env["SUITE"], "--runner",
+                            "reference", "--browser", "local", "-k", env["TASKS"], "--experiment-id", "wide"],
+                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert whole.returncode == 0, whole.stdout[-2000:]
+    for i in (1, 2, 3):  # relative results directories: taken from where the command runs
+        shard = subprocess.run([str(DEPLOY / "run-shard")], cwd=tmp_path, capture_output=True, text=True, timeout=600,
+                               env={**env, "SHARD": f"{i}/3", "RESULTS_DIR": f"shards/s{i}", "WORKERS": "2" if i == 2 else "0"})
+        assert shard.returncode == 0, shard.stdout[-2000:] + shard.stderr[-2000:]
+    shards = [tmp_path / "shards" / f"s{i}" / "wide" for i in (1, 2, 3)]
+    plan = [t["trial_id"] for t in json.loads((tmp_path / "whole" / "wide" / "manifest.json").read_text())["trials"]]
+    for directory in shards:  # each shard holds its own trials and the whole plan, as the unsharded run ordered it
+        manifest = json.loads((directory / "manifest.json").read_text())
+        assert manifest["plan"] == plan and 0 < len(manifest["trials"]) < len(plan)
 
-    def run(results: str, *args):
-        return pytester.runpytest_subprocess(
-            "-p", "no:cacheprovider", f"--results-dir={pytester.path / results}", "--suite", str(LOCAL_WEB),
-            "--runner", "reference", "-k", "shop-price or wiki-population or shop-cart", "--experiment-id", "wide", *args)
+    assert report_main(["merge", str(tmp_path / "refused" / "wide"), str(shards[0]), str(shards[2])]) == 2
+    assert "shards of 3: missing [2], given twice none; --partial merges what there is" in capsys.readouterr().err
+    assert report_main(["merge", str(tmp_path / "refused" / "wide"), str(shards[0]), str(shards[0]), str(shards[1])]) == 2
+    assert "given twice [1]" in capsys.readouterr().err
 
-    run("whole").assert_outcomes(passed=9)
-    one, two = run("m1", "--shard", "1/2"), run("m2", "--shard", "2/2")
-    assert one.parseoutcomes()["passed"] + two.parseoutcomes()["passed"] == 9
-    shard_one = json.loads((pytester.path / "m1" / "wide" / "manifest.json").read_text())
-    assert shard_one["shard"] == "1/2" and 0 < len(shard_one["trials"]) < 9
+    merged = subprocess.run([str(DEPLOY / "merge-shards"), "shards", "merged", "wide"], cwd=tmp_path, env=env,
+                            capture_output=True, text=True, timeout=300)
+    assert merged.returncode == 0, merged.stdout + merged.stderr
+    expected = bar_timings(report_of(tmp_path / "whole" / "wide"))
+    assert expected["complete"] and bar_timings(report_of(tmp_path / "merged" / "wide")) == expected
+    assert sorted(p.name for p in (tmp_path / "merged" / "pytest-html").iterdir()) == [f"pytest-html-shard-{i}.html" for i in (1, 2, 3)]
 
-    merged = pytester.path / "merged" / "wide"
-    assert report_main(["merge", str(merged), str(pytester.path / "m1" / "wide")]) == 2  # shard 2 missing
-    assert "shards of 2: missing [2]" in capsys.readouterr().err
-    assert report_main(["merge", str(merged), str(pytester.path / "m1" / "wide"), str(pytester.path / "m1" / "wide")]) == 2
-    assert report_main(["merge", str(merged), str(pytester.path / "m1" / "wide"), str(pytester.path / "m2" / "wide")]) == 0
+    # shard 2's job failed before uploading: an honest, incomplete report, which --resume finishes
+    for i in (1, 3):
+        shutil.copytree(tmp_path / "shards" / f"s{i}", tmp_path / "uploaded" / f"shard-{i}" / "results")
+    partial = subprocess.run([str(DEPLOY / "merge-shards"), "uploaded", "partial", "wide"], cwd=tmp_path, env=env,
+                             capture_output=True, text=True, timeout=300)
+    assert partial.returncode == 0, partial.stdout + partial.stderr
+    report = report_of(tmp_path / "partial" / "wide")
+    assert not report["complete"] and (report["planned_trials"], report["recorded_trials"]) == (len(plan), len(plan) - 3)
+    resume = partial.stdout.strip().splitlines()[-1].split("to finish the run: ", 1)[1]
+    assert "shard(s) 2/3 missing, 3 planned trial(s) without a result" in partial.stdout
+    assert resume == "pytest --results-dir partial --resume wide"
+    finished = subprocess.run([pytest_bin, "-p", "no:cacheprovider", "--results-dir=partial", "--resume", "wide"],
+                              cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert finished.returncode == 0, finished.stdout[-2000:]
+    assert "3 passed" in finished.stdout
+    assert bar_timings(report_of(tmp_path / "partial" / "wide")) == expected
 
-    whole = pytester.path / "whole" / "wide"
-    manifest, whole_manifest = (json.loads((d / "manifest.json").read_text()) for d in (merged, whole))
-    assert manifest["shard"] is None and manifest["trials"] == whole_manifest["trials"]  # the whole plan, in run order
-    report, whole_report = (json.loads((d / "report.json").read_text()) for d in (merged, whole))
-    assert report["complete"] and outcome_figures(report) == outcome_figures(whole_report)
-    assert len(list((merged / "trials").glob("*.json"))) == 9
-    assert len(list((merged / "jobs").glob("*/*/proxy-log.jsonl"))) == 9
+
+def test_a_suite_file_changed_in_any_shard_is_changed_for_the_merged_run(tmp_path):
+    from pytest_webbench.report.merge import _suite_checks
+    from pytest_webbench.results.records import SuiteCheck, write_suite_check
+
+    before = {"tasks/a": "1", "tasks/b": "2", "tasks/c": "3"}
+    shards = [tmp_path / f"s{i}" for i in (1, 2, 3)]
+    for directory, after in zip(shards, [before, {**before, "tasks/b": "9"}, {"tasks/a": "1", "tasks/b": "2"}]):
+        directory.mkdir()
+        write_suite_check(directory, SuiteCheck(before=before, after=after))
+    assert _suite_checks(shards).changed == ["tasks/b", "tasks/c"]
+    assert _suite_checks(shards[:1]).changed == []
+    (shards[0] / "suite-check.json").unlink()  # a shard that did not reach its end checked nothing
+    assert _suite_checks(shards) is None

@@ -20,6 +20,7 @@ class RunController:
         self.job_problems: list[str] = []
         self.browsers_left: dict[str, str] = {}
         self.report_error: str | None = None  # the report could not be written (a full disk): why, and how to make it
+        self.plan_dir: str | None = None  # --shard under xdist: where workers leave the whole plan (plugin.py)
 
     # -- planning ------------------------------------------------------------------------
     def pytest_collection_finish(self, session: pytest.Session) -> None:
@@ -51,6 +52,12 @@ class RunController:
         node.workerinput["webbench_experiment_id"] = self.st.options.experiment_id
         node.workerinput["webbench_skip"] = sorted(self.st.skip)
         node.workerinput["webbench_planned"] = sorted(self.st.planned) if self.st.planned is not None else None
+        if self.st.options.shard and not self.resuming:
+            if self.plan_dir is None:
+                import tempfile
+
+                self.plan_dir = tempfile.mkdtemp(prefix="webbench-plan-")
+            node.workerinput["webbench_plan_file"] = os.path.join(self.plan_dir, "plan.json")
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node, ids: list[str]) -> None:
@@ -58,6 +65,11 @@ class RunController:
             return  # written already (or kept as planned, when resuming)
         keys = [TrialKey.parse(i.rsplit("[", 1)[1].rstrip("]")) for i in ids if "[" in i]
         opts = self.st.options
+        if self.plan_dir is not None:  # the node wrote the whole plan before it reported its collection
+            import json
+
+            with open(os.path.join(self.plan_dir, "plan.json")) as plan:
+                self.st.whole_plan = json.load(plan)
         self._write_manifest(order_trials(keys, opts.experiment_id, opts.paired, opts.attempts))
 
     def _write_manifest(self, keys: list[TrialKey]) -> None:
@@ -121,6 +133,10 @@ class RunController:
                 st.published = str(exc)
 
     def pytest_unconfigure(self, config) -> None:
+        if self.plan_dir is not None:
+            import shutil
+
+            shutil.rmtree(self.plan_dir, ignore_errors=True)
         if self.st.lock_fd is not None:  # the run is over: the next run (or resume) of the experiment may start
             os.close(self.st.lock_fd)
             self.st.lock_fd = None

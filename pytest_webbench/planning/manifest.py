@@ -10,8 +10,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..design.pairing import TrialKey, broken_pairs, pair_position
-from ..results.records import PlannedTrial, RunManifest, TaskLimits, write_manifest
+from ..design.pairing import TrialKey, broken_pairs
+from ..results.records import RunManifest, TaskLimits, planned_trials, write_manifest
 from .stopping import plan_for
 
 if TYPE_CHECKING:
@@ -39,13 +39,10 @@ def build_manifest(st: WebbenchState, keys: list[TrialKey]) -> RunManifest:
         model_price=opts.model_price, allow_unpriced=opts.allow_unpriced, trace=opts.trace,
         cli_version=installed_version(runner.cli.package) if runner.cli else None,
         attempts=opts.attempts, arms=list(opts.arms or st.suite.spec.arms), paired=opts.paired,
-        shard=f"{opts.shard[0]}/{opts.shard[1]}" if opts.shard else None,
+        shard=f"{opts.shard[0]}/{opts.shard[1]}" if opts.shard else None, plan=st.whole_plan if opts.shard else None,
         sequential=plan_for(opts.attempts) if opts.sequential else None,
         isolation=_isolation(opts, [st.suite.task(name) for name in {k.task for k in keys}]),
-        trials=[PlannedTrial(trial_id=k.trial_id, task=k.task, attempt=k.attempt, arm=k.arm,
-                             pair_id=k.pair_id if opts.paired and k.task not in lone else None,
-                             pair_position=pair_position(k, opts.experiment_id, opts.attempts) if opts.paired and k.task not in lone else None)
-                for k in keys],
+        trials=planned_trials(keys, opts.experiment_id, opts.attempts, opts.paired, lone),
         broken_pairs=broken_pairs(keys, lone) if opts.paired else [], task_limits=limits,
         case_set=st.suite.case_set, ungradable=st.suite.ungradable,
         judge_model=st.judge.model if st.judge else None, judge_named=bool(opts.judge_model) if st.judge else None,

@@ -29,15 +29,21 @@ def merge_main(argv: list[str]) -> int:
                                      description="merge the shards of one run into one experiment directory")
     parser.add_argument("out_dir", type=Path, metavar="OUT_DIR")
     parser.add_argument("shard_dirs", type=Path, nargs="+", metavar="SHARD_DIR")
+    parser.add_argument("--partial", action="store_true",
+                        help="merge even if shards are missing: their trials are reported missing, for --resume to run")
     args = parser.parse_args(argv)
     try:
-        merge_shards(args.out_dir, args.shard_dirs)
+        manifest, missing = merge_shards(args.out_dir, args.shard_dirs, partial=args.partial)
     except MergeError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     report = write_report(args.out_dir)
     print("\n".join(headline_lines(report) + paired_lines(report)))
     print(f"report: {args.out_dir / 'report.md'}, {args.out_dir / 'report.html'}")
+    if missing:
+        print(f"incomplete: shard(s) {', '.join(missing)} missing, "
+              f"{report.planned_trials - report.recorded_trials} planned trial(s) without a result; to finish the run: "
+              f"pytest --results-dir {args.out_dir.parent} --resume {manifest.experiment_id}")
     return 0
 
 

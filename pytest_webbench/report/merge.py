@@ -1,9 +1,14 @@
 """Merging the experiment directories of a sharded run (`--shard I/N` on N machines) into one.
 
 The shards must be one run: the same experiment ID (so the same pair order), suite files, runner,
-model, attempts, arms and pairing, every shard 1..N present once, and no trial in two shards.
-The merged directory gets one manifest (the whole plan, in run order), every trial's record
-(superseded ones too), their index and its Harbor folder, and then the report over the whole run.
+model, attempts, arms and pairing, each shard at most once, and no trial in two shards. The merged
+directory gets one manifest (the whole plan, in run order), every trial's record (superseded ones
+too), their index and its Harbor folder, and then the report over the whole run.
+
+A shard that never uploaded (its machine failed or timed out) is refused unless `partial` is
+asked for: then its trials stay in the plan without a record, so the report counts them missing
+and `pytest --resume ID` on the merged directory runs them. Each shard's manifest holds the whole
+plan for that (`plan`), since -k may have shaped it.
 """
 
 from __future__ import annotations
@@ -14,7 +19,8 @@ from pathlib import Path
 from ..design.pairing import TrialKey, broken_pairs, order_trials
 from ..results.record_index import rebuild_index
 from ..results.claims import ExperimentExists, claim_experiment_dir
-from ..results.records import RunManifest, read_manifest, write_manifest
+from ..results.records import (SUITE_CHECK, UNDELETED_DIR, RunManifest, SuiteCheck, planned_trials, read_manifest,
+                               write_manifest, write_suite_check)
 
 SAME = ("experiment_id", "suite", "runner", "model", "browser", "environment", "attempts", "arms", "paired", "content_hashes")
 
@@ -23,13 +29,9 @@ class MergeError(Exception):
     pass
 
 
-def merge_shards(out_dir: Path, shard_dirs: list[Path]) -> RunManifest:
-    manifests = []
-    for directory in shard_dirs:
-        try:
-            manifests.append(read_manifest(directory))
-        except FileNotFoundError as exc:
-            raise MergeError(str(exc)) from None
+def merge_shards(out_dir: Path, shard_dirs: list[Path], partial: bool = False) -> tuple[RunManifest, list[str]]:
+    """The merged run's manifest, and the shards that were missing as "I/N" (none unless `partial`)."""
+    manifests = [_read(directory) for directory in shard_dirs]
     first = manifests[0]
     for directory, manifest in zip(shard_dirs, manifests):
         if manifest.shard is None:
@@ -43,35 +45,82 @@ def merge_shards(out_dir: Path, shard_dirs: list[Path]) -> RunManifest:
         raise MergeError(f"the shards were cut differently: {sorted(m.shard for m in manifests)}")
     count = int(counts.pop())
     seen = sorted(int(m.shard.split("/")[0]) for m in manifests)
-    if seen != list(range(1, count + 1)):
-        missing = sorted(set(range(1, count + 1)) - set(seen))
-        twice = sorted({i for i in seen if seen.count(i) > 1})
-        raise MergeError(f"shards of {count}: missing {missing or 'none'}, given twice {twice or 'none'}")
+    twice = sorted({i for i in seen if seen.count(i) > 1})
+    missing = sorted(set(range(1, count + 1)) - set(seen))
+    if twice or (missing and not partial):
+        raise MergeError(f"shards of {count}: missing {missing or 'none'}, given twice {twice or 'none'}"
+                         + ("; --partial merges what there is (the missing shards' trials are reported missing, and "
+                            f"`pytest --resume {first.experiment_id}` on the merged directory runs them)" if missing and not twice else ""))
     owner: dict[str, Path] = {}
     for directory, manifest in zip(shard_dirs, manifests):
         for trial in manifest.trials:
             if trial.trial_id in owner:
                 raise MergeError(f"trial {trial.trial_id} is in both {owner[trial.trial_id]} and {directory}")
             owner[trial.trial_id] = directory
+    keys = _whole_plan(shard_dirs, manifests, set(owner), need_plan=bool(missing))
 
     try:
         out = claim_experiment_dir(out_dir.parent, out_dir.name)
     except ExperimentExists as exc:
         raise MergeError(str(exc)) from None
     for directory in shard_dirs:
-        for sub in ("trials", "jobs"):
+        for sub in ("trials", "jobs", UNDELETED_DIR):  # a billed browser a shard could not delete stays listed
             if (directory / sub).is_dir():
                 shutil.copytree(directory / sub, out / sub, dirs_exist_ok=True)
     rebuild_index(out)  # each shard's index was copied over the last one's: one index from all the records
-    planned = {t.trial_id: t for m in manifests for t in m.trials}
-    # the order an unsharded run collects in: suite task order, attempts, arms; then pairs balanced
-    every = [TrialKey(task, attempt, arm) for task, limits in first.task_limits.items() for attempt in range(1, first.attempts + 1)
-             for arm in first.arms if limits.has_arm(arm)]
-    keys = order_trials([k for k in every if k.trial_id in planned], first.experiment_id, first.paired, first.attempts)
+    if checks := _suite_checks(shard_dirs):
+        write_suite_check(out, checks)
+    lone = {t for t, limits in first.task_limits.items() if not limits.paired}
     merged = first.model_copy(update={
-        "shard": None, "trials": [planned[k.trial_id] for k in keys],
-        "broken_pairs": broken_pairs(keys, {t for t, lim in first.task_limits.items() if not lim.paired}) if first.paired else [],
+        "shard": None, "plan": None, "trials": planned_trials(keys, first.experiment_id, first.attempts, first.paired, lone),
+        "broken_pairs": broken_pairs(keys, lone) if first.paired else [],
         "created_at": min(m.created_at for m in manifests),
     })
     write_manifest(out, merged)
-    return merged
+    return merged, [f"{i}/{count}" for i in missing]
+
+
+def _read(directory: Path) -> RunManifest:
+    try:
+        return read_manifest(directory)
+    except FileNotFoundError as exc:
+        raise MergeError(str(exc)) from None
+
+
+def _suite_checks(shard_dirs: list[Path]) -> SuiteCheck | None:
+    """One check of the suite's files for the merged run: a file that changed in any shard changed
+    for the run. None (the report then says "not checked") unless every shard checked at its end."""
+    checks = []
+    for directory in shard_dirs:
+        try:
+            checks.append(SuiteCheck.model_validate_json((directory / SUITE_CHECK).read_bytes()))
+        except (OSError, ValueError):
+            return None
+    before = checks[0].before
+    after = dict(before)
+    for check in checks:
+        after.update({key: value for key, value in check.after.items() if before.get(key) != value})
+        for gone in set(before) - set(check.after):  # a file removed during that shard
+            after.pop(gone, None)
+    return SuiteCheck(before=before, after=after)
+
+
+def _whole_plan(shard_dirs: list[Path], manifests: list[RunManifest], present: set[str], need_plan: bool) -> list[TrialKey]:
+    """The run's trials in the order an unsharded run runs them: the plan every shard recorded, or,
+    for shards written before manifests held it, the shards' own trials put back in that order."""
+    plans = {tuple(m.plan) for m in manifests if m.plan is not None}
+    if len(plans) > 1:
+        raise MergeError("the shards recorded different plans (was each run with the same -k and suite?): "
+                         + ", ".join(f"{d} plans {len(m.plan or [])} trials" for d, m in zip(shard_dirs, manifests)))
+    if plans:
+        plan = [TrialKey.parse(trial_id) for trial_id in plans.pop()]
+        if stray := sorted(present - {k.trial_id for k in plan}):
+            raise MergeError(f"trial {stray[0]} ran in a shard but is not in the run's plan")
+        return plan
+    if need_plan:
+        raise MergeError("these shards' manifests do not record the whole plan (written by an older version), so "
+                         "what a missing shard held is unknown: merge every shard")
+    first = manifests[0]
+    every = [TrialKey(task, attempt, arm) for task, limits in first.task_limits.items()
+             for attempt in range(1, first.attempts + 1) for arm in first.arms if limits.has_arm(arm)]
+    return order_trials([k for k in every if k.trial_id in present], first.experiment_id, first.paired, first.attempts)

@@ -59,6 +59,17 @@ class PlannedTrial(BaseModel):
     pair_position: int | None = None
 
 
+def planned_trials(keys, run_id: str, attempts: int, paired: bool, lone_tasks=frozenset()) -> list[PlannedTrial]:
+    """The plan's entries for these trials: a pair and its order where the run is paired and the
+    task has pairs (a task in `lone_tasks` runs control alone)."""
+    from ..design.pairing import pair_position
+
+    return [PlannedTrial(trial_id=k.trial_id, task=k.task, attempt=k.attempt, arm=k.arm,
+                         pair_id=k.pair_id if paired and k.task not in lone_tasks else None,
+                         pair_position=pair_position(k, run_id, attempts) if paired and k.task not in lone_tasks else None)
+            for k in keys]
+
+
 class TaskLimits(BaseModel):
     grading: str
     turn_cap: int
@@ -102,6 +113,7 @@ class RunManifest(BaseModel):
     arms: list[str]
     paired: bool
     shard: str | None = None  # "I/N": this directory holds one shard's trials (merge them into one run)
+    plan: list[str] | None = None  # a shard's: every shard's trial IDs in run order, so a merge knows what a missing one held
     sequential: SequentialPlan | None = None  # --sequential: the stopping rule (stopping.py)
     trials: list[PlannedTrial]
     broken_pairs: list[str] = Field(default_factory=list)
