@@ -86,6 +86,38 @@ def test_a_discordant_pair_is_one_click_from_the_report_with_both_timelines(trac
     assert "(injected)" in page.locator('section[data-arm="treatment"]').inner_text()
 
 
+def test_pages_link_their_pictures_and_an_export_holds_them_whole(traced, browser, tmp_path):
+    """A run's pages link what is on disk (thumbnails shared by content, the final screenshot in
+    Harbor's folder) instead of embedding it; an export is one file that needs nothing else."""
+    import re
+
+    from pytest_webbench.viewer.__main__ import main as viewer_main
+
+    def pictures_load(path: Path) -> list[int]:
+        page = browser.new_page()
+        page.goto(path.as_uri())  # waits for the load event: every picture fetched or failed
+        widths = page.locator("img").evaluate_all("imgs => imgs.map(i => i.naturalWidth)")
+        page.close()
+        return widths
+
+    pair, alone = traced / "pages" / "pair-shop-price-a1.html", traced / "pages" / "shop-price-a1-control.html"
+    html = pair.read_text()
+    assert "data:image" not in html and "data:image" not in alone.read_text()
+    widths = pictures_load(pair)
+    assert len(widths) > 2 and all(w > 0 for w in widths)  # every linked picture is there
+    thumbs = set(re.findall(r"src=(frames/[0-9a-f]+\.jpeg)", html))
+    assert thumbs and thumbs & set(re.findall(r"src=(frames/[0-9a-f]+\.jpeg)", alone.read_text()))  # one file, two pages
+    assert '<img class="final" alt="final page" src="../jobs/' in html
+
+    out = tmp_path / "apart" / "pair.html"
+    assert viewer_main([str(traced), "shop-price-a1", "-o", str(out)]) == 0
+    exported = out.read_text()
+    assert all(src.startswith("data:image/") for src in re.findall(r'<img[^>]* src="?([^" >]+)', exported))
+    exported_widths = pictures_load(out)  # opened from a folder of its own
+    assert len(exported_widths) == len(widths) and all(w > 0 for w in exported_widths)
+    assert viewer_main([str(traced), "no-such-trial", "-o", str(tmp_path / "x.html")]) == 2
+
+
 def test_every_trial_has_a_page_reached_from_the_report(traced, browser):
     records, _ = read_trial_records(traced)
     page = browser.new_page()

@@ -1,14 +1,19 @@
-"""The trial and pair pages: self-contained HTML (inline CSS, screenshots as data URIs, no script,
-nothing fetched), written to `<experiment>/pages/` and opened from the file system.
+"""The trial and pair pages: HTML with inline CSS, no script and nothing fetched from the web,
+written to `<experiment>/pages/` and opened from the file system.
 
 `pages/<trial-id>.html` is one trial; `pages/pair-<pair-id>.html` shows control and treatment side
 by side; `pages/index.html` lists every trial, failures first, discordant pairs above them. A page is
 rebuilt only when its records are newer than it, so re-rendering a large run costs a stat per trial.
+Pages link what is on disk rather than embed it: each timeline screenshot as a thumbnail in
+`pages/frames/` (named by its content, so a pair page and a re-render share it), the final
+screenshot and the trace in the trial's Harbor folder. `export_page` writes one page self-contained
+(every picture inside it, full size) to send or keep apart from the run.
 """
 
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import os
 from html import escape
@@ -17,11 +22,12 @@ from typing import Any
 
 from ..design.pairing import PAIRED_ARMS
 from ..results.records import TrialRecord, atomic_write
-from .frames import frame_bytes
+from .frames import frame_bytes, thumbnail
 from .timeline import Timeline, build_timeline
 
 PAGES = "pages"
-MAX_FRAMES = 40  # screenshots embedded per trial; the trace holds them all
+FRAMES = "frames"  # pages/frames/<content hash>.jpeg
+MAX_FRAMES = 40  # screenshots shown per trial; the trace holds them all
 STYLE = ("body{font:14px/1.45 system-ui,sans-serif;margin:1.5em;color:#222}table{border-collapse:collapse;width:100%}"
          "td,th{border:1px solid #ddd;padding:3px 6px;text-align:left;vertical-align:top}th{background:#f4f4f4}"
          "pre{white-space:pre-wrap;word-break:break-all;margin:0;font-size:12px;max-height:24em;overflow:auto}"
@@ -51,17 +57,47 @@ def _arguments(value: Any) -> str:
     return f"<pre>{_json(value)}</pre>"
 
 
-def _frame_uri(timeline: Timeline, member: str, cache: dict[str, str]) -> str | None:
-    if member not in cache:
-        if len(cache) >= MAX_FRAMES or timeline.trace_path is None:
+class Pictures:
+    """Where a page's pictures come from: linked files (thumbnails written to pages/frames/ as
+    needed, the final screenshot where Harbor's folder has it), or, for an export, data URIs."""
+
+    def __init__(self, experiment_dir: Path, embed: bool = False):
+        self.pages, self.embed = experiment_dir / PAGES, embed
+        self.shown: dict[tuple[Path, str], str] = {}
+
+    def frame(self, timeline: Timeline, member: str) -> str | None:
+        if timeline.trace_path is None:
             return None
-        data = frame_bytes(timeline.trace_path, member)
-        cache[member] = f"data:image/jpeg;base64,{base64.b64encode(data).decode()}" if data else ""
-    return cache[member] or None
+        key = (timeline.trace_path, member)
+        if key not in self.shown:
+            if sum(path == timeline.trace_path for path, _ in self.shown) >= MAX_FRAMES:
+                return None
+            self.shown[key] = self._frame(frame_bytes(timeline.trace_path, member))
+        return self.shown[key] or None
+
+    def _frame(self, data: bytes | None) -> str:
+        if not data:
+            return ""
+        if self.embed:
+            return f"data:image/jpeg;base64,{base64.b64encode(data).decode()}"
+        name = f"{FRAMES}/{hashlib.sha1(data).hexdigest()[:24]}.jpeg"
+        if not (self.pages / name).exists():  # the same frame, already shown by another page
+            small = thumbnail(data)
+            if small is None:
+                return ""
+            atomic_write(self.pages / name, small)
+        return name
+
+    def final(self, timeline: Timeline) -> str:
+        path = timeline.screenshot_path
+        if self.embed:
+            return f"data:image/png;base64,{base64.b64encode(path.read_bytes()).decode()}"
+        return os.path.relpath(path, self.pages)
 
 
-def trial_section(timeline: Timeline, experiment_dir: Path) -> str:
+def trial_section(timeline: Timeline, experiment_dir: Path, pictures: Pictures | None = None) -> str:
     """One trial's summary, links and timeline: the body of its page, and one side of a pair page."""
+    pictures = pictures or Pictures(experiment_dir)
     r, e = timeline.record, escape
     out = [f"<h2>{e(r.trial_id)}</h2>",
            f'<p>Task <b>{e(r.task)}</b>, attempt {r.attempt}, arm <b>{e(r.arm)}</b>: '
@@ -87,22 +123,20 @@ def trial_section(timeline: Timeline, experiment_dir: Path) -> str:
     out.append("<p>" + (" · ".join(links) or "No browser trace (tracing was off).") + "</p>")
     out.append('<table class="timeline"><tr><th>t (s)</th><th>what</th><th>ms</th><th>arguments</th><th>result</th><th>page</th></tr>')
     start = timeline.events[0].time - (timeline.events[0].duration_ms or 0) / 1000 if timeline.events else 0
-    frames: dict[str, str] = {}
     for ev in timeline.events:
         status = ev.decision if ev.decision in ("rejected", "refused") else ev.kind
         what = e(ev.title) + (f" <i>({e(ev.webmcp_origin)})</i>" if ev.webmcp_origin else "")
         if ev.decision and ev.decision != "forwarded":
             what += f"<br><b>{e(ev.decision)}</b>" + (f": {e(ev.rule)}" if ev.rule else "")
-        uri = _frame_uri(timeline, ev.frame, frames) if ev.frame else None
+        uri = pictures.frame(timeline, ev.frame) if ev.frame else None
         out.append(f'<tr class="{e(status)}" data-kind="{e(ev.kind)}"><td>{ev.time - start:.2f}</td><td>{what}</td>'
                    f"<td>{'' if ev.duration_ms is None else f'{ev.duration_ms:.0f}'}</td>"
                    f"<td>{_arguments(ev.arguments) if ev.arguments is not None else ''}</td>"
                    f"<td><pre>{e(ev.result or '')}</pre></td>"
-                   f"<td>{f'<img class=frame alt=screenshot src={uri}>' if uri else ''}</td></tr>")
+                   f"<td>{f'<img class=frame alt=screenshot src={e(uri)}>' if uri else ''}</td></tr>")
     out.append("</table>")
     if timeline.screenshot_path is not None:
-        png = base64.b64encode(timeline.screenshot_path.read_bytes()).decode()
-        out.append(f'<h3>The page as the agent left it</h3><img class="final" alt="final page" src="data:image/png;base64,{png}">')
+        out.append(f'<h3>The page as the agent left it</h3><img class="final" alt="final page" src="{e(pictures.final(timeline))}">')
     return "".join(out)
 
 
@@ -111,23 +145,41 @@ def _page(title: str, body: str) -> str:
             f"<style>{STYLE}</style></head><body>{body}</body></html>\n")
 
 
-def render_trial_page(timeline: Timeline, experiment_dir: Path) -> str:
+def render_trial_page(timeline: Timeline, experiment_dir: Path, pictures: Pictures | None = None) -> str:
     r = timeline.record
     nav = '<p><a href="../report.html">report</a> · <a href="index.html">all trials</a>'
     if r.pair_id:
         nav += f' · <a href="{escape(pair_page_name(r.pair_id))}">this pair side by side</a>'
-    return _page(r.trial_id, nav + "</p>" + trial_section(timeline, experiment_dir))
+    return _page(r.trial_id, nav + "</p>" + trial_section(timeline, experiment_dir, pictures))
 
 
-def render_pair_page(pair_id: str, sides: list[Timeline], experiment_dir: Path) -> str:
+def render_pair_page(pair_id: str, sides: list[Timeline], experiment_dir: Path, pictures: Pictures | None = None) -> str:
+    pictures = pictures or Pictures(experiment_dir)
     sides = sorted(sides, key=lambda t: t.record.arm)  # control, then treatment
     verdict = ", ".join(f"{t.record.arm} {t.record.outcome}" for t in sides)
     body = (f'<p><a href="../report.html">report</a> · <a href="index.html">all trials</a></p><h1>Pair {escape(pair_id)}</h1>'
             f"<p>{escape(verdict)}</p><div class=pair>"
-            + "".join(f'<section data-arm="{escape(t.record.arm)}">{trial_section(t, experiment_dir)}'
+            + "".join(f'<section data-arm="{escape(t.record.arm)}">{trial_section(t, experiment_dir, pictures)}'
                       f'<p><a href="{escape(trial_page_name(t.record.trial_id))}">this trial alone</a></p></section>'
                       for t in sides) + "</div>")
     return _page(f"pair {pair_id}", body)
+
+
+def export_page(experiment_dir: Path, name: str) -> str:
+    """One trial's page (`name` a trial ID) or one pair's (a pair ID), with every picture inside it
+    at full size: a page that can be sent or kept apart from the run's folder."""
+    pictures = Pictures(experiment_dir, embed=True)
+    if (experiment_dir / "trials" / f"{name}.json").exists():
+        (record,) = _read(experiment_dir, {name}) or [None]
+        if record is None:
+            raise ValueError(f"{experiment_dir / 'trials' / (name + '.json')}: unreadable")
+        return render_trial_page(build_timeline(experiment_dir, record), experiment_dir, pictures)
+    key = _key(f"{name}-control")
+    members = _read(experiment_dir, {f"{name}-{arm}" for arm in PAIRED_ARMS}) if key is not None else []
+    if not members:
+        raise ValueError(f"{experiment_dir}: no trial or pair named {name!r} (a trial ID such as shop-cart-a1-control, "
+                         "or a pair ID such as shop-cart-a1)")
+    return render_pair_page(name, [build_timeline(experiment_dir, r) for r in members], experiment_dir, pictures)
 
 
 def write_trial_pages(experiment_dir: Path, record: TrialRecord) -> None:
