@@ -326,7 +326,7 @@ def test_report_json_validates_against_its_versioned_model(run_dir):
 
     write_report(run_dir)
     data = json.loads((run_dir / "report.json").read_text())
-    assert data["schema_version"] == REPORT_SCHEMA == 5
+    assert data["schema_version"] == REPORT_SCHEMA == 6
     report = Report.model_validate(data)
     assert report.pooled.task_names == ["alpha", "beta"] and report.playwright_vs_control  # the version's new fields
     assert Report.model_validate_json(report.model_dump_json()) == report
@@ -371,3 +371,45 @@ def test_two_runs_are_compared_only_on_what_both_planned(tmp_path):
     disjoint = a.model_copy(update={"experiment_id": "elsewhere", "by_arm_task": [r.model_copy(update={"task": "zeta"}) for r in a.by_arm_task]})
     with pytest.raises(CompareError, match="share no task"):
         compare_reports(a, disjoint)
+
+
+def test_a_large_run_s_report_summarises_and_its_trials_index_is_paged(tmp_path, monkeypatch):
+    """Per-trial lists name their first LISTED trials and say how many more there are; report.html
+    shows a bounded number of task rows; pages/index.html is split into pages that together list
+    every trial, failures first, each failure with its reason. Limits shrunk to this small run."""
+    import re
+
+    from pytest_webbench.report import build, html
+    from pytest_webbench.viewer import pages
+
+    monkeypatch.setattr(build, "LISTED", 3)
+    monkeypatch.setattr(html, "SHOWN_PER_LIST", 3)
+    monkeypatch.setattr(html, "TASK_ROWS", 2)
+    monkeypatch.setattr(pages, "INDEX_PAGE_ROWS", 10)
+    run_dir = write_synthetic_run(tmp_path)
+    write_report(run_dir)
+    records = [json.loads(p.read_text()) for p in (run_dir / "trials").glob("*.json")]
+    failures = sorted(r["trial_id"] for r in records if r["outcome"] != "passed")
+    assert len(failures) > 3
+
+    data = json.loads((run_dir / "report.json").read_text())
+    assert [n["trial_id"] for n in data["not_passed"]] == failures[:3]
+    assert data["listed_totals"]["not_passed"] == len(failures)
+    assert f"and {len(failures) - 3} more in" in (run_dir / "report.html").read_text()
+
+    page = (run_dir / "report.html").read_text()
+    assert page.count('data-path="paired.') and 'data-path="paired.2.' not in page  # two task rows of four
+    assert f"The first 2 of {len(data['paired'])} tasks" in page
+
+    names = sorted(p.name for p in (run_dir / "pages").glob("index*.html"))
+    assert names == ["index-2.html", "index-3.html", "index-4.html", "index-5.html", "index.html"]  # 48 trials, 10 a page
+    listed, reasons = [], {}
+    for name in ["index.html"] + [f"index-{n}.html" for n in range(2, 6)]:
+        text = (run_dir / "pages" / name).read_text()
+        for trial_id, outcome, why in re.findall(r'<tr><td><a href="[^"]+">([^<]+)</a></td><td class="(\w+)">\w+</td><td>([^<]*)</td>', text):
+            listed.append((trial_id, outcome))
+            reasons[trial_id] = why
+        assert 'href="index-5.html"' in text or name == "index-5.html"
+    assert sorted(t for t, _ in listed) == sorted(r["trial_id"] for r in records)
+    assert [t for t, o in listed[:len(failures)]] == failures  # failures first, across pages
+    assert all(reasons[t] for t in failures)  # the reason of the last failure too, beyond the report's three

@@ -12,6 +12,7 @@ neither: their own report files stay as they are.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -67,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--out is for comparing two runs")
     directory = args.experiment_dirs[0]
     try:
-        report = write_report(directory)
+        report = write_report(directory, keep=_READ)
     except (FileNotFoundError, ManifestError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -104,5 +105,11 @@ def compare_main(a_dir: Path, b_dir: Path, out: Path | None) -> int:
     return 0
 
 
+_READ: list = []  # what a re-render read, left for the process's exit to free at once
+
+
 if __name__ == "__main__":
-    raise SystemExit(main())
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)  # every file is written and closed; the interpreter's teardown would only free objects one by one

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from contextlib import contextmanager
 from pathlib import Path
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, PrivateAttr
 
 from ..results.harbor_jobs import read_job_problems
 from ..results.record_index import RecordScan, scan_records
@@ -26,10 +26,13 @@ from .sequential import SequentialSummary, not_run_trials, summarize
 from .unpaired import StratifiedEffect, UnpairedRow, adjust_unpaired_rows, stratified_effect, unpaired_row
 from .writes import WriteGroupRow, WriteRow, write_groups, write_rows
 
-# 4: the pooled paired interval is the design-effect Tango score interval (never zero-width), over
+# 6: each trial list holds its first LISTED trials, with every list's length in listed_totals (the
+# trials index in pages/ lists them all). 4: the pooled paired interval is the design-effect Tango score interval (never zero-width), over
 # the headline tasks only (task_names), with a sensitivity line; the playwright arm is compared
 # with control (Fisher, Newcombe, CMH); per-task p-values carry Holm's adjustment. 3: browsers_not_deleted.
-REPORT_SCHEMA = 5
+REPORT_SCHEMA = 6
+LISTED = 200  # trials a list of the report names; pages/index.html lists every trial
+TRIAL_LISTS = ("not_passed", "flagged", "rejected", "cap_hits", "over_spend", "toolset_invalid", "token_disagreements")
 HEADLINE_GRADING = ("page", "pinned", "request", "verifier")
 FEW_ATTEMPTS = 5  # below this a run screens for large effects only
 NOT_A_PASS = ("failed", "errored", "missing")
@@ -155,6 +158,12 @@ class Report(BaseModel):
     problems: list[str]
     assumptions: dict[str, str]
     caveat: str | None
+    listed_totals: dict[str, int] = Field(default_factory=dict)  # each trial list's whole length (it names LISTED at most)
+    _whole_lists: dict[str, list[TrialNote]] = PrivateAttr(default_factory=dict)  # for the trials index, never written
+
+    def whole_list(self, name: str) -> list[TrialNote]:
+        """A trial list in full: as built, or as far as the report holds it (one read from disk)."""
+        return self._whole_lists.get(name, getattr(self, name))
 
 
 def _toolset_invalid(r: TrialRecord) -> str | None:
@@ -229,8 +238,7 @@ def _note(r: TrialRecord, note: str) -> TrialNote:
 
 def _notes(ordered: list[TrialRecord]) -> dict[str, list[TrialNote]]:
     """The report's trial lists, in one pass over the records (in trial-id order)."""
-    out: dict[str, list[TrialNote]] = {k: [] for k in ("not_passed", "flagged", "rejected", "cap_hits", "over_spend",
-                                                       "toolset_invalid", "token_disagreements")}
+    out: dict[str, list[TrialNote]] = {k: [] for k in TRIAL_LISTS}
     for r in ordered:
         if r.outcome != "passed":
             out["not_passed"].append(_note(r, f"{r.outcome}: {r.stop_reason or ''}: {r.detail[:200]}"))
@@ -340,7 +348,8 @@ def build_report(manifest: RunManifest, records: list[TrialRecord], problems: li
         incomplete.append(f"{missing} planned trial(s) have no result")
     if errored := sum(r.outcome == "errored" for r in records):
         incomplete.append(f"{errored} trial(s) errored (agent or infrastructure failure)")
-    return Report(
+    notes = _notes(ordered)
+    report = Report(
         experiment_id=manifest.experiment_id, suite=manifest.suite, runner=manifest.runner, model=manifest.model,
         browser=manifest.browser, isolation=manifest.isolation, attempts=manifest.attempts, arms=manifest.arms, complete=not incomplete,
         incomplete_because=incomplete, planned_trials=len(planned), recorded_trials=len(planned) - missing,
@@ -355,7 +364,8 @@ def build_report(manifest: RunManifest, records: list[TrialRecord], problems: li
         usage=[_usage(arm, by_arm.get(arm, [])) for arm in manifest.arms],
         stop_reasons={arm: dict(sorted(v.items())) for arm, v in sorted(stop_reasons.items(), key=lambda kv: arm_order.get(kv[0], 99))
                       if v},
-        **_notes(ordered), walls=wall_rows(ordered), writes=write_rows(manifest, ordered),
+        **{name: whole[:LISTED] for name, whole in notes.items()}, listed_totals={name: len(whole) for name, whole in notes.items()},
+        walls=wall_rows(ordered), writes=write_rows(manifest, ordered),
         write_groups=write_groups(manifest, ordered), ungradable_tasks=sorted(ungradable),
         broken_pairs=manifest.broken_pairs, browsers_not_deleted=list(browsers_not_deleted or []),
         problems=problems, assumptions=ASSUMPTIONS,
@@ -363,6 +373,8 @@ def build_report(manifest: RunManifest, records: list[TrialRecord], problems: li
                 "result here is weak evidence of no effect (see the minimum detectable effect)."
                 if manifest.attempts < FEW_ATTEMPTS else None),
     )
+    report._whole_lists = notes
+    return report
 
 
 def build_report_from_dir(experiment_dir: Path, scan: RecordScan | None = None) -> Report:

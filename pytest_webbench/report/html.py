@@ -8,18 +8,22 @@ JSON it came from.
 from __future__ import annotations
 
 import math
+import re
 from html import escape
 
 from ..viewer.pages import PAGES, pair_page_name, trial_page_name
-from .build import Rate, Report, TrialNote
+from .build import LISTED, Rate, Report
 from .format import ci, num, pct, pval, signed_pct
 
 ARM_COLOURS = {"control": "#4c72b0", "treatment": "#dd8452", "playwright": "#55a868"}
+SHOWN_PER_LIST = LISTED  # links per list here; pages/index.html lists every trial
+TASK_ROWS = 300  # tasks a table or plot shows here (report.md and report.json hold all)
 OUTCOME_COLOURS = {"both": "#55a868", "control_only": "#4c72b0", "treatment_only": "#dd8452", "neither": "#c44e52", "excluded": "#bbbbbb"}
 
 
 def _v(path: str, text: str, fmt: str) -> str:
-    return f'<span data-path="{escape(path)}" data-format="{fmt}">{escape(text)}</span>'
+    """`path` is the report's own (field names and indexes): nothing in it to escape."""
+    return f'<span data-path="{path}" data-format="{fmt}">{escape(text)}</span>'
 
 
 def _rate_cells(path: str, r: Rate) -> str:
@@ -49,9 +53,10 @@ def _rates_plot(rates: dict[str, Rate]) -> str:
 def _paired_plot(report: Report) -> str:
     """Per task, the pairs split into both passed / control only / treatment only / neither / excluded."""
     width, left, row = 620, 200, 24
-    height = 40 + row * len(report.paired)
+    shown = report.paired[:TASK_ROWS]
+    height = 40 + row * len(shown)
     parts = [f'<svg role="img" aria-label="paired outcomes per task" width="{width}" height="{height}" viewBox="0 0 {width} {height}">']
-    for i, r in enumerate(report.paired):
+    for i, r in enumerate(shown):
         y = 10 + i * row
         parts.append(f'<text x="{left - 8}" y="{y + 13}" font-size="12" text-anchor="end">{escape(r.task)}{" (placebo)" if r.placebo else ""}</text>')
         start = left
@@ -72,7 +77,7 @@ def _paired_plot(report: Report) -> str:
 
 def _speedup_plot(report: Report) -> str:
     """Each both-pass pair's speedup (control time / treatment time) on a log2 axis; 1x marked."""
-    rows = [r for r in report.paired if r.speedups]
+    rows = [r for r in report.paired[:TASK_ROWS] if r.speedups]
     if not rows:
         return "<p>No pair where both arms passed: no speedups to show.</p>"
     width, left, row = 620, 200, 24
@@ -92,25 +97,36 @@ def _speedup_plot(report: Report) -> str:
     return "".join(parts) + "</svg>"
 
 
-SHOWN_PER_LIST = 200  # links per list here; pages/index.html lists every trial
 
 
-def _trial_links(title: str, notes: list[TrialNote], anchor: str) -> str:
+def _trial_links(title: str, report: Report, name: str, anchor: str) -> str:
+    notes = getattr(report, name)
     if not notes:
         return ""
     items = "".join(f'<li><a href="{PAGES}/{escape(trial_page_name(n.trial_id))}">{escape(n.trial_id)}</a>: {escape(n.note)}</li>'
                     for n in notes[:SHOWN_PER_LIST])
-    more = f"<li>and {len(notes) - SHOWN_PER_LIST} more in <a href=\"{PAGES}/index.html\">all trials</a></li>" \
-        if len(notes) > SHOWN_PER_LIST else ""
-    return f'<h3 id="{anchor}">{escape(title)}</h3><ul>{items}{more}</ul>'
+    more = report.listed_totals.get(name, len(notes)) - min(len(notes), SHOWN_PER_LIST)
+    tail = f"<li>and {more} more in <a href=\"{PAGES}/index.html\">all trials</a></li>" if more > 0 else ""
+    return f'<h3 id="{anchor}">{escape(title)}</h3><ul>{items}{tail}</ul>'
+
+
+def _more_tasks(total: int, shown: int = 0, what: str = "tasks") -> str:
+    """Where a table stops short: report.html stays a page a browser opens at any size of run."""
+    shown = shown or TASK_ROWS
+    return (f"<p>The first {shown} of {total} {what}; report.md and report.json hold every one, and "
+            f'<a href="{PAGES}/index.html">all trials</a> lists every trial.</p>' if total > shown else "")
 
 
 OUTCOME_MARKS = {"passed": "✓", "failed": "✗", "errored": "!"}
 
 
+_PLAIN_ID = re.compile(r"[a-z0-9-]+").fullmatch  # a trial ID as the suite's names make it: nothing to escape
+
+
 def _row_links(trials: dict[str, str]) -> str:
-    """Every trial of an arm and task, one link each (its outcome as the mark)."""
-    links = [f'<a href="{PAGES}/{escape(trial_page_name(t))}" title="{escape(t)}: {escape(o)}">{OUTCOME_MARKS.get(o, "?")}</a>'
+    """Every trial of an arm and task, one link each (its outcome as the mark; the ID is in the
+    link). Kept lean: a report of 100,000 trials has 100,000 of these."""
+    links = [f'<a href="{PAGES}/{trial_page_name(t if _PLAIN_ID(t) else escape(t))}">{OUTCOME_MARKS.get(o, "?")}</a>'
              for t, o in list(trials.items())[:SHOWN_PER_LIST]]
     more = f' <a href="{PAGES}/index.html">+{len(trials) - SHOWN_PER_LIST}</a>' if len(trials) > SHOWN_PER_LIST else ""
     return " ".join(links) + more
@@ -125,11 +141,11 @@ def _trials_section(report: Report) -> str:
         out.append('<h3 id="discordant-pairs">Discordant pairs (one arm passed)</h3><ul>' + "".join(
             f'<li><a href="{PAGES}/{escape(pair_page_name(p))}">{escape(p)}</a> ({escape(task)})</li>'
             for task, p in pairs[:SHOWN_PER_LIST]) + "</ul>")
-    out.append(_trial_links("Failed and errored trials (stop reasons)", report.not_passed, "not-passed"))
-    out.append(_trial_links("Flagged trials", report.flagged, "flagged"))
-    out.append(_trial_links("Trials with rejected calls", report.rejected, "rejected"))
-    out.append(_trial_links("Call-cap hits", report.cap_hits, "cap-hits"))
-    out.append(_trial_links("Over the spend limit", report.over_spend, "over-spend"))
+    out.append(_trial_links("Failed and errored trials (stop reasons)", report, "not_passed", "not-passed"))
+    out.append(_trial_links("Flagged trials", report, "flagged", "flagged"))
+    out.append(_trial_links("Trials with rejected calls", report, "rejected", "rejected"))
+    out.append(_trial_links("Call-cap hits", report, "cap_hits", "cap-hits"))
+    out.append(_trial_links("Over the spend limit", report, "over_spend", "over-spend"))
     return "".join(out)
 
 
@@ -169,7 +185,7 @@ def render_html(report: Report) -> str:
         body.append("<h2>Paired control vs treatment</h2><table><tr><th>task</th><th>pairs</th><th>excluded</th><th>both</th>"
                     "<th>control only</th><th>treatment only</th><th>neither</th><th>exact McNemar p (Holm)</th><th>median speedup</th>"
                     "<th>sign-test p (Holm)</th></tr>")
-        for i, r in enumerate(report.paired):
+        for i, r in enumerate(report.paired[:TASK_ROWS]):
             path = f"paired.{i}"
             cells = "".join(f"<td>{_v(f'{path}.{k}', str(getattr(r, k)), 'int')}</td>"
                             for k in ("pairs", "excluded", "both", "control_only", "treatment_only", "neither"))
@@ -177,11 +193,11 @@ def render_html(report: Report) -> str:
             body.append(f"<tr><td>{e(r.task)}{' (placebo)' if r.placebo else ''}</td>{cells}"
                         f"<td>{_v(f'{path}.mcnemar_p', pval(r.mcnemar_p), 'p')} ({e(pval(r.mcnemar_p_holm))})</td><td>{e(speed)}</td>"
                         f"<td>{e(pval(r.sign_p))} ({e(pval(r.sign_p_holm))})</td></tr>")
-        body.append("</table>" + _paired_plot(report) + "<h3>Speedups of pairs where both passed</h3>" + _speedup_plot(report))
+        body.append("</table>" + _more_tasks(len(report.paired)) + _paired_plot(report) + "<h3>Speedups of pairs where both passed</h3>" + _speedup_plot(report))
     body.append("<h2>Per arm and task</h2><table><tr><th>arm</th><th>task</th><th>grading</th><th>passed</th><th>failed</th>"
                 "<th>errored</th><th>missing</th><th>rate</th><th>95% CI</th><th>median agent s</th><th>median calls</th><th>stop reasons</th>"
                 "<th>trials</th></tr>")
-    for i, row in enumerate(report.by_arm_task):
+    for i, row in enumerate(report.by_arm_task[:TASK_ROWS * len(report.arms)]):
         path = f"by_arm_task.{i}"
         cells = "".join(f"<td>{_v(f'{path}.{k}', str(getattr(row, k)), 'int')}</td>" for k in ("passed", "failed", "errored", "missing"))
         reasons = ", ".join(f"{k} {v}" for k, v in row.stop_reasons.items()) or "–"
@@ -189,7 +205,7 @@ def render_html(report: Report) -> str:
                     f"<td>{_v(f'{path}.rate.rate', pct(row.rate.rate), 'pct')}</td><td>{e(ci(row.rate))}</td>"
                     f"<td>{e(num(row.median_agent_sec))}</td><td>{e(num(row.median_calls))}</td><td>{e(reasons)}</td>"
                     f"<td class=trials>{_row_links(row.trials)}</td></tr>")
-    body.append("</table><h2>Usage</h2><table><tr><th>arm</th><th>trials</th><th>median agent s</th><th>tokens in/cached/out</th>"
+    body.append("</table>" + _more_tasks(len(report.by_arm_task), TASK_ROWS * len(report.arms), "rows") + "<h2>Usage</h2><table><tr><th>arm</th><th>trials</th><th>median agent s</th><th>tokens in/cached/out</th>"
                 "<th>cost $ (priced)</th><th>browser calls</th><th>trials w/ rejected calls</th><th>cap hits</th></tr>")
     for i, u in enumerate(report.usage):
         path = f"usage.{i}"

@@ -53,9 +53,13 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)] + ["| " + " | ".join(r) + " |" for r in rows]
 
 
-def _notes(title: str, notes, empty: str) -> list[str]:
-    out = ["", f"### {title}", ""]
-    return out + ([f"- `{n.trial_id}` ({n.arm}, {n.task}): {n.note}" for n in notes] if notes else [empty])
+def _notes(title: str, report: Report, name: str, empty: str) -> list[str]:
+    """One of the report's trial lists (the first LISTED; pages/index.html has every trial)."""
+    notes = getattr(report, name)
+    out = ["", f"### {title}", ""] + ([f"- `{n.trial_id}` ({n.arm}, {n.task}): {n.note}" for n in notes] if notes else [empty])
+    if (more := report.listed_totals.get(name, len(notes)) - len(notes)) > 0:
+        out.append(f"- and {more} more: pages/index.html lists every trial")
+    return out
 
 
 def render_markdown(report: Report) -> str:
@@ -214,13 +218,13 @@ def render_markdown(report: Report) -> str:
     reasons = sorted({k for v in report.stop_reasons.values() for k in v})
     out += _table(["arm", *reasons], [[arm, *(str(v.get(k, 0)) for k in reasons)] for arm, v in report.stop_reasons.items()]) \
         if reasons else ["Every trial passed."]
-    out += _notes("Trials flagged by the trajectory scan (flags never change a score)", report.flagged, "None flagged.")
-    out += _notes("Trials with calls the proxy rejected", report.rejected, "None.")
-    out += _notes("Trials that hit the call cap", report.cap_hits, "None.")
-    out += _notes("Trials over the spend limit (not counted as passes)", report.over_spend, "None.")
-    out += _notes("Trials whose tool use does not fit their arm", report.toolset_invalid, "None.")
+    out += _notes("Trials flagged by the trajectory scan (flags never change a score)", report, "flagged", "None flagged.")
+    out += _notes("Trials with calls the proxy rejected", report, "rejected", "None.")
+    out += _notes("Trials that hit the call cap", report, "cap_hits", "None.")
+    out += _notes("Trials over the spend limit (not counted as passes)", report, "over_spend", "None.")
+    out += _notes("Trials whose tool use does not fit their arm", report, "toolset_invalid", "None.")
     out += _notes("Trials whose CLI reported other token counts than the model gateway metered (the gateway's are used)",
-                  report.token_disagreements, "None.")
+                  report, "token_disagreements", "None.")
     if report.problems:
         out += ["", "## Problems reading the results", ""] + [f"- {p}" for p in report.problems]
     out += ["", "## What each test assumes", ""] + [f"- {v}" for v in report.assumptions.values()]

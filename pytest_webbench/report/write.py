@@ -12,7 +12,9 @@ from .html import render_html
 from .render import render_markdown
 
 
-def write_report(experiment_dir: Path) -> Report:
+def write_report(experiment_dir: Path, keep: list | None = None) -> Report:
+    """`keep`: a list to hold what the report read, for a caller about to exit, which frees it all
+    at once instead of record by record (0.4 s at 100,000 trials)."""
     # Hundreds of thousands of objects that live to the end: the cyclic collector would re-scan them
     # over and over (seconds at 100,000 trials) and can free nothing among them.
     with no_cyclic_gc():
@@ -24,4 +26,6 @@ def write_report(experiment_dir: Path) -> Report:
         atomic_write(experiment_dir / "report.json", report.model_dump_json(indent=2))
         atomic_write(experiment_dir / "report.md", render_markdown(report))
         atomic_write(experiment_dir / "report.html", render_html(report))
+        if keep is not None:
+            keep.append(scan)
     return report

@@ -258,7 +258,12 @@ def write_pages(experiment_dir: Path, report, scan=None) -> set[str]:
     except OSError:
         index_built = -1.0
     if count or index_built < max(stamps.values(), default=0.0):  # the index changes only when a record does
-        atomic_write(pages / "index.html", _index(report, set(pairs)))
+        index = _index(report, set(pairs))
+        for name, html in sorted(index.items(), key=lambda item: item[0] == "index.html"):  # index.html last: its time says all are done
+            atomic_write(pages / name, html)
+        for extra in names - set(index):  # fewer trials than before (a run re-rendered after records left)
+            if extra.startswith("index-") and extra.endswith(".html"):
+                (pages / extra).unlink(missing_ok=True)
     unreadable = wanted - set(records)
     return {t for t in stamps if t not in unreadable and not any(m in unreadable for m in pairs.get(pair_of.get(t, ""), []))}
 
@@ -282,12 +287,20 @@ def _read(experiment_dir: Path, trial_ids: set[str]) -> list[TrialRecord]:
     return out
 
 
-def _index(report, pair_ids: set[str]) -> str:
-    """Every trial, failures first, then discordant pairs' members, from the report's own lists."""
+INDEX_PAGE_ROWS = 1000  # trials per page of the index: a page that opens at any size of run
+
+
+def index_page_name(number: int) -> str:
+    return "index.html" if number == 1 else f"index-{number}.html"
+
+
+def _index(report, pair_ids: set[str]) -> dict[str, str]:
+    """Every trial, failures first, then discordant pairs' members, from the report's own lists:
+    pages of INDEX_PAGE_ROWS trials each (index.html, index-2.html, ...), each linking the others."""
     e = escape
-    why = {n.trial_id: n.note for n in report.not_passed}
-    flags = {n.trial_id for n in report.flagged}
-    rejected = {n.trial_id for n in report.rejected}
+    why = {n.trial_id: n.note for n in report.whole_list("not_passed")}
+    flags = {n.trial_id for n in report.whole_list("flagged")}
+    rejected = {n.trial_id for n in report.whole_list("rejected")}
     trials = [(t, o) for row in report.by_arm_task for t, o in row.trials.items()]
     trials.sort(key=lambda item: (item[1] == "passed", item[0]))
     rows = []
@@ -299,9 +312,17 @@ def _index(report, pair_ids: set[str]) -> str:
                     f"<td>{'yes' if trial_id in rejected else ''}</td>"
                     f"<td>{f'<a href={e(pair_page_name(pair))}>pair</a>' if pair else ''}</td></tr>")
     split = [p for row in report.paired for p in row.discordant]
-    body = ('<p><a href="../report.html">report</a></p><h1>Trials</h1>'
-            + (f"<h2>Discordant pairs</h2><ul>{''.join(f'<li><a href={e(pair_page_name(p))}>{e(p)}</a></li>' for p in split)}</ul>"
-               if split else "")
-            + "<table><tr><th>trial</th><th>outcome</th><th>why not passed</th><th>flags</th><th>rejected calls</th><th></th></tr>"
-            + "".join(rows) + "</table>")
-    return _page("trials", body)
+    count = max(1, -(-len(rows) // INDEX_PAGE_ROWS))
+    pages = {}
+    for number in range(1, count + 1):
+        first = (number - 1) * INDEX_PAGE_ROWS
+        nav = " · ".join(f"<b>{n}</b>" if n == number else f'<a href="{index_page_name(n)}">{n}</a>' for n in range(1, count + 1))
+        body = ('<p><a href="../report.html">report</a></p><h1>Trials</h1>'
+                + (f"<h2>Discordant pairs</h2><ul>{''.join(f'<li><a href={e(pair_page_name(p))}>{e(p)}</a></li>' for p in split[:INDEX_PAGE_ROWS])}</ul>"
+                   if split and number == 1 else "")
+                + (f"<p>Trials {first + 1}-{min(first + INDEX_PAGE_ROWS, len(rows))} of {len(rows)}, failures first. Page {nav}</p>"
+                   if count > 1 else "")
+                + "<table><tr><th>trial</th><th>outcome</th><th>why not passed</th><th>flags</th><th>rejected calls</th><th></th></tr>"
+                + "".join(rows[first:first + INDEX_PAGE_ROWS]) + "</table>")
+        pages[index_page_name(number)] = _page("trials" if count == 1 else f"trials, page {number} of {count}", body)
+    return pages
