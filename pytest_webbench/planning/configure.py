@@ -13,6 +13,7 @@ import pytest
 from .controller import RunController
 from .options import check_arms, check_sequential, is_worker, options_from_config
 from .state import WebbenchState
+from .task_needs import missing_judge, missing_solution
 
 
 def configure_run(config: pytest.Config) -> tuple[WebbenchState, RunController | None]:
@@ -87,18 +88,6 @@ def configure_run(config: pytest.Config) -> tuple[WebbenchState, RunController |
 
     distributed = bool(getattr(config.option, "numprocesses", None)) and dist != "no"
     return st, RunController(st, resuming, distributed)
-
-
-def missing_judge(options, tasks) -> str | None:
-    """Tasks graded by the judge, in a run that has none: the message, or None."""
-    from ..grading.grade import needs_judge
-
-    judged = [t.name for t in tasks if needs_judge(t.meta)]
-    if not judged:
-        return None
-    return (f"{len(judged)} task(s) ({', '.join(judged[:3])}{' ...' if len(judged) > 3 else ''}) are graded by an LLM "
-            f"judge, and --runner {options.runner} runs no model: give --judge-model PROVIDER/MODEL (and "
-            "--judge-base-url for an endpoint of your own), or deselect them with -k")
 
 
 def _judge(options, suite, check_key: bool = True, selecting: bool = False):
@@ -211,18 +200,6 @@ def _check_proxy_ports(options, config) -> None:
                 raise pytest.UsageError(
                     f"--proxy-listen {host}:{port}: port {port + offset}"
                     f"{f' (worker {offset})' if workers else ''} {why}; choose another, or port 0 for a free one") from None
-
-
-def missing_solution(options, tasks) -> str | None:
-    """The reference runner replays each task's solution: a task without one is refused at planning,
-    not errored in every trial. The message, or None."""
-    if options.runner != "reference":
-        return None
-    for task in tasks:
-        if not (task.path / "solution" / "reference.py").is_file():
-            return (f"--runner reference: {task.path / 'solution' / 'reference.py'}: missing; the reference runner replays "
-                    "each task's solution (write one, deselect the task, or choose another runner)")
-    return None
 
 
 def _check_solutions(options, suite, config) -> None:

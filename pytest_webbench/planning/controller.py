@@ -24,7 +24,7 @@ class RunController:
 
     # -- planning ------------------------------------------------------------------------
     def pytest_collection_finish(self, session: pytest.Session) -> None:
-        from .configure import missing_judge, missing_solution
+        from .task_needs import missing_judge, missing_solution
         from .state import item_key
 
         # -k: what the selected trials need, where planning could not check it for the whole suite (a
