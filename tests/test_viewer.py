@@ -108,6 +108,8 @@ def test_pages_link_their_pictures_and_an_export_holds_them_whole(traced, browse
     thumbs = set(re.findall(r"src=(frames/[0-9a-f]+\.jpeg)", html))
     assert thumbs and thumbs & set(re.findall(r"src=(frames/[0-9a-f]+\.jpeg)", alone.read_text()))  # one file, two pages
     assert '<img class="final" alt="final page" src="../jobs/' in html
+    shots = sorted(traced.glob("jobs/*/*/final-screenshot.*"))
+    assert shots and all(p.suffix == ".jpg" and p.read_bytes()[:3] == b"\xff\xd8\xff" for p in shots)  # JPEG, a third of a PNG
 
     out = tmp_path / "apart" / "pair.html"
     assert viewer_main([str(traced), "shop-price-a1", "-o", str(out)]) == 0
@@ -162,6 +164,56 @@ def test_the_trace_is_playwright_s_trace_zip_of_the_harness_s_connection(traced)
     assert max(e["timestamp"] for e in frames) > min(e["timestamp"] for e in frames)
 
 
+def test_each_screenshot_is_stored_once_and_the_trace_still_opens_in_playwright_s_viewer(traced, browser):
+    """Repeated screencast frames are dropped from trace.zip and their events point at the frame
+    kept (browsers/trace_zip.py); Playwright's own trace viewer, served here as `show-trace` serves
+    it, still loads the trace and every frame of its film strip."""
+    import functools
+    import hashlib
+    import threading
+    from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+
+    import playwright
+
+    traces = sorted(traced.glob("jobs/*/*/trace.zip"))
+    repeats = 0
+    for trace in traces:
+        with zipfile.ZipFile(trace) as archive:
+            frames = [n for n in archive.namelist() if n.startswith("screencast/")]
+            assert len({hashlib.sha1(archive.read(n)).digest() for n in frames}) == len(frames), trace
+            events = [json.loads(line) for line in archive.read("trace.trace").splitlines() if b"screencast-frame" in line]
+            assert {e["file"] for e in events} <= set(frames), trace  # every event's picture is in the archive
+            repeats += len(events) - len(frames)
+    assert repeats > 0  # the run's pages did stay the same between frames: there was something to drop
+
+    viewer_dir = Path(playwright.__file__).parent / "driver" / "package" / "lib" / "vite" / "traceViewer"
+    shown = traces[0].parent
+
+    class Files(SimpleHTTPRequestHandler):
+        def translate_path(self, path):
+            if path.split("?", 1)[0] == "/trace.zip":
+                return str(shown / "trace.zip")
+            return super().translate_path(path)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Files, directory=str(viewer_dir)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        page = browser.new_page()
+        statuses = []
+        page.on("response", lambda r: statuses.append(r.status) if "/file/screencast/" in r.url else None)
+        base = f"http://127.0.0.1:{server.server_address[1]}"
+        page.goto(f"{base}/index.html?trace={base}/trace.zip")
+        page.locator(".film-strip-frame").first.wait_for(timeout=30_000)
+        page.wait_for_load_state("networkidle")
+        assert statuses and set(statuses) == {200}
+        page.close()
+    finally:
+        server.shutdown()
+
+
 def test_pytest_html_links_the_same_trial_page(traced):
     html = (traced.parents[1] / "pytest.html").read_text()
     for record in read_trial_records(traced)[0]:
@@ -194,3 +246,18 @@ def test_harbor_s_viewer_lists_every_trial_of_the_run(traced):
             assert sorted(t["name"] for t in trials) == expected
             result = client.get(f"/api/jobs/{arm}/trials/{expected[0]}").json()
             assert result["trial_name"] == expected[0]
+
+
+def test_a_backend_s_png_screenshot_is_kept_as_jpeg_of_the_same_size():
+    """Kernel answers a screenshot as PNG; the final screenshot is kept as JPEG either way."""
+    import io
+
+    from PIL import Image
+
+    from pytest_webbench.viewer.frames import as_jpeg
+
+    png = io.BytesIO()
+    Image.new("RGB", (320, 200), (200, 30, 30)).save(png, "PNG")
+    jpeg = as_jpeg(png.getvalue())
+    assert jpeg[:3] == b"\xff\xd8\xff" and Image.open(io.BytesIO(jpeg)).size == (320, 200)
+    assert as_jpeg(jpeg) == jpeg  # JPEG already: kept as it came

@@ -9,6 +9,7 @@ so nothing is downloaded.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from urllib.parse import urlsplit
 from .base import TRACE_FILE, BackendError
 from .node_driver import NodeDriver
 from .pod import BrowserPod, chromium_path
+from .trace_zip import store_frames_once
 
 
 class LocalBackend:
@@ -118,7 +120,10 @@ class LocalBackend:
         path = folder / TRACE_FILE
         folder.mkdir(parents=True, exist_ok=True)
         saved = await self.call("trace_save", session=session_id, path=str(path), timeout=120)
-        return {"file": TRACE_FILE} if saved.get("saved") else {}
+        if not saved.get("saved"):
+            return {}
+        await asyncio.to_thread(store_frames_once, path)
+        return {"file": TRACE_FILE}
 
     async def screenshot(self, session_id: str) -> bytes:
         return base64.b64decode((await self.call("screenshot", session=session_id))["image"])

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from ..results.records import TrialRecord, trial_dir
+from ..results.records import TrialRecord, final_screenshot, trial_dir
 
 PROPERTY = "webbench"
 COLUMNS = ("Task", "Attempt", "Arm", "Calls", "Tokens", "Agent s", "Stop reason")
@@ -61,9 +61,10 @@ def call_extras(record: TrialRecord, experiment_dir: Path) -> list[dict]:
 def screenshot_extra(folder: Path | None) -> list[dict]:
     from pytest_html import extras
 
-    if folder is None or not (shot := folder / "final-screenshot.png").exists():
+    if folder is None or (shot := final_screenshot(folder)) is None:
         return []
-    return [extras.png(base64.b64encode(shot.read_bytes()).decode(), name="final screenshot")]
+    encoded = base64.b64encode(shot.read_bytes()).decode()
+    return [(extras.png if shot.suffix == ".png" else extras.jpg)(encoded, name="final screenshot")]
 
 
 class HtmlColumns:

@@ -91,7 +91,8 @@ class Pictures:
     def final(self, timeline: Timeline) -> str:
         path = timeline.screenshot_path
         if self.embed:
-            return f"data:image/png;base64,{base64.b64encode(path.read_bytes()).decode()}"
+            mime = "image/png" if path.suffix == ".png" else "image/jpeg"
+            return f"data:{mime};base64,{base64.b64encode(path.read_bytes()).decode()}"
         return os.path.relpath(path, self.pages)
 
 

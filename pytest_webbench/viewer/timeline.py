@@ -18,7 +18,7 @@ from pydantic import BaseModel, Field
 from ..browsers.base import TRACE_FILE
 from ..gateway.meter import read_model_log
 from ..proxy.log import read_call_log
-from ..results.records import TrialRecord, trial_dir
+from ..results.records import TrialRecord, final_screenshot, trial_dir
 from .frames import nearest_frame, read_trace
 
 AGENT_TEXT_CHARS = 1500
@@ -60,8 +60,7 @@ def build_timeline(experiment_dir: Path, record: TrialRecord) -> Timeline:
         for event in events:
             if event.kind == "browser" and (frame := nearest_frame(trace.frames, event.time)) is not None:
                 event.frame = frame.member
-    if (folder / "final-screenshot.png").exists():
-        timeline.screenshot_path = folder / "final-screenshot.png"
+    timeline.screenshot_path = final_screenshot(folder)
     timeline.events = events
     return timeline
 
