@@ -108,8 +108,6 @@ def test_pages_link_their_pictures_and_an_export_holds_them_whole(traced, browse
     thumbs = set(re.findall(r"src=(frames/[0-9a-f]+\.jpeg)", html))
     assert thumbs and thumbs & set(re.findall(r"src=(frames/[0-9a-f]+\.jpeg)", alone.read_text()))  # one file, two pages
     assert '<img class="final" alt="final page" src="../jobs/' in html
-    shots = sorted(traced.glob("jobs/*/*/final-screenshot.*"))
-    assert shots and all(p.suffix == ".jpg" and p.read_bytes()[:3] == b"\xff\xd8\xff" for p in shots)  # JPEG, a third of a PNG
 
     out = tmp_path / "apart" / "pair.html"
     assert viewer_main([str(traced), "shop-price-a1", "-o", str(out)]) == 0
@@ -247,17 +245,3 @@ def test_harbor_s_viewer_lists_every_trial_of_the_run(traced):
             result = client.get(f"/api/jobs/{arm}/trials/{expected[0]}").json()
             assert result["trial_name"] == expected[0]
 
-
-def test_a_backend_s_png_screenshot_is_kept_as_jpeg_of_the_same_size():
-    """Kernel answers a screenshot as PNG; the final screenshot is kept as JPEG either way."""
-    import io
-
-    from PIL import Image
-
-    from pytest_webbench.viewer.frames import as_jpeg
-
-    png = io.BytesIO()
-    Image.new("RGB", (320, 200), (200, 30, 30)).save(png, "PNG")
-    jpeg = as_jpeg(png.getvalue())
-    assert jpeg[:3] == b"\xff\xd8\xff" and Image.open(io.BytesIO(jpeg)).size == (320, 200)
-    assert as_jpeg(jpeg) == jpeg  # JPEG already: kept as it came

@@ -261,8 +261,7 @@ const OPS = {
 
   async screenshot({ session: id }) {
     const s = session(id);
-    // JPEG: the final screenshot is kept per trial, and a PNG of a page is three times the bytes
-    return { image: (await W.currentPage(s).screenshot({ type: 'jpeg', quality: 80 })).toString('base64') };
+    return { image: (await W.currentPage(s).screenshot({ type: 'png' })).toString('base64') };
   },
 
   // For grading: read a page in the session's context (its cookies, so its cart) in a new tab,

@@ -63,8 +63,7 @@ def screenshot_extra(folder: Path | None) -> list[dict]:
 
     if folder is None or (shot := final_screenshot(folder)) is None:
         return []
-    encoded = base64.b64encode(shot.read_bytes()).decode()
-    return [(extras.png if shot.suffix == ".png" else extras.jpg)(encoded, name="final screenshot")]
+    return [extras.png(base64.b64encode(shot.read_bytes()).decode(), name="final screenshot")]
 
 
 class HtmlColumns:

@@ -209,15 +209,12 @@ class TrialRecord(PlannedTrial):
     finished_at: str = Field(default_factory=lambda: datetime.now(UTC).isoformat())
 
 
-SCREENSHOT = "final-screenshot.jpg"  # in a trial's Harbor folder: the page as the agent left it
+SCREENSHOT = "final-screenshot.png"  # in a trial's Harbor folder: the page as the agent left it
 
 
 def final_screenshot(folder: Path) -> Path | None:
-    """A trial's final screenshot: JPEG, or PNG as runs before JPEG left it."""
-    for name in (SCREENSHOT, "final-screenshot.png"):
-        if (folder / name).exists():
-            return folder / name
-    return None
+    """A trial's final screenshot (PNG: lossless, and no larger than a JPEG of a page of text)."""
+    return folder / SCREENSHOT if (folder / SCREENSHOT).exists() else None
 
 
 def harbor_folder(experiment_dir: Path, arm: str, trial_id: str) -> Path:

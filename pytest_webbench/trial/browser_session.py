@@ -12,7 +12,6 @@ from typing import Any
 
 from ..browsers.base import BackendError
 from ..design.suite import TrialSpec
-from ..viewer.frames import as_jpeg
 from .services import RunServices
 
 
@@ -28,9 +27,9 @@ class BrowserSessionHandle:
         if self.screenshot_saved:
             return
         try:
-            image = self.run(self.services.backend.screenshot(self.session_id), timeout=30)
+            png = self.run(self.services.backend.screenshot(self.session_id), timeout=30)
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(as_jpeg(image))
+            path.write_bytes(png)
         except Exception:
             return  # the session never opened, the browser died, or the disk refused: no picture, same grade
         self.screenshot_saved = True

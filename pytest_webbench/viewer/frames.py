@@ -90,16 +90,3 @@ def thumbnail(data: bytes) -> bytes | None:
         return None
     return out.getvalue()
 
-
-def as_jpeg(image: bytes, quality: int = 80) -> bytes:
-    """A screenshot as JPEG (a backend that answers PNG, as Kernel's does, is converted): the
-    final screenshot of every trial is kept, and a PNG of a page is about three times the bytes."""
-    if image[:3] == b"\xff\xd8\xff":
-        return image
-    import io
-
-    from PIL import Image
-
-    out = io.BytesIO()
-    Image.open(io.BytesIO(image)).convert("RGB").save(out, "JPEG", quality=quality)
-    return out.getvalue()

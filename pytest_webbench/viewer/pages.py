@@ -91,8 +91,7 @@ class Pictures:
     def final(self, timeline: Timeline) -> str:
         path = timeline.screenshot_path
         if self.embed:
-            mime = "image/png" if path.suffix == ".png" else "image/jpeg"
-            return f"data:{mime};base64,{base64.b64encode(path.read_bytes()).decode()}"
+            return f"data:image/png;base64,{base64.b64encode(path.read_bytes()).decode()}"
         return os.path.relpath(path, self.pages)
 
 
