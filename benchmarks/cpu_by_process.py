@@ -5,7 +5,10 @@ time over the run (which includes the scripted model's process).
 It says what bounds throughput at high `-n` on a small machine: trials per minute can never
 exceed cores x 60 / (CPU seconds per trial).
 
-    .venv/bin/python benchmarks/cpu_by_process.py [--attempts 1] [-k shop-price] [--no-trace]
+    .venv/bin/python benchmarks/cpu_by_process.py [--attempts 1] [-k shop-price] [--no-trace] [--marginal 4]
+
+With --marginal MORE it runs again with MORE attempts and prints the difference per extra trial,
+which leaves out what a run pays once (imports, services, start-up): a trial's own cost.
 """
 
 from __future__ import annotations
@@ -31,7 +34,11 @@ def kind(comm: str, cmdline: str) -> str:
     if "codex" in comm or "codex" in cmdline.split(" ", 1)[0]:
         return "codex CLI"
     if comm == "node" or comm.startswith("node"):
-        return "node (CLI wrapper, Playwright driver)"
+        if "driver.js" in cmdline or "run-driver" in cmdline:
+            return "node: the harness's Playwright driver"
+        if "runner.js" in cmdline:
+            return "node: the agent's sealed code runner"
+        return "node: the CLI's wrapper, other"
     if "seal_init" in cmdline:
         return "seal (PID 1)"
     if "python" in comm or "pytest" in comm:
@@ -53,26 +60,27 @@ def sample(pid: int, seen: dict[int, tuple[str, float]], done: threading.Event) 
             seen[p] = (kind(comm, cmd), cpu)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--attempts", type=int, default=1)
-    parser.add_argument("-k", default="shop-price")
-    parser.add_argument("--latency", type=float, default=3.0)
-    parser.add_argument("--no-trace", action="store_true")
-    args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp, model_endpoint(args.latency) as url:
+def measure(attempts: int, k: str, latency: float, no_trace: bool) -> tuple[int, float, float, dict[str, float]]:
+    """One run: its trials, wall time, the machine's busy CPU s, and CPU s by process kind, the
+    scripted model's process (which stands in for the provider, so it is no one's cost) included."""
+    with tempfile.TemporaryDirectory() as tmp, model_endpoint(latency) as url:
         cmd = [sys.executable, "-m", "pytest", "--suite", "local-web", "--runner", "codex", "--model", "openai/webbench-script",
-               f"--model-base-url={url}", "--model-price", "1.25,10", "--attempts", str(args.attempts), "-k", args.k,
+               f"--model-base-url={url}", "--model-price", "1.25,10", "--attempts", str(attempts), "-k", k,
                "-p", "no:cacheprovider", "-q", f"--results-dir={tmp}", "--experiment-id", "cpu",
-               *(["--no-trace"] if args.no_trace else [])]
+               *(["--no-trace"] if no_trace else [])]
         busy, _ = busy_and_total_ticks()
+        model_before = _model_cpu()
+        group = _cgroup()
         started = time.perf_counter()
-        run = subprocess.Popen(cmd, cwd=ROOT, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        run = subprocess.Popen(cmd, cwd=ROOT, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               preexec_fn=(lambda: (group / "cgroup.procs").write_text(str(os.getpid()))) if group else None)
         seen: dict[int, tuple[str, float]] = {}
         done = threading.Event()
         sampler = threading.Thread(target=sample, args=(run.pid, seen, done), daemon=True)
         sampler.start()
         run.wait()
+        model = _model_cpu() - model_before
+        tree = int((group / "cpuacct.usage").read_text()) / 1e9 if group else None
         done.set()
         sampler.join()
         wall = time.perf_counter() - started
@@ -81,12 +89,65 @@ def main() -> None:
     totals: dict[str, float] = {}
     for name, cpu in seen.values():
         totals[name] = totals.get(name, 0.0) + cpu
+    if tree is not None:  # every process the run started, however short its life, and wherever it was reparented
+        totals["short-lived processes (in the run's cgroup, never sampled)"] = max(0.0, tree - sum(totals.values()))
+        try:
+            group.rmdir()
+        except OSError:
+            pass
+    totals["the scripted model (the provider's stand-in)"] = model
+    return trials, wall, machine, totals
+
+
+def _cgroup() -> Path | None:
+    """A cgroup v1 cpuacct group of the run's own, where the machine offers one (root): it counts
+    the CPU of processes too short-lived for a sample, which /proc sampling misses."""
+    base = Path("/sys/fs/cgroup/cpuacct")
+    group = base / f"webbench-cpu-{os.getpid()}-{time.monotonic_ns()}"
+    try:
+        group.mkdir()
+    except OSError:
+        return None
+    return group
+
+
+def _model_cpu() -> float:
+    total = 0.0
+    for stat in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if b"model_endpoint.py" in stat.read_bytes():
+                fields = (stat.parent / "stat").read_text().rsplit(")", 1)[1].split()
+                total += (int(fields[11]) + int(fields[12])) / TICK
+        except (OSError, IndexError):
+            continue
+    return total
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--attempts", type=int, default=1)
+    parser.add_argument("-k", default="shop-price")
+    parser.add_argument("--latency", type=float, default=3.0)
+    parser.add_argument("--no-trace", action="store_true")
+    parser.add_argument("--marginal", type=int, metavar="MORE", help="also run MORE attempts and print what each extra "
+                        "trial costs (the difference of the two runs: start-up, imports and services left out)")
+    args = parser.parse_args()
+    trials, wall, machine, totals = measure(args.attempts, args.k, args.latency, args.no_trace)
     whole = sum(totals.values())
     print(f"{time.strftime('%Y-%m-%d %H:%M')}, {os.cpu_count()} cores: {trials} trials in {wall:.1f} s, "
           f"the machine busy {machine:.1f} CPU s ({machine / max(trials, 1):.2f} per trial, start-up included); "
           f"by process kind, as sampled ({whole:.1f} s; processes that lived under 0.2 s are missed):")
     for name, cpu in sorted(totals.items(), key=lambda kv: -kv[1]):
         print(f"  {name:<40} {cpu:7.1f} s  {cpu / whole:5.1%}  {cpu / max(trials, 1):6.2f} s per trial")
+    if args.marginal:
+        more, wall2, machine2, totals2 = measure(args.marginal, args.k, args.latency, args.no_trace)
+        extra = more - trials
+        unseen = ((machine2 - sum(totals2.values())) - (machine - sum(totals.values()))) / extra
+        print(f"{time.strftime('%Y-%m-%d %H:%M')}: {more} trials in {wall2:.1f} s, the machine busy {machine2:.1f} CPU s; "
+              f"each of the {extra} extra trials cost the machine {(machine2 - machine) / extra:.2f} CPU s, of which "
+              f"{unseen:.2f} s in no sampled process (the kernel's own work, processes shorter than a sample); by process kind:")
+        for name in sorted(set(totals) | set(totals2), key=lambda n: -(totals2.get(n, 0) - totals.get(n, 0))):
+            print(f"  {name:<40} {(totals2.get(name, 0) - totals.get(name, 0)) / extra:6.2f} s per extra trial")
 
 
 if __name__ == "__main__":
