@@ -2,8 +2,9 @@
 
 Each size is a synthetic experiment directory left as a run leaves it: a manifest, one record
 file per trial of real size (~2.2 KB: an instruction, answer, expected value, timings, tokens,
-calls, trace), each written with its index line (`trials/index.jsonl`), and the trial and pair
-pages each trial writes as it ends: tasks x attempts x three arms, mixed outcomes. The trial
+calls, trace), each with its index line (`trials/index.jsonl`) vouching for the trial and pair
+pages each trial writes as it ends, as a worker's line does: tasks x attempts x three arms, mixed
+outcomes. The first render is then the one a run ends with (its report, the index of trials). The trial
 folders (jobs/) are left out, as in results copied off a CI machine. The report is then timed as
 a user runs it: `python -m pytest_webbench.report DIR`, start-up included, every form written
 and the pages checked, with the child's own peak memory (wait4's ru_maxrss). A second render of
@@ -84,6 +85,11 @@ def make_experiment(root: Path, trials: int, seed: int = 7) -> Path:
     ids = [t.trial_id for t in planned]
     with ProcessPoolExecutor(os.cpu_count()) as pool:
         list(pool.map(_pages, [(str(directory), ids[i:i + 500]) for i in range(0, len(ids), 500)]))
+    # and each index line says its trial's pages were written, as a worker's line does (recorder.py
+    # writes the pages before the line): the first render below is then the one a run ends with
+    from pytest_webbench.results.record_index import rewrite_index, scan_records
+
+    rewrite_index(directory, scan_records(directory), set(ids))
     return directory
 
 
