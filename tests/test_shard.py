@@ -100,6 +100,10 @@ def test_the_deploy_scripts_three_shards_merge_to_the_unsharded_run_s_report(tmp
                                env={**env, "SHARD": f"{i}/3", "RESULTS_DIR": f"shards/s{i}", "WORKERS": "2" if i == 2 else "0"})
         assert shard.returncode == 0, shard.stdout[-2000:] + shard.stderr[-2000:]
     shards = [tmp_path / "shards" / f"s{i}" / "wide" for i in (1, 2, 3)]
+    # a pod retried after its shard had finished resumes it, finds nothing left to run, and succeeds
+    again = subprocess.run([str(DEPLOY / "run-shard")], cwd=tmp_path, capture_output=True, text=True, timeout=600,
+                           env={**env, "SHARD": "3/3", "RESULTS_DIR": "shards/s3", "WORKERS": "0"})
+    assert again.returncode == 0 and "passed" not in again.stdout.splitlines()[-1], again.stdout[-2000:]
     plan = [t["trial_id"] for t in json.loads((tmp_path / "whole" / "wide" / "manifest.json").read_text())["trials"]]
     for directory in shards:  # each shard holds its own trials and the whole plan, as the unsharded run ordered it
         manifest = json.loads((directory / "manifest.json").read_text())
