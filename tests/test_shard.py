@@ -152,3 +152,34 @@ def test_a_suite_file_changed_in_any_shard_is_changed_for_the_merged_run(tmp_pat
     assert _suite_checks(shards[:1]).changed == []
     (shards[0] / "suite-check.json").unlink()  # a shard that did not reach its end checked nothing
     assert _suite_checks(shards) is None
+
+
+def test_a_partial_merge_keeps_the_whole_plan_and_refuses_a_plan_naming_no_trial_of_the_run(tmp_path):
+    """Fast, on synthetic shard manifests: what a missing shard held comes from the plan the others
+    recorded, and a plan is checked against the run's own tasks, attempts and arms."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_report import _manifest
+
+    from pytest_webbench.report.merge import MergeError, merge_shards
+    from pytest_webbench.results.records import write_manifest
+
+    whole = _manifest("cut")
+    ids = [t.trial_id for t in whole.trials]
+    half = len(whole.trials) // 2
+
+    def shards(plan: list[str], root: Path) -> list[Path]:
+        out = []
+        for i, trials in ((1, whole.trials[:half]), (2, whole.trials[half:])):
+            write_manifest(root / f"s{i}" / "cut", whole.model_copy(update={"shard": f"{i}/2", "trials": trials, "plan": plan}))
+            out.append(root / f"s{i}" / "cut")
+        return out
+
+    good = shards(ids, tmp_path / "good")
+    merged, missing = merge_shards(tmp_path / "out" / "cut", good[:1], partial=True)
+    assert missing == ["2/2"] and [t.trial_id for t in merged.trials] == ids  # shard 2's trials kept in the plan
+    with pytest.raises(MergeError, match=r"missing \[2\].*--partial"):
+        merge_shards(tmp_path / "out2" / "cut", good[:1])
+    bad = shards(ids + ["ghost-a1-control"], tmp_path / "bad")
+    with pytest.raises(MergeError, match="ghost-a1-control is no trial of this run"):
+        merge_shards(tmp_path / "out3" / "cut", bad, partial=True)
+    assert not (tmp_path / "out3").exists()  # refused before anything was written

@@ -116,6 +116,8 @@ def test_pages_link_their_pictures_and_an_export_holds_them_whole(traced, browse
     exported_widths = pictures_load(out)  # opened from a folder of its own
     assert len(exported_widths) == len(widths) and all(w > 0 for w in exported_widths)
     assert viewer_main([str(traced), "no-such-trial", "-o", str(tmp_path / "x.html")]) == 2
+    assert viewer_main([str(traced), "../../manifest", "-o", str(tmp_path / "y.html")]) == 2  # an ID, never a path
+    assert not (tmp_path / "x.html").exists() and not (tmp_path / "y.html").exists()
 
 
 def test_every_trial_has_a_page_reached_from_the_report(traced, browser):

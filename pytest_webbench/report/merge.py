@@ -113,7 +113,16 @@ def _whole_plan(shard_dirs: list[Path], manifests: list[RunManifest], present: s
         raise MergeError("the shards recorded different plans (was each run with the same -k and suite?): "
                          + ", ".join(f"{d} plans {len(m.plan or [])} trials" for d, m in zip(shard_dirs, manifests)))
     if plans:
-        plan = [TrialKey.parse(trial_id) for trial_id in plans.pop()]
+        first = manifests[0]
+        try:
+            plan = [TrialKey.parse(trial_id) for trial_id in plans.pop()]
+        except ValueError as exc:
+            raise MergeError(f"{shard_dirs[0] / 'manifest.json'}: plan: {exc}") from None
+        for key in plan:  # a plan is the shards' own account: it must name the run's tasks, attempts and arms
+            limits = first.task_limits.get(key.task)
+            if limits is None or key.arm not in first.arms or not limits.has_arm(key.arm) or not 1 <= key.attempt <= first.attempts:
+                raise MergeError(f"{shard_dirs[0] / 'manifest.json'}: plan: {key.trial_id} is no trial of this run "
+                                 f"(tasks, {first.attempts} attempt(s), arms {', '.join(first.arms)})")
         if stray := sorted(present - {k.trial_id for k in plan}):
             raise MergeError(f"trial {stray[0]} ran in a shard but is not in the run's plan")
         return plan

@@ -16,6 +16,7 @@ import base64
 import hashlib
 import json
 import os
+import re
 from html import escape
 from pathlib import Path
 from typing import Any
@@ -168,6 +169,8 @@ def render_pair_page(pair_id: str, sides: list[Timeline], experiment_dir: Path, 
 def export_page(experiment_dir: Path, name: str) -> str:
     """One trial's page (`name` a trial ID) or one pair's (a pair ID), with every picture inside it
     at full size: a page that can be sent or kept apart from the run's folder."""
+    if not re.fullmatch(r"[a-z0-9][a-z0-9-]*", name):  # a trial or pair ID, never a path
+        raise ValueError(f"{name!r}: not a trial or pair ID (lowercase letters, digits and '-')")
     pictures = Pictures(experiment_dir, embed=True)
     if (experiment_dir / "trials" / f"{name}.json").exists():
         (record,) = _read(experiment_dir, {name}) or [None]
