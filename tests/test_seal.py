@@ -40,9 +40,17 @@ def _environment(tmp_path: Path, exit_ports: list[int], visible: list[str] | Non
 
 
 def _run(env: HostEnvironment, command: str, **kwargs):
+    return _run_all(env, [command], **kwargs)[0]
+
+
+def _run_all(env: HostEnvironment, commands: list[str], **kwargs):
+    """The commands one after another in one started environment, stopped after, as a trial has it."""
     async def go():
         await env.start(force_build=False)
-        return await env.exec(command, **kwargs)
+        try:
+            return [await env.exec(command, **kwargs) for command in commands]
+        finally:
+            await env.stop(delete=True)
 
     return asyncio.run(go())
 
@@ -66,6 +74,7 @@ def test_a_sealed_command_reaches_its_exit_and_nothing_else(tmp_path):
                 "curl -sS -m 5 http://10.255.255.1/; echo rc=$?; "
                 "ip -o link | cut -d: -f2; ip route; echo routes-end")
         finally:
+            await env.stop(delete=True)
             proxy.close()
             site.close()
 
@@ -87,7 +96,7 @@ def test_a_sealed_command_sees_its_folders_and_the_pinned_clis_and_nothing_of_th
     (results / "answers.json").parent.mkdir(parents=True, exist_ok=True)
     (results / "answers.json").write_text("secret answers")
     env = _environment(tmp_path, [], visible=[str(visible)])
-    result = _run(env, (
+    result, written = _run_all(env, [(
         f"echo TOP; ls /; echo CLI; cat {visible}/bin/tool; touch {visible}/bin/x 2>&1; "
         f"echo CHECKOUT; ls {CHECKOUT} 2>&1; git -C {CHECKOUT} show HEAD:README.md 2>&1 | head -2; "
         f"cat {results}/answers.json 2>&1; ls ~root 2>&1; "
@@ -96,7 +105,7 @@ def test_a_sealed_command_sees_its_folders_and_the_pinned_clis_and_nothing_of_th
         # uid 0 without capabilities may still write parts of /proc: they are read-only or masked
         "echo PROC; sh -c 'echo 1 > /proc/sys/vm/drop_caches' 2>&1; sh -c 'echo x > /proc/sys/kernel/core_pattern' 2>&1; "
         "echo MASKED $(cat /proc/timer_list 2>/dev/null | wc -c); "
-        "echo WRITE; echo made-inside > /app/out.txt; echo HOME=$HOME; echo END"))
+        "echo WRITE; echo made-inside > /app/out.txt; echo HOME=$HOME; echo END"), "cat /app/out.txt"])
     out = result.stdout + result.stderr
     top = out.split("TOP\n")[1].split("CLI\n")[0].split()
     assert {"app", "home", "logs", "tmp", "usr", "etc", "proc", "dev"} <= set(top), top
@@ -111,7 +120,7 @@ def test_a_sealed_command_sees_its_folders_and_the_pinned_clis_and_nothing_of_th
     proc = out.split("PROC\n")[1].split("WRITE")[0]
     assert proc.count("Read-only file system") == 2 and "MASKED 0" in proc, proc  # the host's timer_list is not empty
     assert "HOME=/home/agent" in out and "END" in out
-    assert (env.root / "app" / "out.txt").read_text() == "made-inside\n"
+    assert written.stdout == "made-inside\n"  # in the trial's folder, which outlives the command
 
 
 def test_a_sealed_command_that_times_out_leaves_no_process(tmp_path):
@@ -121,6 +130,54 @@ def test_a_sealed_command_that_times_out_leaves_no_process(tmp_path):
     assert result.return_code == 124 and "timed out" in result.stderr
     left = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True)
     assert left.stdout == "", "a sealed command's process outlived its timeout"
+
+
+def test_a_trial_s_commands_share_one_seal_and_nothing_one_leaves_reaches_the_next(tmp_path):
+    """One seal serves a trial's commands (sealed_shell.py): the same namespaces each time, yet a
+    process, a SysV segment or a /dev/shm file one command leaves is gone when the next starts, and
+    no command holds a descriptor of the harness's (the control socket)."""
+    marker = f"webbench-seal-left-{os.getpid()}"
+    env = _environment(tmp_path, [])
+    first, second = _run_all(env, [
+        f"readlink /proc/self/ns/net /proc/self/ns/mnt; (setsid bash -c 'exec -a {marker} sleep 300' &); "
+        "echo left > /dev/shm/left; ipcmk -M 4096 >/dev/null; ipcs -m | grep -c '^0x'",
+        "readlink /proc/self/ns/net; echo PROCS; ls /proc | grep '^[0-9]' | wc -l; echo SHM; ls /dev/shm; "
+        f"ipcs -m | grep -c '^0x'; echo FDS; ls /proc/$$/fd; echo END"])
+    assert first.return_code == 0 and second.return_code == 0, (first, second)
+    net, _, shared_before = first.stdout.split()
+    assert shared_before == "1"  # the segment was made
+    assert second.stdout.split()[0] == net  # the same network namespace: one seal
+    after = second.stdout.split("PROCS\n")[1]
+    assert int(after.split()[0]) <= 5, after  # PID 1, this shell, ls, grep, wc: the sleeper was ended
+    assert after.split("SHM\n")[1].split()[0] == "0"  # no /dev/shm file, no SysV segment
+    assert after.split("FDS\n")[1].split() == ["0", "1", "2", "END"]
+    left = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True)
+    assert left.stdout == "", "a process a command left outlived it"
+
+
+def test_a_timed_out_command_ends_its_seal_and_the_next_command_gets_a_fresh_one(tmp_path):
+    env = _environment(tmp_path, [])
+    first, second, third = _run_all(env, ["readlink /proc/self/ns/net; sleep 300", "readlink /proc/self/ns/net",
+                                          "readlink /proc/self/ns/net"], timeout_sec=3)
+    assert first.return_code == 124 and "timed out" in first.stderr
+    assert second.return_code == 0 and second.stdout != first.stdout  # a new namespace
+    assert third.stdout == second.stdout  # which then serves on
+
+
+def test_commands_run_at_once_in_one_seal_each_get_their_own_output_and_code(tmp_path):
+    big = "x" * 100_000  # a long command (a prompt): it travels in a memfd
+
+    async def scenario():
+        env = _environment(tmp_path, [])
+        await env.start(force_build=False)
+        try:
+            return await asyncio.gather(*(env.exec(f"sleep 0.$(( {i} % 3 )); echo {i}-{big}; exit {i}") for i in range(6)))
+        finally:
+            await env.stop(delete=True)
+
+    results = asyncio.run(scenario())
+    assert [r.return_code for r in results] == list(range(6))
+    assert [r.stdout for r in results] == [f"{i}-{big}\n" for i in range(6)]
 
 
 def test_a_seal_that_cannot_be_built_is_a_clear_error(tmp_path):
@@ -155,6 +212,7 @@ def test_harbor_s_network_policy_for_the_agent_phase_is_what_the_seal_lets_throu
                 await env.set_network_policy(NetworkPolicy(network_mode=NetworkMode.ALLOWLIST,
                                                            allowed_hosts=["127.0.0.1", "example.com"]))
         finally:
+            await env.stop(delete=True)
             proxy.close()
         return seen
 

@@ -8,7 +8,7 @@ ends. Files go in and out through `files.py`, which follows no link the agent pl
 every size; what it refused is named in `files-refused.json` beside the trial's results.
 
 Where the host allows namespaces (root, or unprivileged user namespaces), every command is sealed
-(`seal.py`): its own network, mount and PID namespaces; a filesystem built from an allowlist (the
+(`seal.py`; one seal serves a trial's commands, `sealed_shell.py`): its own network, mount and PID namespaces; a filesystem built from an allowlist (the
 system read-only, the trial's folders at `/app`, `/logs`, `/installed-agent`, `/tmp` and
 `/home/agent`, the pinned CLIs read-only), so the checkout, the suite, the results and the
 harness's home are simply absent; no process of the harness visible; and one way out, the proxy's
@@ -39,7 +39,8 @@ from harbor.environments.capabilities import EnvironmentCapabilities
 from harbor.models.task.config import NetworkMode, NetworkPolicy
 
 from .files import CopyResult, FileRefused, Refusal, copy_in, copy_in_dirs, copy_out
-from .seal import Seal, can_seal, start_sealed, unshare_command
+from .seal import Seal, can_seal, unshare_command
+from .sealed_shell import Finished, SealedShell
 from .seal_init import mount_tmpfs, unmount
 
 WORKDIR = "/app"
@@ -92,6 +93,8 @@ class HostEnvironment(BaseEnvironment):
         self.visible_paths = [str(Path(p).resolve()) for p in visible_paths or [] if Path(p).is_dir()]
         self._workspace: Path | None = None
         self._mounted = False
+        self._shell: SealedShell | None = None  # the trial's seal, once a command needed it
+        self._shell_lock = asyncio.Lock()
         self.refused: list[Refusal] = []
 
     @property
@@ -173,8 +176,30 @@ class HostEnvironment(BaseEnvironment):
                     rw=[(str(self.host_path(p)), p) for p in PRIVATE_PATHS],
                     ro=[(p, p) for p in self.visible_paths])
 
+    async def _sealed_shell(self) -> SealedShell | Finished:
+        """The trial's seal, kept across its commands while the exits the policy allows stay the
+        same (a new one after a change of policy, or after a command that timed out ended it)."""
+        async with self._shell_lock:  # commands started at once share the one seal they find or build
+            ports = self._exits()
+            if self._shell is not None and (self._shell.ended or self._shell.ports != ports):
+                await self._end_shell()
+            if self._shell is None:
+                shell = SealedShell(self._seal(WORKDIR), self.root, MAX_OUTPUT_BYTES)
+                if (failed := await shell.start()) is not None:
+                    return failed
+                self._shell = shell
+                _LIVE_GROUPS.add(shell.proc.pid)
+            return self._shell
+
+    async def _end_shell(self) -> None:
+        shell, self._shell = self._shell, None
+        if shell is not None:
+            await shell.close()
+            _LIVE_GROUPS.discard(shell.proc.pid)
+
     async def stop(self, delete: bool) -> None:
         """The workspace goes: what the harness keeps was copied out (bounded) before this."""
+        await self._end_shell()
         workspace, self._workspace = self._workspace, None
         if workspace is None:
             return
@@ -219,10 +244,15 @@ class HostEnvironment(BaseEnvironment):
         workdir = self.host_path(cwd or WORKDIR)
         env = self._merge_env(env)  # the agent's AgentConfig.env and Harbor's scoped variables
         full_env = agent_environment(env)
-        exits = None
         if self.isolated:
             full_env.setdefault("HOME", AGENT_HOME)  # the trial's private home, not the host user's
-            proc, exits = await start_sealed(self._seal(str(PurePosixPath(cwd or WORKDIR))), command, full_env, self.root)
+            shell = await self._sealed_shell()
+            if isinstance(shell, Finished):  # the seal could not be built: PID 1's own error
+                finished = shell
+            else:
+                finished = await shell.run(command, full_env, str(PurePosixPath(cwd or WORKDIR)), timeout_sec)
+            return ExecResult(stdout=finished.stdout.decode(errors="replace"),
+                              stderr=finished.stderr.decode(errors="replace"), return_code=finished.return_code)
         else:
             full_env.setdefault("HOME", str(self.host_path(AGENT_HOME)))
             proc = await asyncio.create_subprocess_exec(
@@ -236,9 +266,6 @@ class HostEnvironment(BaseEnvironment):
         except asyncio.CancelledError:
             _LIVE_GROUPS.discard(proc.pid)  # _finish killed the group
             raise
-        finally:
-            if exits is not None:
-                exits.close()
         # Anything else (the coroutine closed with its loop) leaves the group to the exit hook.
         _LIVE_GROUPS.discard(proc.pid)
         return result

@@ -74,11 +74,13 @@ class Seal:
     ro: list[tuple[str, str]] = field(default_factory=list)
     door: bool = False  # the harness may connect into the namespace (Door)
 
-    def argv(self, command: str) -> list[str]:
+    def argv(self, command: str | None) -> list[str]:
+        """The seal around one command, or (None) a seal serving a trial's commands (sealed_shell.py)."""
         # Not root: a user namespace gives PID 1 the rights it needs over its own namespaces.
         userns = ["--user", "--map-root-user"] if os.geteuid() != 0 else []
+        mode = ["--serve"] if command is None else ["--init", "--", "bash", "-c", command]
         return [*die_with_parent(), unshare_command(), *userns, *NAMESPACES, sys.executable, "-I", "-S", "-c", INIT_LOADER,
-                INIT_DIR, "--init", "--", "bash", "-c", command]
+                INIT_DIR, *mode]
 
     def config(self, ctl_fd: int) -> str:
         return marshal.dumps({"workdir": self.workdir, "ports": list(self.ports), "rw": [list(p) for p in self.rw],
@@ -141,6 +143,8 @@ class Exits:
         self.connect = connect
         self.opened: dict[int, int] = {}
         self.door: Door | None = None
+        self.control: socket.socket | None = None  # a serving seal's request socket (sealed_shell.py)
+        self.ready = False  # PID 1 handed over its exits and went on (else it failed: see its stderr)
 
     async def open(self, ctl: socket.socket, proc: asyncio.subprocess.Process) -> None:
         loop = asyncio.get_running_loop()
@@ -172,6 +176,7 @@ class Exits:
                 sock.close()
             raise
         ctl.send(GO)
+        self.ready = True
 
     def _forward_to(self, port: int):
         async def forward(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -199,6 +204,9 @@ class Exits:
         if self.door is not None:
             self.door.close()
             self.door = None
+        if self.control is not None:
+            self.control.close()  # PID 1 reads the end of its requests and ends the seal
+            self.control = None
 
 
 async def relay(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, up_reader: asyncio.StreamReader,
@@ -225,10 +233,11 @@ async def pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> No
         writer.close()
 
 
-async def start_sealed(seal: Seal, command: str, env: dict[str, str], cwd: Path, *, stdin: bool = False,
+async def start_sealed(seal: Seal, command: str | None, env: dict[str, str], cwd: Path, *, stdin: bool = False,
                        connect: Connector = host_loopback):
     """Starts the command sealed; returns the process and its exits (close them when it ends; with
-    `seal.door`, `exits.door` is the way in). `stdin`: a pipe to the command, else nothing."""
+    `seal.door`, `exits.door` is the way in). `stdin`: a pipe to the command, else nothing. With
+    no command, PID 1 serves commands sent on `exits.control` (sealed_shell.py)."""
     Path(ROOT_MOUNTPOINT).mkdir(parents=True, exist_ok=True)
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     exits = Exits(connect)
@@ -252,6 +261,8 @@ async def start_sealed(seal: Seal, command: str, env: dict[str, str], cwd: Path,
             raise
         if seal.door:
             exits.door, keep = Door(ours), True
+        elif command is None and exits.ready:  # a serving seal: its requests go over the control socket
+            exits.control, keep = ours, True
         return proc, exits
     finally:
         theirs.close()

@@ -20,6 +20,9 @@ bash -c <command>`, it is the first process of fresh network, mount and PID name
      to the agent's group and exits with the agent's status, at which the kernel ends whatever the
      agent left in the namespace.
 
+With `--serve` instead of a command (`serve_main`, for `sealed_shell.py`), PID 1 keeps the control
+socket after step 2 and does step 4 once for each command the harness sends on it.
+
 Standard library only, imported before the pivot (the interpreter's own files vanish with the old
 root, so nothing may be imported lazily afterwards), no asyncio (its import alone costs PID 1
 ~100 ms of CPU). Recipe and measurements: docs/research/sealing-an-agent.md.
@@ -33,6 +36,7 @@ import marshal  # the config: built in, cheaper than json
 import os
 import signal
 import socket
+import select
 import struct
 import sys
 import warnings  # noqa: F401  os.execvpe imports it lazily, which would fail after the pivot
@@ -167,7 +171,6 @@ def _hand_over(ctl: socket.socket, ports: list[int], door: bool) -> None:
         os._exit(125)
     if door and os.fork() == 0:
         _serve_door(ctl)
-    ctl.close()  # before the agent's fork: it must not inherit it
 
 
 def _serve_door(ctl: socket.socket) -> None:
@@ -201,6 +204,7 @@ def init_main(cfg: dict, command: list[str]) -> None:
     _build_root(cfg)
     _loopback_up()
     _hand_over(ctl, cfg["ports"], cfg.get("door", False))
+    ctl.close()  # before the agent's fork: it must not inherit it
     env = dict(os.environ)
     agent = os.fork()
     if agent == 0:
@@ -233,12 +237,117 @@ def init_main(cfg: dict, command: list[str]) -> None:
             os._exit(128 - code if code < 0 else code)
 
 
+def serve_main(cfg: dict) -> None:
+    """PID 1 of a seal kept for a trial's many commands (`--serve`): the world is built once, then
+    each request on the control socket is one command, forked as `init_main` forks its one. When
+    no command is left running, whatever they left is killed before the next may start, as if each
+    command's namespace had ended; each gets its own SysV IPC and `/dev/shm`, so nothing one leaves
+    there reaches the next. The harness closing its end ends the seal."""
+    _prctl(PR_SET_DUMPABLE, 0)
+    ctl = socket.socket(fileno=cfg["ctl_fd"])
+    ctl.set_inheritable(False)  # no command may hold the harness's control socket
+    _build_root(cfg)
+    _loopback_up()
+    _hand_over(ctl, cfg["ports"], False)
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_w, False)
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGCHLD, lambda *_: None)  # a handler, so that SIGCHLD writes to wake_w
+    running: dict[int, int] = {}  # pid -> request number
+    while True:
+        readable = select.select([ctl, wake_r], [], [])[0]
+        if wake_r in readable:
+            os.read(wake_r, 4096)
+        ended = _reap(running)
+        if ended and not running:
+            _end_leftovers()
+        for number, code in ended:
+            ctl.sendall(struct.pack("=Ii", number, code))
+        if ctl in readable:
+            message, ancillary, _, _ = ctl.recvmsg(1, socket.CMSG_SPACE(4 * struct.calcsize("i")))
+            if not message:  # the harness is done with the seal
+                os._exit(0)
+            fds = [fd for level, kind, data in ancillary if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS
+                   for fd in struct.unpack(f"{len(data) // 4}i", data[:len(data) - len(data) % 4])]
+            if len(fds) != 4:
+                for fd in fds:
+                    os.close(fd)
+                os._exit(125)
+            number, pid = _start(*fds)
+            running[pid] = number
+
+
+def _reap(running: dict[int, int]) -> list[tuple[int, int]]:
+    """Every child that ended (commands and orphans alike); the commands' numbers and exit codes."""
+    ended = []
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return ended
+        if pid == 0:
+            return ended
+        if pid in running:
+            code = os.waitstatus_to_exitcode(status)
+            ended.append((running.pop(pid), 128 - code if code < 0 else code))
+
+
+def _end_leftovers() -> None:
+    """Kills every process of the namespace but PID 1 (kill(-1) spares the caller) and reaps them,
+    until none is left: a fork racing the kill is killed on the next round."""
+    while True:
+        try:
+            os.kill(-1, signal.SIGKILL)
+        except ProcessLookupError:
+            return
+        while True:
+            try:
+                os.waitpid(-1, 0)
+            except ChildProcessError:
+                break
+
+
+def _start(request_fd: int, stdin: int, stdout: int, stderr: int) -> tuple[int, int]:
+    """Forks one command of a request (a marshalled dict in a memfd: number, argv, env, workdir)."""
+    try:
+        os.lseek(request_fd, 0, os.SEEK_SET)
+        chunks = []
+        while chunk := os.read(request_fd, 1 << 20):
+            chunks.append(chunk)
+        request = marshal.loads(b"".join(chunks))
+    finally:
+        os.close(request_fd)
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setpgid(0, 0)
+            signal.set_wakeup_fd(-1)
+            for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGPIPE, signal.SIGCHLD):
+                signal.signal(sig, signal.SIG_DFL)
+            for target, fd in ((0, stdin), (1, stdout), (2, stderr)):
+                os.dup2(fd, target)
+            for fd in {stdin, stdout, stderr} - {0, 1, 2}:
+                os.close(fd)
+            os.unshare(os.CLONE_NEWIPC | os.CLONE_NEWNS)
+            _mount("webbench-shm", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777,size=64m")
+            os.chdir(request["workdir"])
+            _drop_all_capabilities()
+            os.execvpe(request["argv"][0], request["argv"], request["env"])
+        except BaseException as exc:  # noqa: BLE001 - reported on stderr, exit 127 as a shell would
+            os.write(2, f"webbench seal: cannot start {request['argv'][0]!r}: {exc}\n".encode())
+            os._exit(127)
+    for fd in (stdin, stdout, stderr):
+        os.close(fd)
+    return request["number"], pid
+
+
 def main(argv: list[str]) -> None:
-    if argv[:2] != ["--init", "--"] or len(argv) < 3:
-        sys.exit("usage: seal_init --init -- COMMAND...")
+    serve = argv == ["--serve"]
+    if not serve and (argv[:2] != ["--init", "--"] or len(argv) < 3):
+        sys.exit("usage: seal_init --init -- COMMAND... | seal_init --serve")
     try:
         cfg = marshal.loads(bytes.fromhex(os.environ.pop(CONFIG_VAR)))
-        init_main(cfg, argv[2:])
+        serve_main(cfg) if serve else init_main(cfg, argv[2:])
     except OSError as exc:  # a namespace the host does not grant: said on stderr, exit 126
         os.write(2, f"webbench seal: {exc}\n".encode())
         os._exit(126)

@@ -1,0 +1,165 @@
+"""One seal kept for a trial's commands, where each used to get its own.
+
+Building a seal costs about 35 ms of CPU (setpriv, unshare, a Python PID 1 that imports ctypes and
+builds the root), and a Codex trial runs eleven of Harbor's commands. Here PID 1 is started once
+(`seal_init.serve_main`) and each command is a request on its control socket: a memfd holding the
+command, and the command's stdin, stdout and stderr, passed as file descriptors. PID 1 forks the
+command as it forked the one command before (no capability, no_new_privs, its own process group),
+in a fresh SysV IPC namespace and `/dev/shm`, and answers with its exit code. When no command is
+left running, PID 1 kills whatever they left before answering, so a process an agent leaves behind
+never sees the next command, as when each command's namespace ended with it.
+
+A command that times out, or whose caller is cancelled, ends the whole seal (the next command
+builds a fresh one), and so does a change of network policy: the exits are the seal's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import marshal
+import os
+import signal
+import socket
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+
+from .seal import Exits, Seal, start_sealed
+
+REPLY = struct.Struct("=Ii")  # request number, exit code (128 + N for signal N, as a shell says it)
+MAX_PID1_ERROR_BYTES = 64 * 1024
+
+
+@dataclass
+class Finished:
+    return_code: int
+    stdout: bytes
+    stderr: bytes
+
+
+class SealedShell:
+    def __init__(self, seal: Seal, cwd: Path, max_output_bytes: int) -> None:
+        self.seal = seal
+        self.cwd = cwd
+        self.max_output_bytes = max_output_bytes
+        self.proc: asyncio.subprocess.Process | None = None
+        self.exits: Exits | None = None
+        self.ended = False
+        self._numbers = itertools.count(1)
+        self._waiting: dict[int, asyncio.Future[int]] = {}
+        self._replies = bytearray()
+
+    @property
+    def ports(self) -> list[int]:
+        return self.seal.ports
+
+    async def start(self) -> Finished | None:
+        """Builds the seal; None, or what PID 1 said when it could not (exit 126 and its error)."""
+        self.proc, self.exits = await start_sealed(self.seal, None, {"PATH": "/usr/bin:/bin"}, self.cwd)
+        if self.exits.control is None:  # PID 1 failed before its handover: its error is on its stderr
+            self.exits.close()
+            _, err = await self.proc.communicate()  # PID 1 has ended: its pipes end with it
+            self.ended = True
+            return Finished(self.proc.returncode or 126, b"", err[:MAX_PID1_ERROR_BYTES])
+        asyncio.get_running_loop().add_reader(self.exits.control, self._read_replies)
+        return None
+
+    def _read_replies(self) -> None:
+        try:
+            data = self.exits.control.recv(4096)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if not data:  # PID 1 ended: every command still waiting ended with it
+            self._end(ConnectionError("the seal's PID 1 ended"))
+            return
+        self._replies += data
+        while len(self._replies) >= REPLY.size:
+            number, code = REPLY.unpack_from(self._replies)
+            del self._replies[:REPLY.size]
+            future = self._waiting.pop(number, None)
+            if future is not None and not future.done():
+                future.set_result(code)
+
+    async def run(self, command: str, env: dict[str, str], workdir: str, timeout_sec: float | None) -> Finished:
+        """One command in the seal; a timeout ends the seal and returns 124, as `timeout` would."""
+        if self.ended:
+            raise RuntimeError("this seal has ended; a new one serves the next command")
+        loop = asyncio.get_running_loop()
+        number = next(self._numbers)
+        exited = self._waiting[number] = loop.create_future()
+        request = os.memfd_create("webbench-request", os.MFD_CLOEXEC)
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        stdin = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            os.write(request, marshal.dumps({"number": number, "argv": ["bash", "-c", command], "env": env,
+                                             "workdir": workdir}))
+            socket.send_fds(self.exits.control, [b"R"], [request, stdin, out_w, err_w])
+        except BaseException:
+            os.close(out_r)
+            os.close(err_r)
+            raise
+        finally:
+            for fd in (request, stdin, out_w, err_w):
+                os.close(fd)
+        outputs = asyncio.gather(self._keep(out_r), self._keep(err_r))
+        try:
+            await asyncio.wait({outputs, exited}, timeout=timeout_sec)
+        except BaseException:  # cancelled (Harbor's agent timeout, an interrupted run): no orphans
+            self.kill()
+            outputs.cancel()
+            raise
+        finally:
+            timed_out = not (outputs.done() and exited.done())
+            if timed_out:
+                self.kill()  # every process of the seal ends, so its pipes reach their end
+        out, err = await outputs
+        if timed_out:
+            return Finished(124, out, err + b"\n(timed out)")
+        if exited.exception() is not None:  # PID 1 died under the command (killed from outside)
+            return Finished(125, out, err + f"\nwebbench seal: {exited.exception()}".encode())
+        return Finished(exited.result(), out, err)
+
+    async def _keep(self, fd: int) -> bytes:
+        """A pipe's bytes up to max_output_bytes (the rest read and dropped, so the command never
+        blocks on a full pipe)."""
+        loop = asyncio.get_running_loop()
+        reader = asyncio.StreamReader()
+        transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), open(fd, "rb", 0))
+        kept = bytearray()
+        try:
+            while chunk := await reader.read(1024 * 1024):
+                if len(kept) < self.max_output_bytes:
+                    kept += chunk[:self.max_output_bytes - len(kept)]
+        finally:
+            transport.close()
+        return bytes(kept)
+
+    def _end(self, why: BaseException) -> None:
+        self.ended = True
+        for future in self._waiting.values():
+            if not future.done():
+                future.set_exception(why)
+                future.exception()  # read by `run` if it still waits; else not worth a warning
+        self._waiting.clear()
+        if self.exits is not None:
+            if self.exits.control is not None:
+                with contextlib.suppress(ValueError, OSError):
+                    asyncio.get_running_loop().remove_reader(self.exits.control)
+            self.exits.close()
+
+    def kill(self) -> None:
+        """Ends the seal at once: PID 1 and, with it, every process of the namespace."""
+        if self.proc is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+        self._end(ConnectionError("the seal was ended"))
+
+    async def close(self) -> None:
+        self.kill()
+        if self.proc is not None:
+            await self.proc.communicate()  # to the end of PID 1's pipes, so that their transport closes
