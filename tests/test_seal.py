@@ -164,20 +164,61 @@ def test_a_timed_out_command_ends_its_seal_and_the_next_command_gets_a_fresh_one
     assert third.stdout == second.stdout  # which then serves on
 
 
-def test_commands_run_at_once_in_one_seal_each_get_their_own_output_and_code(tmp_path):
+def test_commands_run_at_once_each_get_a_seal_of_their_own_and_their_own_output_and_code(tmp_path):
     big = "x" * 100_000  # a long command (a prompt): it travels in a memfd
 
     async def scenario():
         env = _environment(tmp_path, [])
         await env.start(force_build=False)
         try:
-            return await asyncio.gather(*(env.exec(f"sleep 0.$(( {i} % 3 )); echo {i}-{big}; exit {i}") for i in range(6)))
+            return await asyncio.gather(*(env.exec(f"readlink /proc/self/ns/pid; sleep 0.$(( {i} % 3 )); echo {i}-{big}; exit {i}")
+                                          for i in range(6)))
         finally:
             await env.stop(delete=True)
 
     results = asyncio.run(scenario())
     assert [r.return_code for r in results] == list(range(6))
-    assert [r.stdout for r in results] == [f"{i}-{big}\n" for i in range(6)]
+    assert [r.stdout.split("\n", 1)[1] for r in results] == [f"{i}-{big}\n" for i in range(6)]
+    # each in a seal of its own while the others ran: none could see, signal or outlive-kill another
+    assert len({r.stdout.split("\n", 1)[0] for r in results}) == 6
+
+
+def test_nothing_a_command_does_to_its_seal_s_dev_proc_or_pid_1_reaches_the_next(tmp_path):
+    """A kept seal's own parts: `/dev` read-only (a link planted for /dev/fd or /dev/stdout would
+    feed the verifier the agent's bytes), PID 1 hidden in `/proc` (its oom_score_adj is writable by
+    a capability-less uid 0), and PID 1 deaf to the signals a command can send it."""
+    env = _environment(tmp_path, [])
+    first, second = _run_all(env, [
+        "readlink /proc/self/ns/net; echo x > /dev/note; rm -f /dev/stdout; ln -s /app/x /dev/fd/9; "
+        "ls /proc/1 >/dev/null 2>&1 || echo PID1-HIDDEN; echo 1000 > /proc/1/oom_score_adj || echo OOM-REFUSED; "
+        "for s in INT TERM HUP QUIT USR1 USR2 ALRM PIPE; do kill -$s 1; done; echo SIGNALLED",
+        "readlink /proc/self/ns/net; ls /dev; cat <(echo through-the-real-fd)"])
+    assert first.return_code == 0 and second.return_code == 0, (first, second)
+    assert "Read-only file system" in first.stderr and "PID1-HIDDEN" in first.stdout and "OOM-REFUSED" in first.stdout
+    assert "SIGNALLED" in first.stdout
+    assert second.stdout.split()[0] == first.stdout.split()[0]  # PID 1 lived through the signals
+    assert "note" not in second.stdout.split() and "stdout" in second.stdout.split()
+    assert second.stdout.rstrip().endswith("through-the-real-fd")
+
+
+def test_a_seal_whose_pid_1_was_killed_between_commands_is_replaced(tmp_path):
+    """Killed from outside (the OOM killer) while idle: the next command gets a fresh seal."""
+    import signal
+
+    async def scenario():
+        env = _environment(tmp_path, [])
+        await env.start(force_build=False)
+        try:
+            first = await env.exec("readlink /proc/self/ns/net")
+            (shell,) = env._shells
+            os.killpg(shell.proc.pid, signal.SIGKILL)
+            await shell.proc.wait()
+            return first, await env.exec("readlink /proc/self/ns/net")
+        finally:
+            await env.stop(delete=True)
+
+    first, second = asyncio.run(scenario())
+    assert second.return_code == 0 and second.stdout != first.stdout, (first, second)
 
 
 def test_a_seal_that_cannot_be_built_is_a_clear_error(tmp_path):

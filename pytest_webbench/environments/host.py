@@ -93,8 +93,7 @@ class HostEnvironment(BaseEnvironment):
         self.visible_paths = [str(Path(p).resolve()) for p in visible_paths or [] if Path(p).is_dir()]
         self._workspace: Path | None = None
         self._mounted = False
-        self._shell: SealedShell | None = None  # the trial's seal, once a command needed it
-        self._shell_lock = asyncio.Lock()
+        self._shells: list[SealedShell] = []  # the trial's seals, kept for its next commands
         self.refused: list[Refusal] = []
 
     @property
@@ -177,29 +176,35 @@ class HostEnvironment(BaseEnvironment):
                     ro=[(p, p) for p in self.visible_paths])
 
     async def _sealed_shell(self) -> SealedShell | Finished:
-        """The trial's seal, kept across its commands while the exits the policy allows stay the
-        same (a new one after a change of policy, or after a command that timed out ended it)."""
-        async with self._shell_lock:  # commands started at once share the one seal they find or build
-            ports = self._exits()
-            if self._shell is not None and (self._shell.ended or self._shell.ports != ports):
-                await self._end_shell()
-            if self._shell is None:
-                shell = SealedShell(self._seal(WORKDIR), self.root, MAX_OUTPUT_BYTES)
-                if (failed := await shell.start()) is not None:
-                    return failed
-                self._shell = shell
-                _LIVE_GROUPS.add(shell.proc.pid)
-            return self._shell
+        """An idle seal of the trial's with the exits the policy allows now, or a new one (commands
+        run at once get a seal each; a seal that ended, or whose exits are no longer the policy's,
+        goes)."""
+        ports = self._exits()
+        for shell in list(self._shells):
+            if shell.busy:
+                continue
+            if shell.alive() and shell.ports == ports:
+                shell.busy = True  # taken before any await, so no other command takes it too
+                return shell
+            await self._end_shell(shell)
+        shell = SealedShell(self._seal(WORKDIR), self.root, MAX_OUTPUT_BYTES)
+        shell.busy = True
+        if (failed := await shell.start()) is not None:
+            return failed
+        self._shells.append(shell)
+        _LIVE_GROUPS.add(shell.proc.pid)
+        return shell
 
-    async def _end_shell(self) -> None:
-        shell, self._shell = self._shell, None
-        if shell is not None:
-            await shell.close()
-            _LIVE_GROUPS.discard(shell.proc.pid)
+    async def _end_shell(self, shell: SealedShell) -> None:
+        if shell in self._shells:
+            self._shells.remove(shell)
+        await shell.close()
+        _LIVE_GROUPS.discard(shell.proc.pid)
 
     async def stop(self, delete: bool) -> None:
         """The workspace goes: what the harness keeps was copied out (bounded) before this."""
-        await self._end_shell()
+        for shell in list(self._shells):
+            await self._end_shell(shell)
         workspace, self._workspace = self._workspace, None
         if workspace is None:
             return
@@ -250,7 +255,10 @@ class HostEnvironment(BaseEnvironment):
             if isinstance(shell, Finished):  # the seal could not be built: PID 1's own error
                 finished = shell
             else:
-                finished = await shell.run(command, full_env, str(PurePosixPath(cwd or WORKDIR)), timeout_sec)
+                try:
+                    finished = await shell.run(command, full_env, str(PurePosixPath(cwd or WORKDIR)), timeout_sec)
+                finally:
+                    shell.busy = False
             return ExecResult(stdout=finished.stdout.decode(errors="replace"),
                               stderr=finished.stderr.decode(errors="replace"), return_code=finished.return_code)
         else:

@@ -89,7 +89,11 @@ def _prctl(option: int, arg: int = 0) -> None:
     _check(_libc.prctl(option, arg, 0, 0, 0), f"prctl {option}")
 
 
-def _build_root(cfg: dict) -> None:
+def _build_root(cfg: dict, lasting: bool = False) -> None:
+    """`lasting`: the root serves many commands (`serve_main`), so nothing one command may change
+    in it may outlast that command: `/dev` is read-only (its own mounts, `/dev/shm` and
+    `/dev/pts`, stay writable), and `/proc` hides the processes a command cannot trace (PID 1, not
+    dumpable), whose files a capability-less uid 0 could otherwise write (`oom_score_adj`)."""
     _mount(None, "/", None, MS_REC | MS_PRIVATE)  # nothing done here propagates back to the host
     root = cfg["root_mountpoint"]
     _mount("webbench-root", root, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=16m")
@@ -120,7 +124,8 @@ def _build_root(cfg: dict) -> None:
     for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"),
                          ("stderr", "/proc/self/fd/2")):
         os.symlink(target, f"{dev}/{name}")
-    _mount("proc", place("/proc"), "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)  # only this namespace's processes
+    _mount("proc", place("/proc"), "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC,  # only this namespace's processes
+           "hidepid=ptraceable" if lasting else None)  # not "invisible": it spares gid 0, the agent's
     # The agent may be uid 0 without capabilities, and uid 0 may write some of /proc with none
     # (core_pattern runs a program as host root; sysrq reboots): those parts read-only, as
     # container runtimes make them; the kernel's memory and keyring masked.
@@ -139,6 +144,8 @@ def _build_root(cfg: dict) -> None:
     _check(_libc.umount2(b".", MNT_DETACH), "detach the old root")  # nothing left to unmount back into view
     os.chdir("/")
     _mount(None, "/", None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
+    if lasting:
+        _mount(None, "/dev", None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NOEXEC)
 
 
 def _loopback_up() -> None:
@@ -246,12 +253,14 @@ def serve_main(cfg: dict) -> None:
     _prctl(PR_SET_DUMPABLE, 0)
     ctl = socket.socket(fileno=cfg["ctl_fd"])
     ctl.set_inheritable(False)  # no command may hold the harness's control socket
-    _build_root(cfg)
+    _build_root(cfg, lasting=True)
     _loopback_up()
     _hand_over(ctl, cfg["ports"], False)
+    # A command can signal PID 1 only where it has a handler: Python's own for SIGINT would end it.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)
-    signal.set_wakeup_fd(wake_w)
+    signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)  # a flood of SIGCHLD needs one wake, not a warning
     signal.signal(signal.SIGCHLD, lambda *_: None)  # a handler, so that SIGCHLD writes to wake_w
     running: dict[int, int] = {}  # pid -> request number
     while True:
@@ -320,7 +329,7 @@ def _start(request_fd: int, stdin: int, stdout: int, stderr: int) -> tuple[int, 
     pid = os.fork()
     if pid == 0:
         try:
-            os.setpgid(0, 0)
+            os.setsid()  # its own process group, and its own scheduling autogroup
             signal.set_wakeup_fd(-1)
             for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGPIPE, signal.SIGCHLD):
                 signal.signal(sig, signal.SIG_DFL)

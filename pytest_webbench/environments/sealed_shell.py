@@ -5,12 +5,15 @@ builds the root), and a Codex trial runs eleven of Harbor's commands. Here PID 1
 (`seal_init.serve_main`) and each command is a request on its control socket: a memfd holding the
 command, and the command's stdin, stdout and stderr, passed as file descriptors. PID 1 forks the
 command as it forked the one command before (no capability, no_new_privs, its own process group),
-in a fresh SysV IPC namespace and `/dev/shm`, and answers with its exit code. When no command is
-left running, PID 1 kills whatever they left before answering, so a process an agent leaves behind
-never sees the next command, as when each command's namespace ended with it.
+in a fresh SysV IPC namespace and `/dev/shm`, and answers with its exit code once it has killed
+whatever the command left, so a process an agent leaves behind never sees the next command, as
+when each command's namespace ended with it. The seal's own parts a command could change are
+closed to it (`seal_init._build_root(lasting=True)`: `/dev` read-only, PID 1 hidden in `/proc`).
 
-A command that times out, or whose caller is cancelled, ends the whole seal (the next command
-builds a fresh one), and so does a change of network policy: the exits are the seal's.
+A seal runs one command at a time: commands started at once get a seal each (host.py keeps the
+idle ones), so no command ever shares its namespaces with another that is running. A command
+that times out, or whose caller is cancelled, ends its seal (the next command builds a fresh
+one), and so does a change of network policy: the exits are the seal's.
 """
 
 from __future__ import annotations
@@ -47,9 +50,11 @@ class SealedShell:
         self.proc: asyncio.subprocess.Process | None = None
         self.exits: Exits | None = None
         self.ended = False
+        self.busy = False  # running a command: its owner (host.py) gives it no other until it ends
         self._numbers = itertools.count(1)
         self._waiting: dict[int, asyncio.Future[int]] = {}
         self._replies = bytearray()
+        self._pid1_output: asyncio.Future | None = None  # PID 1's own stdout and stderr, read as it lives
 
     @property
     def ports(self) -> list[int]:
@@ -64,7 +69,23 @@ class SealedShell:
             self.ended = True
             return Finished(self.proc.returncode or 126, b"", err[:MAX_PID1_ERROR_BYTES])
         asyncio.get_running_loop().add_reader(self.exits.control, self._read_replies)
+        # read all along, so PID 1 never blocks on a full pipe; its last words name why it ended
+        self._pid1_output = asyncio.gather(_tail(self.proc.stdout), _tail(self.proc.stderr))
         return None
+
+    def alive(self) -> bool:
+        """Whether the seal can take a command: not ended, and PID 1 still there (killed from
+        outside, by the OOM killer say, its control socket reads as ended)."""
+        if self.ended or self.proc.returncode is not None:
+            return False
+        try:
+            if self.exits.control.recv(1, socket.MSG_PEEK) == b"":
+                return False
+        except BlockingIOError:
+            pass
+        except OSError:
+            return False
+        return True
 
     def _read_replies(self) -> None:
         try:
@@ -112,6 +133,7 @@ class SealedShell:
         except BaseException:  # cancelled (Harbor's agent timeout, an interrupted run): no orphans
             self.kill()
             outputs.cancel()
+            outputs.add_done_callback(lambda f: f.cancelled() or f.exception())  # nothing left to report
             raise
         finally:
             timed_out = not (outputs.done() and exited.done())
@@ -121,7 +143,7 @@ class SealedShell:
         if timed_out:
             return Finished(124, out, err + b"\n(timed out)")
         if exited.exception() is not None:  # PID 1 died under the command (killed from outside)
-            return Finished(125, out, err + f"\nwebbench seal: {exited.exception()}".encode())
+            return Finished(125, out, err + f"\nwebbench seal: {exited.exception()}".encode() + await self._last_words())
         return Finished(exited.result(), out, err)
 
     async def _keep(self, fd: int) -> bytes:
@@ -159,7 +181,25 @@ class SealedShell:
                 os.killpg(self.proc.pid, signal.SIGKILL)
         self._end(ConnectionError("the seal was ended"))
 
+    async def _last_words(self) -> bytes:
+        if self._pid1_output is None:
+            return b""
+        with contextlib.suppress(Exception):
+            _, err = await asyncio.wait_for(asyncio.shield(self._pid1_output), 5)
+            return b"\n" + err if err else b""
+        return b""
+
     async def close(self) -> None:
         self.kill()
         if self.proc is not None:
-            await self.proc.communicate()  # to the end of PID 1's pipes, so that their transport closes
+            if self._pid1_output is not None:
+                await self._pid1_output  # to the end of PID 1's pipes, so that their transport closes
+            await self.proc.wait()
+
+
+async def _tail(stream: asyncio.StreamReader) -> bytes:
+    """The last MAX_PID1_ERROR_BYTES of a stream, read to its end."""
+    kept = b""
+    while chunk := await stream.read(65536):
+        kept = (kept + chunk)[-MAX_PID1_ERROR_BYTES:]
+    return kept
