@@ -379,12 +379,13 @@ def test_a_large_run_s_report_summarises_and_its_trials_index_is_paged(tmp_path,
     every trial, failures first, each failure with its reason. Limits shrunk to this small run."""
     import re
 
-    from pytest_webbench.report import build, html
+    from pytest_webbench.report import build, html, render
     from pytest_webbench.viewer import pages
 
     monkeypatch.setattr(build, "LISTED", 3)
     monkeypatch.setattr(html, "SHOWN_PER_LIST", 3)
     monkeypatch.setattr(html, "TASK_ROWS", 2)
+    monkeypatch.setattr(render, "TASK_ROWS", 2)
     monkeypatch.setattr(pages, "INDEX_PAGE_ROWS", 10)
     run_dir = write_synthetic_run(tmp_path)
     write_report(run_dir)
@@ -400,6 +401,11 @@ def test_a_large_run_s_report_summarises_and_its_trials_index_is_paged(tmp_path,
     page = (run_dir / "report.html").read_text()
     assert page.count('data-path="paired.') and 'data-path="paired.2.' not in page  # two task rows of four
     assert f"The first 2 of {len(data['paired'])} tasks" in page
+    markdown = (run_dir / "report.md").read_text()  # report.md's per-task tables stop at as many tasks
+    paired_table = markdown.split("## Paired control vs treatment, per task")[1].split("\n\n")[1]
+    assert [line.split(" | ")[0] for line in paired_table.splitlines()[2:]] == [f"| {r['task']}" for r in data["paired"][:2]]
+    assert f"The first 2 of {len(data['paired'])} rows; report.json holds every one." in markdown
+    assert f"The first 6 of {len(data['by_arm_task'])} rows" in markdown  # two tasks, three arms each
 
     names = sorted(p.name for p in (run_dir / "pages").glob("index*.html"))
     assert names == ["index-2.html", "index-3.html", "index-4.html", "index-5.html", "index.html"]  # 48 trials, 10 a page

@@ -5,6 +5,10 @@ from __future__ import annotations
 
 from .build import Rate
 
+# Tasks a per-task table or plot of report.md and report.html shows: both stay pages a reader can
+# open at any size of run; report.json holds every row.
+TASK_ROWS = 300
+
 
 def pct(x: float | None) -> str:
     return "–" if x is None else f"{100 * x:.0f}%"

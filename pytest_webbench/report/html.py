@@ -13,11 +13,10 @@ from html import escape
 
 from ..viewer.pages import PAGES, pair_page_name, trial_page_name
 from .build import LISTED, Rate, Report
-from .format import ci, num, pct, pval, signed_pct
+from .format import TASK_ROWS, ci, num, pct, pval, signed_pct
 
 ARM_COLOURS = {"control": "#4c72b0", "treatment": "#dd8452", "playwright": "#55a868"}
 SHOWN_PER_LIST = LISTED  # links per list here; pages/index.html lists every trial
-TASK_ROWS = 300  # tasks a table or plot shows here (report.md and report.json hold all)
 OUTCOME_COLOURS = {"both": "#55a868", "control_only": "#4c72b0", "treatment_only": "#dd8452", "neither": "#c44e52", "excluded": "#bbbbbb"}
 
 
@@ -113,7 +112,7 @@ def _trial_links(title: str, report: Report, name: str, anchor: str) -> str:
 def _more_tasks(total: int, shown: int = 0, what: str = "tasks") -> str:
     """Where a table stops short: report.html stays a page a browser opens at any size of run."""
     shown = shown or TASK_ROWS
-    return (f"<p>The first {shown} of {total} {what}; report.md and report.json hold every one, and "
+    return (f"<p>The first {shown} of {total} {what}; report.json holds every one, and "
             f'<a href="{PAGES}/index.html">all trials</a> lists every trial.</p>' if total > shown else "")
 
 

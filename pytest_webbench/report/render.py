@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .build import Report
-from .format import ci, num, pct, pval, signed_pct
+from .format import TASK_ROWS, ci, num, pct, pval, signed_pct
 
 
 # A sequential run's intervals are fixed-sample ones on data a rule stopped (docs/statistics.md measures them there).
@@ -41,16 +41,31 @@ def paired_lines(report: Report) -> list[str]:
     if not report.paired:
         return []
     lines = [f"  {'task':<30} pairs both c-only t-only neither excl McNemar-p speedup"]
-    for r in report.paired:
+    for r in report.paired[:TASK_ROWS]:
         name = r.task + (" (placebo)" if r.placebo else "")
         speed = "–" if r.median_speedup is None else f"{r.median_speedup:.2f}x"
         lines.append(f"  {name[:30]:<30} {r.pairs:>5} {r.both:>4} {r.control_only:>6} {r.treatment_only:>6} "
                      f"{r.neither:>7} {r.excluded:>4} {pval(r.mcnemar_p):>9} {speed:>7}")
+    if len(report.paired) > TASK_ROWS:
+        lines.append(f"  and {len(report.paired) - TASK_ROWS} more tasks: report.json holds every one")
     return lines
 
 
 def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)] + ["| " + " | ".join(r) + " |" for r in rows]
+
+
+def _task_table(header: list[str], items: list, row, per_task: int = 1) -> list[str]:
+    """A per-task table of the first TASK_ROWS tasks (`per_task` rows each), saying what it left out."""
+    shown = items[:TASK_ROWS * per_task]
+    out = _table(header, [row(item) for item in shown])
+    if len(items) > len(shown):
+        out += ["", f"The first {len(shown)} of {len(items)} rows; report.json holds every one."]
+    return out
+
+
+def _names(names: list[str]) -> str:
+    return ", ".join(names[:TASK_ROWS]) + (f" and {len(names) - TASK_ROWS} more" if len(names) > TASK_ROWS else "")
 
 
 def _notes(title: str, report: Report, name: str, empty: str) -> list[str]:
@@ -84,22 +99,21 @@ def render_markdown(report: Report) -> str:
                 f"Ran {q.trials_run} of the {q.trials_planned} trials planned at the cap ({q.max_pairs} pairs per task): "
                 f"{q.trials_not_run} not run because their task was decided first (**{100 * q.saved_share:.0f}% saved**; "
                 f"the fixed design of {q.fixed_design_pairs} pairs per task it replaces runs {q.fixed_design_trials}).", ""]
-        out += _table(["task", "pairs run", "decision", "pass/fail split (c-only / t-only), anytime p (Holm)",
-                       "speed (t faster / c faster), anytime p (Holm)"],
-                      [[t.task, str(t.pairs_run),
+        out += _task_table(["task", "pairs run", "decision", "pass/fail split (c-only / t-only), anytime p (Holm)",
+                            "speed (t faster / c faster), anytime p (Holm)"], q.tasks,
+                           lambda t: [t.task, str(t.pairs_run),
                         "not decided (ran to its cap)" if t.decision is None else
                         f"{t.decision.outcome}{' for ' + t.decision.favours if t.decision.favours else ''} after {t.decision.pairs} "
                         f"pairs; speed {t.decision.speed}{' for ' + t.decision.speed_favours if t.decision.speed_favours else ''}",
                         "–" if t.decision is None else f"{t.decision.control_only} / {t.decision.treatment_only}, "
                                                        f"{pval(t.decision.p_value)} ({pval(t.p_holm)})",
                         "–" if t.decision is None else f"{t.decision.treatment_faster} / {t.decision.control_faster}, "
-                                                       f"{pval(t.decision.speed_p_value)} ({pval(t.speed_p_holm)})"]
-                       for t in q.tasks])
+                                                       f"{pval(t.decision.speed_p_value)} ({pval(t.speed_p_holm)})"])
     if report.browsers_not_deleted:
         out += ["", "**Cloud browsers that could not be deleted** (they may still be running and billed; delete them "
                 "in Kernel's dashboard or API):", ""] + [f"- `{b.name}`: {b.error}" for b in report.browsers_not_deleted]
     out += ["", "## Headline: pass rate on tasks graded against the page, a pinned value or a submission", "",
-            f"Tasks (placebo left out; the pooled effect covers the same ones): {', '.join(report.headline_tasks)}. The rate "
+            f"Tasks (placebo left out; the pooled effect covers the same ones): {_names(report.headline_tasks)}. The rate "
             "is the mean of the tasks' rates, every task weighted equally, with a t interval over the tasks (one task: "
             "its exact Clopper-Pearson interval).", ""]
     out += _table(["arm", "tasks", "passes", "mean rate over tasks", "95% CI"],
@@ -115,7 +129,7 @@ def render_markdown(report: Report) -> str:
     if report.pooled:
         p = report.pooled
         out += ["", "## Pooled paired effect (tasks graded against the page, a pinned value or a submission, placebo left out)", "",
-                f"Estimand: {p.estimand}. Tasks: {', '.join(p.task_names)}. Over {p.pairs} tested pairs in {p.tasks} "
+                f"Estimand: {p.estimand}. Tasks: {_names(p.task_names)}. Over {p.pairs} tested pairs in {p.tasks} "
                 f"tasks (means over tasks): control {pct(p.control_rate)}, treatment {pct(p.treatment_rate)}, difference "
                 f"**{signed_pct(p.difference)}**, 95% CI {signed_pct(p.ci_low)} to {signed_pct(p.ci_high)} (t over the "
                 f"tasks' differences, their spread SD {num(p.between_task_sd, 2)}"
@@ -131,42 +145,41 @@ def render_markdown(report: Report) -> str:
         if report.sequential:
             out += ["", f"*{STOPPED_NOTE}*"]
     if f := report.pooled_format_only:
-        out += ["", f"Format-only tasks ({', '.join(f.task_names)}), pooled apart (shape checked, not truth): "
+        out += ["", f"Format-only tasks ({_names(f.task_names)}), pooled apart (shape checked, not truth): "
                     f"{signed_pct(f.difference)} over {f.pairs} pairs, 95% CI {signed_pct(f.ci_low)} to {signed_pct(f.ci_high)}."]
 
     out += ["", "## Per arm and task", ""]
-    out += _table(
+    out += _task_table(
         ["arm", "task", "grading", "passed", "failed", "errored", "missing", "rate", "95% CI", "pass@k", "pass^k", "median agent s",
-         "median calls", "stop reasons"],
-        [[row.arm, row.task + (" (placebo)" if row.placebo else "" if row.shortcut else " (no shortcut)"), row.grading, str(row.passed), str(row.failed),
+         "median calls", "stop reasons"], report.by_arm_task,
+        lambda row: [row.arm, row.task + (" (placebo)" if row.placebo else "" if row.shortcut else " (no shortcut)"), row.grading, str(row.passed), str(row.failed),
           str(row.errored), str(row.missing), pct(row.rate.rate), ci(row.rate),
           " ".join(f"@{k} {pct(v)}" for k, v in row.pass_at_k.items()) or "–",
           " ".join(f"^{k} {pct(v)}" for k, v in row.pass_hat_k.items()) or "–", num(row.median_agent_sec), num(row.median_calls),
-          ", ".join(f"{k} {v}" for k, v in row.stop_reasons.items()) or "–"] for row in report.by_arm_task])
+          ", ".join(f"{k} {v}" for k, v in row.stop_reasons.items()) or "–"], per_task=len(report.arms))
 
     if report.paired:
         out += ["", "## Paired control vs treatment, per task", ""]
-        out += _table(
+        out += _task_table(
             ["task", "pairs", "excluded", "both", "control only", "treatment only", "neither", "exact McNemar p (Holm)",
-             "median speedup (both passed)", "sign-test p (Holm)", "answer agreement"],
-            [[r.task + (" (placebo)" if r.placebo else ""), str(r.pairs), str(r.excluded), str(r.both), str(r.control_only),
+             "median speedup (both passed)", "sign-test p (Holm)", "answer agreement"], report.paired,
+            lambda r: [r.task + (" (placebo)" if r.placebo else ""), str(r.pairs), str(r.excluded), str(r.both), str(r.control_only),
               str(r.treatment_only), str(r.neither), f"{pval(r.mcnemar_p)} ({pval(r.mcnemar_p_holm)})",
               "–" if r.median_speedup is None else f"{r.median_speedup:.2f}x ({r.treatment_faster} faster, {r.control_faster} slower)",
               f"{pval(r.sign_p)} ({pval(r.sign_p_holm)})",
-              "not defined" if r.agreement is None else f"{r.agreement.passes}/{r.agreement.n} on {', '.join(r.agree_on)}"]
-             for r in report.paired])
+              "not defined" if r.agreement is None else f"{r.agreement.passes}/{r.agreement.n} on {', '.join(r.agree_on)}"])
         out += ["", "Speedup is control agent time over treatment agent time (agent-only, harness excluded); "
                 "> 1 means treatment was faster. The placebo task is one no injected tool covers: a difference "
                 "there is noise or an artefact of the batch's presence, and it is left out of the pooled row."]
     if report.playwright_vs_control:
         out += ["", "## Playwright arm against control (unpaired), per task", ""]
-        out += _table(
-            ["task", "playwright", "control", "difference (95% Newcombe CI)", "Fisher p (Holm)"],
-            [[r.task, f"{r.arm_rate.passes}/{r.arm_rate.n}", f"{r.reference_rate.passes}/{r.reference_rate.n}",
-              f"{signed_pct(r.difference)} ({signed_pct(r.ci_low)} to {signed_pct(r.ci_high)})",
-              f"{pval(r.fisher_p)} ({pval(r.fisher_p_holm)})"] for r in report.playwright_vs_control])
+        out += _task_table(
+            ["task", "playwright", "control", "difference (95% Newcombe CI)", "Fisher p (Holm)"], report.playwright_vs_control,
+            lambda r: [r.task, f"{r.arm_rate.passes}/{r.arm_rate.n}", f"{r.reference_rate.passes}/{r.reference_rate.n}",
+                       f"{signed_pct(r.difference)} ({signed_pct(r.ci_low)} to {signed_pct(r.ci_high)})",
+                       f"{pval(r.fisher_p)} ({pval(r.fisher_p_holm)})"])
         if w := report.playwright_pooled:
-            out += ["", f"Pooled over {w.tasks} graded tasks ({', '.join(w.task_names)}), stratified by task: "
+            out += ["", f"Pooled over {w.tasks} graded tasks ({_names(w.task_names)}), stratified by task: "
                         f"Mantel-Haenszel difference {signed_pct(w.risk_difference)}, 95% CI {signed_pct(w.ci_low)} to "
                         f"{signed_pct(w.ci_high)}; Cochran-Mantel-Haenszel p = {pval(w.p_value)}."]
     if report.broken_pairs:
