@@ -201,6 +201,34 @@ def test_nothing_a_command_does_to_its_seal_s_dev_proc_or_pid_1_reaches_the_next
     assert second.stdout.rstrip().endswith("through-the-real-fd")
 
 
+def test_what_the_host_shares_with_every_seal_is_out_of_a_command_s_reach(tmp_path):
+    """The host's device nodes (bound into every seal: a chmod of /dev/null would reach the whole
+    machine), uid 0's kernel keyring (not namespaced: a key one trial adds, another could read),
+    PID 1's resource limits (lowered by a capability-less prlimit, inherited by every later
+    command) and the seal's pty modes."""
+    host_null = os.stat("/dev/null")
+    env = _environment(tmp_path, [])
+    read_key = ("import ctypes; libc = ctypes.CDLL(None, use_errno=True); "
+                "r = libc.syscall({nr}, b'user', b'webbench-probe', b'v', 1, ctypes.c_long(-4)); print('KEY', r, ctypes.get_errno())")
+    import platform
+
+    add_key = {"x86_64": 248, "aarch64": 217}[platform.machine()]
+    first, second = _run_all(env, [
+        # chmod to the mode it has: were the wall down, the host's node would change in nothing but ctime
+        "readlink /proc/self/ns/net; chmod 666 /dev/null; touch -c /dev/null /dev/urandom; echo x > /dev/null && echo NULL-WRITES; "
+        f"chmod 000 /dev/pts/ptmx /dev/pts; python3 -c \"{read_key.format(nr=add_key)}\"; "
+        "prlimit --pid 1 --fsize=1000:1000 --nproc=50:50 && echo LOWERED",
+        "readlink /proc/self/ns/net; ulimit -f; script -qc tty /dev/null"])
+    assert first.stderr.count("Read-only file system") >= 4, first.stderr  # chmod, two touches, the pty chmod
+    assert "NULL-WRITES" in first.stdout  # the device itself works as ever
+    assert "KEY -1 1" in first.stdout  # EPERM
+    after = os.stat("/dev/null")
+    assert (after.st_mode, after.st_mtime_ns, after.st_ctime_ns) == (host_null.st_mode, host_null.st_mtime_ns, host_null.st_ctime_ns)
+    assert "LOWERED" in first.stdout  # which spends the seal: the next command has a fresh one
+    net, limit, tty = second.stdout.split()
+    assert net != first.stdout.split()[0] and limit == "unlimited" and tty.startswith("/dev/pts/"), second
+
+
 def test_a_seal_whose_pid_1_was_killed_between_commands_is_replaced(tmp_path):
     """Killed from outside (the OOM killer) while idle: the next command gets a fresh seal."""
     import signal

@@ -15,8 +15,9 @@ bash -c <command>`, it is the first process of fresh network, mount and PID name
      harness sends with a fresh, unconnected TCP socket of this namespace: the harness connects it
      to a port inside (a browser's debugging port) from its own side. Nothing the command runs
      holds that socket, so the way in is the harness's alone;
-  4. the agent is forked with no capability at all and no_new_privs, in its own process group,
-     with the environment it was given minus our config; PID 1 reaps orphans, relays TERM/INT/HUP
+  4. the agent is forked with no capability at all, no_new_privs and no kernel keyring (seccomp),
+     in its own process group, with the environment it was given minus our config; PID 1 reaps
+     orphans, relays TERM/INT/HUP
      to the agent's group and exits with the agent's status, at which the kernel ends whatever the
      agent left in the namespace.
 
@@ -34,6 +35,7 @@ import ctypes
 import fcntl
 import marshal  # the config: built in, cheaper than json
 import os
+import resource
 import signal
 import socket
 import select
@@ -51,6 +53,7 @@ PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT, PR_CAP_AM
 SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "riscv64": 41}
 PROC_READ_ONLY = ("/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/proc/fs")
 PROC_MASKED = ("/proc/kcore", "/proc/keys", "/proc/timer_list", "/proc/kmsg")
+RLIMITS = sorted(name for name in dir(resource) if name.startswith("RLIMIT_"))
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
@@ -74,6 +77,14 @@ def _bind(src: str, dst: str, readonly: bool) -> None:
     _mount(src, dst, None, MS_BIND | MS_REC)
     if readonly:  # a bind mount takes MS_RDONLY only on a remount
         _mount(None, dst, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
+
+
+def _bind_device(src: str, dst: str) -> None:
+    """A host device node, read-only: reads and writes go to the device as ever (a device's data
+    is not the mount's), but a chmod or touch would reach the host's node, which every process
+    of the machine shares. Not nodev, or the node would not open."""
+    _mount(src, dst, None, MS_BIND)
+    _mount(None, dst, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID)
 
 
 def mount_tmpfs(path: str, size_bytes: int) -> None:
@@ -117,7 +128,7 @@ def _build_root(cfg: dict, lasting: bool = False) -> None:
     dev = place("/dev")
     _mount("webbench-dev", dev, "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=64k")
     for node in ("null", "zero", "full", "random", "urandom", "tty"):
-        _bind("/dev/" + node, place("/dev/" + node, directory=False), readonly=False)
+        _bind_device("/dev/" + node, place("/dev/" + node, directory=False))
     _mount("devpts", place("/dev/pts"), "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620")
     os.symlink("pts/ptmx", dev + "/ptmx")
     _mount("webbench-shm", place("/dev/shm"), "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777,size=64m")
@@ -134,7 +145,7 @@ def _build_root(cfg: dict, lasting: bool = False) -> None:
             _bind(root + path, root + path, readonly=True)
     for path in PROC_MASKED:
         if os.path.exists(root + path):
-            _mount(root + "/dev/null", root + path, None, MS_BIND)
+            _bind_device("/dev/null", root + path)
     for src, dst in cfg["rw"]:
         _bind(src, place(dst), readonly=False)
     for src, dst in cfg["ro"]:
@@ -144,8 +155,9 @@ def _build_root(cfg: dict, lasting: bool = False) -> None:
     _check(_libc.umount2(b".", MNT_DETACH), "detach the old root")  # nothing left to unmount back into view
     os.chdir("/")
     _mount(None, "/", None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
-    if lasting:
-        _mount(None, "/dev", None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NOEXEC)
+    if lasting:  # ptys are still handed out from a read-only devpts; its modes can no longer be changed
+        for path in ("/dev", "/dev/pts"):
+            _mount(None, path, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NOEXEC)
 
 
 def _loopback_up() -> None:
@@ -192,6 +204,33 @@ def _serve_door(ctl: socket.socket) -> None:
         os._exit(0)
 
 
+# The kernel's keyrings are not namespaced: uid 0's user keyring is the host root's, shared by
+# every trial. Docker's default seccomp profile refuses these calls for the same reason.
+KEYRING_SYSCALLS = {"x86_64": (248, 249, 250), "aarch64": (217, 218, 219), "riscv64": (217, 218, 219)}
+AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7, "riscv64": 0xC00000F3}
+PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
+SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO_EPERM = 0x7FFF0000, 0x00050000 | 1
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
+def _refuse_keyrings() -> None:
+    """A seccomp filter: add_key, request_key and keyctl fail with EPERM, as does any syscall of
+    another ABI (i386's int 0x80, x86_64's x32), whose numbers differ. Needs no_new_privs."""
+    machine = os.uname().machine
+    add_key, request_key, keyctl = KEYRING_SYSCALLS[machine]
+    ld, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06  # BPF_LD|W|ABS, BPF_JMP|JEQ|K, BPF_JMP|JGE|K, BPF_RET|K
+    program = [(ld, 0, 0, 4), (jeq, 0, 6, AUDIT_ARCH[machine]),  # seccomp_data.arch; not ours: refused
+               (ld, 0, 0, 0), (jge, 4, 0, 0x40000000),  # seccomp_data.nr; x32's numbers: refused
+               (jeq, 3, 0, add_key), (jeq, 2, 0, request_key), (jeq, 1, 0, keyctl),
+               (ret, 0, 0, SECCOMP_RET_ALLOW), (ret, 0, 0, SECCOMP_RET_ERRNO_EPERM)]
+    code = ctypes.create_string_buffer(b"".join(struct.pack("HBBI", *op) for op in program))
+    fprog = _SockFprog(len(program), ctypes.addressof(code))
+    _check(_libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.addressof(fprog), 0, 0), "seccomp")
+
+
 def _drop_all_capabilities() -> None:
     """In the agent's child, just before exec: it can mount, unmount, ptrace or pivot nothing, and
     nothing it runs gets a capability back."""
@@ -203,6 +242,7 @@ def _drop_all_capabilities() -> None:
     _prctl(PR_SET_NO_NEW_PRIVS, 1)
     header = ctypes.create_string_buffer(struct.pack("Ii", 0x20080522, 0))  # _LINUX_CAPABILITY_VERSION_3, self
     _check(_libc.capset(header, ctypes.create_string_buffer(bytes(24))), "capset")
+    _refuse_keyrings()
 
 
 def init_main(cfg: dict, command: list[str]) -> None:
@@ -262,6 +302,7 @@ def serve_main(cfg: dict) -> None:
     os.set_blocking(wake_w, False)
     signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)  # a flood of SIGCHLD needs one wake, not a warning
     signal.signal(signal.SIGCHLD, lambda *_: None)  # a handler, so that SIGCHLD writes to wake_w
+    limits = _rlimits()  # a command can lower PID 1's (prlimit needs no capability), and so every later command's
     running: dict[int, int] = {}  # pid -> request number
     while True:
         readable = select.select([ctl, wake_r], [], [])[0]
@@ -270,8 +311,11 @@ def serve_main(cfg: dict) -> None:
         ended = _reap(running)
         if ended and not running:
             _end_leftovers()
+        spent = bool(ended) and _rlimits() != limits  # then the seal ends, and the next command gets a fresh one
         for number, code in ended:
-            ctl.sendall(struct.pack("=Ii", number, code))
+            ctl.sendall(struct.pack("=IiB", number, code, spent))
+        if spent:
+            os._exit(0)
         if ctl in readable:
             message, ancillary, _, _ = ctl.recvmsg(1, socket.CMSG_SPACE(4 * struct.calcsize("i")))
             if not message:  # the harness is done with the seal
@@ -284,6 +328,10 @@ def serve_main(cfg: dict) -> None:
                 os._exit(125)
             number, pid = _start(*fds)
             running[pid] = number
+
+
+def _rlimits() -> list[tuple[int, int]]:
+    return [resource.getrlimit(getattr(resource, name)) for name in RLIMITS]
 
 
 def _reap(running: dict[int, int]) -> list[tuple[int, int]]:

@@ -1,6 +1,6 @@
 """One seal kept for a trial's commands, where each used to get its own.
 
-Building a seal costs about 35 ms of CPU (setpriv, unshare, a Python PID 1 that imports ctypes and
+Building a seal costs about 32 ms of CPU (setpriv, unshare, a Python PID 1 that imports ctypes and
 builds the root), and a Codex trial runs eleven of Harbor's commands. Here PID 1 is started once
 (`seal_init.serve_main`) and each command is a request on its control socket: a memfd holding the
 command, and the command's stdin, stdout and stderr, passed as file descriptors. PID 1 forks the
@@ -8,7 +8,8 @@ command as it forked the one command before (no capability, no_new_privs, its ow
 in a fresh SysV IPC namespace and `/dev/shm`, and answers with its exit code once it has killed
 whatever the command left, so a process an agent leaves behind never sees the next command, as
 when each command's namespace ended with it. The seal's own parts a command could change are
-closed to it (`seal_init._build_root(lasting=True)`: `/dev` read-only, PID 1 hidden in `/proc`).
+closed to it (`seal_init._build_root(lasting=True)`: `/dev` read-only, PID 1 hidden in `/proc`),
+and a command that lowers PID 1's resource limits spends the seal (PID 1 says so and exits).
 
 A seal runs one command at a time: commands started at once get a seal each (host.py keeps the
 idle ones), so no command ever shares its namespaces with another that is running. A command
@@ -31,7 +32,9 @@ from pathlib import Path
 
 from .seal import Exits, Seal, start_sealed
 
-REPLY = struct.Struct("=Ii")  # request number, exit code (128 + N for signal N, as a shell says it)
+# request number, exit code (128 + N for signal N, as a shell says it), and whether the seal is spent
+# (the command changed PID 1's resource limits, which every later command would inherit)
+REPLY = struct.Struct("=IiB")
 MAX_PID1_ERROR_BYTES = 64 * 1024
 
 
@@ -99,8 +102,10 @@ class SealedShell:
             return
         self._replies += data
         while len(self._replies) >= REPLY.size:
-            number, code = REPLY.unpack_from(self._replies)
+            number, code, spent = REPLY.unpack_from(self._replies)
             del self._replies[:REPLY.size]
+            if spent:
+                self.ended = True  # PID 1 exits after this reply: no further command is sent to it
             future = self._waiting.pop(number, None)
             if future is not None and not future.done():
                 future.set_result(code)
@@ -127,7 +132,8 @@ class SealedShell:
         finally:
             for fd in (request, stdin, out_w, err_w):
                 os.close(fd)
-        outputs = asyncio.gather(self._keep(out_r), self._keep(err_r))
+        # file objects now, so a pipe whose reader never started (cancelled at once) is still closed
+        outputs = asyncio.gather(self._keep(open(out_r, "rb", 0)), self._keep(open(err_r, "rb", 0)))
         try:
             await asyncio.wait({outputs, exited}, timeout=timeout_sec)
         except BaseException:  # cancelled (Harbor's agent timeout, an interrupted run): no orphans
@@ -146,12 +152,12 @@ class SealedShell:
             return Finished(125, out, err + f"\nwebbench seal: {exited.exception()}".encode() + await self._last_words())
         return Finished(exited.result(), out, err)
 
-    async def _keep(self, fd: int) -> bytes:
+    async def _keep(self, pipe) -> bytes:
         """A pipe's bytes up to max_output_bytes (the rest read and dropped, so the command never
         blocks on a full pipe)."""
         loop = asyncio.get_running_loop()
         reader = asyncio.StreamReader()
-        transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), open(fd, "rb", 0))
+        transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), pipe)
         kept = bytearray()
         try:
             while chunk := await reader.read(1024 * 1024):
