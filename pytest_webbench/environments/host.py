@@ -8,11 +8,12 @@ ends. Files go in and out through `files.py`, which follows no link the agent pl
 every size; what it refused is named in `files-refused.json` beside the trial's results.
 
 Where the host allows namespaces (root, or unprivileged user namespaces), every command is sealed
-(`seal.py`; one seal serves a trial's commands, `sealed_shell.py`): its own network, mount and PID namespaces; a filesystem built from an allowlist (the
-system read-only, the trial's folders at `/app`, `/logs`, `/installed-agent`, `/tmp` and
-`/home/agent`, the pinned CLIs read-only), so the checkout, the suite, the results and the
-harness's home are simply absent; no process of the harness visible; and one way out, the proxy's
-listener (which also serves the model gateway) at its usual `127.0.0.1` port. Without that right a
+(`seal.py`; one seal serves a trial's commands, `sealed_shell.py`): its own network, mount and PID
+namespaces; a filesystem built from an allowlist (the system read-only, the trial's folders at
+`/app`, `/logs`, `/installed-agent`, `/tmp` and `/home/agent`, the pinned CLIs read-only), so the
+checkout, the suite, the results and the harness's home are simply absent; no process of the
+harness visible; and one way out, the proxy's listener (which also serves the model gateway) at its
+usual `127.0.0.1` port. Without that right a
 run that needs it (a real agent CLI) stops with a clear error unless unsealed runs were allowed
 explicitly (`--allow-unsealed`); then commands run with the trial folder as their directory and
 nothing hidden, and the manifest and report say so (`isolation`).
@@ -40,7 +41,7 @@ from harbor.models.task.config import NetworkMode, NetworkPolicy
 
 from .files import CopyResult, FileRefused, Refusal, copy_in, copy_in_dirs, copy_out
 from .seal import Seal, can_seal, unshare_command
-from .sealed_shell import Finished, SealedShell
+from .sealed_shell import Finished, SealedShell, read_bounded
 from .seal_init import mount_tmpfs, unmount
 
 WORKDIR = "/app"
@@ -295,16 +296,8 @@ class HostEnvironment(BaseEnvironment):
 
 
 async def _bounded_output(proc) -> tuple[bytes, bytes]:
-    """The command's stdout and stderr, each up to MAX_OUTPUT_BYTES (the rest read and dropped, so
-    the command never blocks on a full pipe, and an endless one costs the harness no memory)."""
-    async def keep(stream) -> bytes:
-        kept = bytearray()
-        while chunk := await stream.read(1024 * 1024):
-            if len(kept) < MAX_OUTPUT_BYTES:
-                kept += chunk[:MAX_OUTPUT_BYTES - len(kept)]
-        return bytes(kept)
-
-    out, err = await asyncio.gather(keep(proc.stdout), keep(proc.stderr))
+    """The command's stdout and stderr, each up to MAX_OUTPUT_BYTES (`read_bounded`)."""
+    out, err = await asyncio.gather(read_bounded(proc.stdout, MAX_OUTPUT_BYTES), read_bounded(proc.stderr, MAX_OUTPUT_BYTES))
     await proc.wait()
     return out, err
 

@@ -17,9 +17,8 @@ bash -c <command>`, it is the first process of fresh network, mount and PID name
      holds that socket, so the way in is the harness's alone;
   4. the agent is forked with no capability at all, no_new_privs and no kernel keyring (seccomp),
      in its own process group, with the environment it was given minus our config; PID 1 reaps
-     orphans, relays TERM/INT/HUP
-     to the agent's group and exits with the agent's status, at which the kernel ends whatever the
-     agent left in the namespace.
+     orphans, relays TERM/INT/HUP to the agent's group and exits with the agent's status, at which
+     the kernel ends whatever the agent left in the namespace.
 
 With `--serve` instead of a command (`serve_main`, for `sealed_shell.py`), PID 1 keeps the control
 socket after step 2 and does step 4 once for each command the harness sends on it.
@@ -36,9 +35,9 @@ import fcntl
 import marshal  # the config: built in, cheaper than json
 import os
 import resource
+import select
 import signal
 import socket
-import select
 import struct
 import sys
 import warnings  # noqa: F401  os.execvpe imports it lazily, which would fail after the pivot
@@ -102,9 +101,10 @@ def _prctl(option: int, arg: int = 0) -> None:
 
 def _build_root(cfg: dict, lasting: bool = False) -> None:
     """`lasting`: the root serves many commands (`serve_main`), so nothing one command may change
-    in it may outlast that command: `/dev` is read-only (its own mounts, `/dev/shm` and
-    `/dev/pts`, stay writable), and `/proc` hides the processes a command cannot trace (PID 1, not
-    dumpable), whose files a capability-less uid 0 could otherwise write (`oom_score_adj`)."""
+    in it may outlast that command: `/dev` and `/dev/pts` are read-only (`/dev/shm`, a fresh mount
+    for each command, stays writable), and `/proc` hides the processes a command cannot trace
+    (PID 1, not dumpable), whose files a capability-less uid 0 could otherwise write
+    (`oom_score_adj`)."""
     _mount(None, "/", None, MS_REC | MS_PRIVATE)  # nothing done here propagates back to the host
     root = cfg["root_mountpoint"]
     _mount("webbench-root", root, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=16m")
@@ -255,16 +255,7 @@ def init_main(cfg: dict, command: list[str]) -> None:
     env = dict(os.environ)
     agent = os.fork()
     if agent == 0:
-        try:
-            os.setpgid(0, 0)
-            for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGPIPE):
-                signal.signal(sig, signal.SIG_DFL)
-            os.chdir(cfg["workdir"])
-            _drop_all_capabilities()
-            os.execvpe(command[0], command, env)
-        except BaseException as exc:  # noqa: BLE001 - reported on stderr, exit 127 as a shell would
-            os.write(2, f"webbench seal: cannot start {command[0]!r}: {exc}\n".encode())
-            os._exit(127)
+        _exec_command(command, env, cfg["workdir"], lambda: os.setpgid(0, 0))
 
     def relay(sig: int, _frame) -> None:
         try:
@@ -280,8 +271,29 @@ def init_main(cfg: dict, command: list[str]) -> None:
         except ChildProcessError:
             os._exit(125)
         if pid == agent:
-            code = os.waitstatus_to_exitcode(status)
-            os._exit(128 - code if code < 0 else code)
+            os._exit(_exit_code(status))
+
+
+def _exec_command(argv: list[str], env: dict, workdir: str, prepare) -> None:
+    """In the command's child: `prepare()` (its own process group, its stdio, its namespaces),
+    default signal dispositions, then exec without a capability. Never returns: a failure is
+    reported on stderr and exits 127, as a shell would."""
+    try:
+        prepare()
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGPIPE, signal.SIGCHLD):
+            signal.signal(sig, signal.SIG_DFL)
+        os.chdir(workdir)
+        _drop_all_capabilities()
+        os.execvpe(argv[0], argv, env)
+    except BaseException as exc:  # noqa: BLE001
+        os.write(2, f"webbench seal: cannot start {argv[0]!r}: {exc}\n".encode())
+    os._exit(127)
+
+
+def _exit_code(status: int) -> int:
+    """A child's wait status as a shell says it: 128 + N when signal N killed it."""
+    code = os.waitstatus_to_exitcode(status)
+    return 128 - code if code < 0 else code
 
 
 def serve_main(cfg: dict) -> None:
@@ -345,8 +357,7 @@ def _reap(running: dict[int, int]) -> list[tuple[int, int]]:
         if pid == 0:
             return ended
         if pid in running:
-            code = os.waitstatus_to_exitcode(status)
-            ended.append((running.pop(pid), 128 - code if code < 0 else code))
+            ended.append((running.pop(pid), _exit_code(status)))
 
 
 def _end_leftovers() -> None:
@@ -374,25 +385,19 @@ def _start(request_fd: int, stdin: int, stdout: int, stderr: int) -> tuple[int, 
         request = marshal.loads(b"".join(chunks))
     finally:
         os.close(request_fd)
+    def own_world() -> None:
+        os.setsid()  # its own process group, and its own scheduling autogroup
+        signal.set_wakeup_fd(-1)
+        for target, fd in ((0, stdin), (1, stdout), (2, stderr)):
+            os.dup2(fd, target)
+        for fd in {stdin, stdout, stderr} - {0, 1, 2}:
+            os.close(fd)
+        os.unshare(os.CLONE_NEWIPC | os.CLONE_NEWNS)
+        _mount("webbench-shm", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777,size=64m")
+
     pid = os.fork()
     if pid == 0:
-        try:
-            os.setsid()  # its own process group, and its own scheduling autogroup
-            signal.set_wakeup_fd(-1)
-            for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGPIPE, signal.SIGCHLD):
-                signal.signal(sig, signal.SIG_DFL)
-            for target, fd in ((0, stdin), (1, stdout), (2, stderr)):
-                os.dup2(fd, target)
-            for fd in {stdin, stdout, stderr} - {0, 1, 2}:
-                os.close(fd)
-            os.unshare(os.CLONE_NEWIPC | os.CLONE_NEWNS)
-            _mount("webbench-shm", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777,size=64m")
-            os.chdir(request["workdir"])
-            _drop_all_capabilities()
-            os.execvpe(request["argv"][0], request["argv"], request["env"])
-        except BaseException as exc:  # noqa: BLE001 - reported on stderr, exit 127 as a shell would
-            os.write(2, f"webbench seal: cannot start {request['argv'][0]!r}: {exc}\n".encode())
-            os._exit(127)
+        _exec_command(request["argv"], request["env"], request["workdir"], own_world)
     for fd in (stdin, stdout, stderr):
         os.close(fd)
     return request["number"], pid

@@ -153,19 +153,14 @@ class SealedShell:
         return Finished(exited.result(), out, err)
 
     async def _keep(self, pipe) -> bytes:
-        """A pipe's bytes up to max_output_bytes (the rest read and dropped, so the command never
-        blocks on a full pipe)."""
+        """A pipe's bytes up to max_output_bytes (`read_bounded`)."""
         loop = asyncio.get_running_loop()
         reader = asyncio.StreamReader()
         transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), pipe)
-        kept = bytearray()
         try:
-            while chunk := await reader.read(1024 * 1024):
-                if len(kept) < self.max_output_bytes:
-                    kept += chunk[:self.max_output_bytes - len(kept)]
+            return await read_bounded(reader, self.max_output_bytes)
         finally:
             transport.close()
-        return bytes(kept)
 
     def _end(self, why: BaseException) -> None:
         self.ended = True
@@ -201,6 +196,16 @@ class SealedShell:
             if self._pid1_output is not None:
                 await self._pid1_output  # to the end of PID 1's pipes, so that their transport closes
             await self.proc.wait()
+
+
+async def read_bounded(stream: asyncio.StreamReader, limit: int) -> bytes:
+    """A stream's first `limit` bytes, read to its end (the rest dropped, so the writer never blocks
+    on a full pipe, and an endless one costs the harness no memory)."""
+    kept = bytearray()
+    while chunk := await stream.read(1024 * 1024):
+        if len(kept) < limit:
+            kept += chunk[:limit - len(kept)]
+    return bytes(kept)
 
 
 async def _tail(stream: asyncio.StreamReader) -> bytes:
