@@ -336,3 +336,26 @@ def test_a_results_disk_that_fills_mid_run_stops_it_whole_and_resume_finishes_it
         assert report["complete"] and report["recorded_trials"] == 6
     finally:
         _unmount(results)
+
+
+@pytest.mark.parametrize("broken", ['grading = ', 'timeout_sec = 1\ntimeout_sec = 2', '[agent]\n[agent]', 'x = "\\q"'])
+def test_a_task_file_that_is_not_toml_is_refused_naming_it(pytester, tmp_path, broken):
+    suite = _copy_suite(tmp_path)
+    task = suite / "tasks" / "shop-price" / "task.toml"
+    task.write_text(task.read_text() + "\n" + broken + "\n")
+    result = _run(pytester, "--suite", str(suite), "--collect-only")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str()
+    assert f"{task}: (file): not valid TOML" in result.stderr.str()
+
+
+def test_task_files_parse_as_the_standard_librarys_toml_reader_parses_them():
+    """The suite loader's TOML parser (rtoml, for speed) against the standard library's on every
+    TOML file the project ships: the same values, or a suite would mean something else."""
+    import tomllib
+
+    from pytest_webbench.design.suite import _read_toml
+
+    files = sorted((Path(__file__).resolve().parents[1] / "suites").rglob("*.toml"))
+    assert len(files) > 20
+    for path in files:
+        assert _read_toml(path) == tomllib.loads(path.read_text(encoding="utf-8")), path

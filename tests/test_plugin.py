@@ -182,3 +182,21 @@ def test_suite_hash_covers_regular_files_in_path_order_and_skips_the_rest(tmp_pa
     for p in files:
         expected.update(str(p.relative_to(suite)).encode() + b"\0" + p.read_bytes() + b"\0")
     assert load_suite(suite).content_hashes["suite"] == expected.hexdigest()
+
+
+WEB_SERVERS = ("aiohttp", "httpx", "uvicorn", "starlette", "mcp", "playwright")
+
+
+@pytest.mark.parametrize("runner", [["--runner", "reference"], ["--runner", "codex", "--model", "openai/gpt-5"]])
+def test_planning_a_run_loads_no_web_server(pytester, monkeypatch, runner):
+    """--collect-only checks the plan (suite, runner, model and price): it serves nothing, so it
+    loads none of the servers and clients the trials use (aiohttp alone took ~0.15 s to import)."""
+    pytester.makeconftest(
+        "import sys\n"
+        "def pytest_sessionfinish(session):\n"
+        f"    open('loaded.txt', 'w').write(' '.join(m for m in {WEB_SERVERS!r} if m in sys.modules))\n")
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "pytest_webbench.plugin", "--suite", str(LOCAL_WEB),
+                                           *runner, "--results-dir", str(pytester.path / "results"), "--collect-only", "-q")
+    assert result.ret == 0, result.stdout.str()[-2000:] + result.stderr.str()[-2000:]
+    assert (pytester.path / "loaded.txt").read_text().split() == []

@@ -95,15 +95,16 @@ def _judge(options, suite, check_key: bool = True, selecting: bool = False):
     None): --judge-model, else the run's own model, at the run's own endpoint and price; one the
     gateway cannot speak or price is refused before any trial. With -k and no judge, the selected
     trials are checked once collected (controller.py)."""
-    from ..gateway.wiring import GatewayConfigError, model_price, provider_of
     from ..grading.grade import needs_judge
-    from ..grading.judge import JudgeSetup
-    from ..runners import runner_spec
 
     if not any(needs_judge(t.meta) for t in suite.tasks):
         if options.judge_model or options.judge_base_url:
             raise pytest.UsageError(f"--judge-model/--judge-base-url: no task of {suite.name} is graded by a judge")
         return None
+    from ..gateway.providers import GatewayConfigError, model_price, provider_of
+    from ..grading.judge import JudgeSetup
+    from ..runners import runner_spec
+
     runner = runner_spec(options.runner)
     model = options.judge_model or (runner.check_model(options.model) if runner.uses_gateway else None)
     if model is None:
@@ -125,7 +126,7 @@ def _judge(options, suite, check_key: bool = True, selecting: bool = False):
 def _check_gateway(options) -> None:
     """A real agent's model requests go through the gateway: its provider must be one the gateway
     speaks, and its model priced (or unpriced runs allowed), before any trial starts."""
-    from ..gateway.wiring import GatewayConfigError, model_price, provider_of
+    from ..gateway.providers import GatewayConfigError, model_price, provider_of
     from ..runners import runner_spec
 
     runner = runner_spec(options.runner)

@@ -82,7 +82,8 @@ def model_gateway(request, webbench_services: RunServices, webbench_trial: Trial
     if not runner.uses_gateway:
         yield None
         return
-    from ..gateway.wiring import model_price, open_gateway_route
+    from ..gateway.providers import model_price
+    from ..gateway.wiring import open_gateway_route
 
     model = runner.check_model(st.options.model)
     meta = webbench_trial.task.meta
