@@ -111,11 +111,11 @@ def test_pairs_stay_together_and_in_order_under_xdist(pytester):
         assert first.worker == second.worker and first.worker.startswith("gw")
         assert first.finished_at <= second.started_at
     # both workers appended to one record index: it holds every record, as its file says
-    from pytest_webbench.results.record_index import ReportedTrial, scan_records
+    from pytest_webbench.results.record_index import ReportedTrial, as_model, scan_records
 
     scan = scan_records(exp)
     assert scan.from_files == 0 and scan.dead_lines == 0
-    assert [r.model_dump() for r in scan.records] == [
+    assert [as_model(r).model_dump() for r in scan.records] == [
         ReportedTrial.model_validate(r, from_attributes=True).model_dump() for r in sorted(records, key=lambda r: r.trial_id)]
 
 

@@ -17,7 +17,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from pytest_webbench.results.record_index import INDEX, ReportedTrial, rewrite_index, scan_records, write_trial_record
+from pytest_webbench.results.record_index import (
+    INDEX, IndexLine, ReportedTrial, as_model, rewrite_index, scan_records, write_trial_record,
+)
 from pytest_webbench.results.records import (
     BrowserCalls, PlannedTrial, RunManifest, TaskLimits, Timings, Tokens, TrialRecord, supersede_record, write_manifest,
 )
@@ -46,7 +48,7 @@ def _oracle(exp: Path) -> dict[str, dict]:
 
 def _agrees(exp: Path, repair: bool = False):
     scan = scan_records(exp)
-    assert {r.trial_id: r.model_dump() for r in scan.records} == _oracle(exp)
+    assert {r.trial_id: as_model(r).model_dump() for r in scan.records} == _oracle(exp)
     assert not scan.problems
     if repair:
         rewrite_index(exp, scan)
@@ -208,3 +210,83 @@ def test_a_current_line_vouches_for_the_trial_s_pages_and_a_changed_record_gets_
     assert "edited" in (exp / "pages" / "pair-a-a1.html").read_text()  # and its pair's
     again = scan_records(exp)  # the report repaired the index: fast, and vouching for every page again
     assert not again.stale and again.pages_current == {t.trial_id for t in planned}
+
+
+def _varied_record(trial_id: str, rng: random.Random) -> TrialRecord:
+    """Every field the report reads, with defaults left out and not: the walls, a judge, the CLI's tokens."""
+    from pytest_webbench.results.records import JudgeRecord, JudgeVerdict, Wall
+
+    base = _record(trial_id, rng)
+    return base.model_copy(update=rng.choice([
+        {},
+        {"flags": ["reached the site directly"], "tokens_cli": Tokens(input=5, output=1), "agent_tool_calls": 7},
+        {"walls": [Wall(route="shell: keys", status="held", evidence="nothing")], "submissions": 1,
+         "judge": JudgeRecord(model="openai/gpt-5", strict=JudgeVerdict(match=True, reason="same"))},
+        {"calls": BrowserCalls(forwarded=3, rejected=1, cap_hit=True, rejected_rules={"raw-cdp": 1},
+                               webmcp_invokes={"injected:completed": 2}), "answer": [1, "two", None], "detail": "ünïcode ✓"},
+        {"timings": Timings(), "tokens": Tokens(), "stop_reason": None, "answer": None},
+    ]))
+
+
+def _same_attributes(indexed, model) -> None:
+    """Every attribute of a model, read from the indexed record as the report reads it."""
+    from collections.abc import Mapping
+
+    from pydantic import BaseModel
+
+    if isinstance(model, BaseModel) and not isinstance(indexed, BaseModel):
+        for name in type(model).model_fields:
+            _same_attributes(getattr(indexed, name), getattr(model, name))
+    elif isinstance(model, list):
+        assert isinstance(indexed, (list, tuple)) and len(indexed) == len(model), (indexed, model)
+        for a, b in zip(indexed, model):
+            _same_attributes(a, b)
+    elif isinstance(model, dict):
+        assert isinstance(indexed, Mapping) and dict(indexed) == model, (indexed, model)
+    else:
+        assert indexed == model and type(indexed) is type(model), (indexed, model)
+
+
+def test_indexed_records_are_what_pydantic_reads_from_each_line(tmp_path):
+    """The index's lines are read without pydantic (index_lines.py): each record must equal the
+    model pydantic validates from the same line, every line must validate as IndexLine, and a
+    rewritten index must read back the same."""
+    rng = random.Random(23)
+    exp = tmp_path / "exp"
+    for n in range(60):
+        write_trial_record(exp, _varied_record(f"t{n}-a1-control", rng), then=lambda r: rng.random() < 0.5)
+    lines = [IndexLine.model_validate_json(line) for line in (exp / "trials" / INDEX).read_bytes().splitlines()]
+    scan = scan_records(exp)
+    assert scan.from_files == 0 and len(scan.records) == 60 == len(lines)
+    by_line = {line.record.trial_id: line for line in lines}
+    for record in scan.records:
+        assert not isinstance(record, ReportedTrial)  # served by the index's fast path
+        assert as_model(record) == by_line[record.trial_id].record
+        assert (record.trial_id in scan.pages_current) == by_line[record.trial_id].pages
+        _same_attributes(record, by_line[record.trial_id].record)  # as the report reads them, defaults included
+    rewrite_index(exp, scan, scan.pages_current)
+    assert (exp / "trials" / INDEX).read_bytes().splitlines() != []
+    again = scan_records(exp)
+    assert [as_model(r) for r in again.records] == [as_model(r) for r in scan.records]
+    assert again.pages_current == scan.pages_current and again.from_files == 0
+
+
+def test_an_index_line_pydantic_would_refuse_is_read_from_its_file(tmp_path):
+    """Lines of another schema, or of the wrong shape, are not used: their records come from their files."""
+    import json
+
+    rng = random.Random(29)
+    exp = tmp_path / "exp"
+    for n in range(6):
+        write_trial_record(exp, _record(f"t{n}-a1-control", rng))
+    index = exp / "trials" / INDEX
+    lines = [json.loads(line) for line in index.read_bytes().splitlines()]
+    lines[0]["v"] = "an-older-schema"
+    lines[1]["record"]["outcome"] = "won"
+    lines[2]["record"]["timings"] = [1, 2]
+    lines[3]["stamp"] = lines[3]["stamp"][:3]
+    lines[4]["record"]["walls"] = [{"route": "x", "status": "maybe"}]
+    index.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    scan = _agrees(exp)
+    assert scan.from_files == 5 and scan.dead_lines == 5
+    assert isinstance(next(r for r in scan.records if r.trial_id == "t5-a1-control"), ReportedTrial) is False

@@ -9,7 +9,8 @@ a missing file drops the trial whatever the index says. Lines are appended with 
 O_APPEND descriptor, so xdist workers can share the file; a torn or garbled line is only a
 slower read. A line is appended after the trial's pages are written, and says so, so a current
 line also spares the report a look at those pages. The report rewrites the index when it found it
-stale (a resumed or merged run, results copied), so the next render is fast again.
+stale (a resumed or merged run, results copied), so the next render is fast again. How lines are
+read back, without pydantic and refusing the ones it would have refused: index_lines.py.
 """
 
 from __future__ import annotations
@@ -18,45 +19,16 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-from pydantic import BaseModel, Field, TypeAdapter, ValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from .records import (
-    BrowserCalls, JudgeRecord, PlannedTrial, Timings, Tokens, TrialRecord, Wall, atomic_write, supersede_record, trial_record_path,
-)
+from .index_lines import IndexLine, ReportedTrial, Stamp, as_model, fingerprint, indexed, line_json, parse_lines
+from .records import TrialRecord, atomic_write, supersede_record, trial_record_path
 
 INDEX = "index.jsonl"
-Stamp = tuple[int, int, int, int]  # inode, size, mtime_ns, ctime_ns
-
-
-class ReportedTrial(PlannedTrial):
-    """The fields of a TrialRecord the report reads (the instruction, raw answer and page value
-    are left on disk), so a report over 100,000 trials stays small in memory."""
-
-    outcome: str
-    stop_reason: str | None = None
-    detail: str = ""
-    answer: Any = None
-    flags: list[str] = Field(default_factory=list)
-    timings: Timings = Field(default_factory=Timings)
-    tokens: Tokens = Field(default_factory=Tokens)
-    tokens_cli: Tokens | None = None
-    calls: BrowserCalls = Field(default_factory=BrowserCalls)
-    walls: list[Wall] | None = None
-    submissions: int | None = None
-    judge: JudgeRecord | None = None
-    agent_tool_calls: int | None = None
-
-
-class IndexLine(BaseModel):
-    stamp: Stamp
-    record: ReportedTrial
-    pages: bool = False  # the trial's pages were written after its record and before this line
-
-
-_LINES = TypeAdapter(list[IndexLine])
 _RECORDS = TypeAdapter(list[ReportedTrial])
+__all__ = ["INDEX", "IndexLine", "RecordScan", "ReportedTrial", "as_model", "rebuild_index", "rewrite_index", "scan_records",
+           "stamp_of", "write_trial_record"]
 
 
 def stamp_of(stat: os.stat_result) -> Stamp:
@@ -79,8 +51,7 @@ def write_trial_record(experiment_dir: Path, record: TrialRecord,
 
 
 def append_to_index(trials_dir: Path, stamp: Stamp, record: BaseModel, pages: bool = False) -> None:
-    line = IndexLine(stamp=stamp, record=ReportedTrial.model_validate(record, from_attributes=True), pages=pages)
-    data = line.model_dump_json(exclude_defaults=True).encode() + b"\n"
+    data = line_json(stamp, record, pages).encode() + b"\n"
     fd = os.open(trials_dir / INDEX, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         os.write(fd, data)  # one write on O_APPEND: never interleaved with another worker's line
@@ -90,7 +61,7 @@ def append_to_index(trials_dir: Path, stamp: Stamp, record: BaseModel, pages: bo
 
 @dataclass
 class RecordScan:
-    records: list[ReportedTrial]
+    records: list  # ReportedTrial read from a file, or IndexedTrial from the index (index_lines.py): the same attributes
     problems: list[str]  # record files that could not be read
     mtimes: dict[str, float]  # trial id -> its record file's mtime (for the pages' staleness check)
     from_files: int = 0  # records read from their file, not the index
@@ -130,23 +101,22 @@ def scan_records(experiment_dir: Path) -> RecordScan:
             stamps[trial_id] = stamp_of(s)
             mtimes[trial_id] = s.st_mtime
     indexed, lines = _read_index(trials_dir / INDEX)
-    current = {tid: line for tid, line in indexed.items() if stamps.get(tid) == line.stamp}
+    current = {tid: line for tid, line in indexed.items() if stamps.get(tid) == line[0]}
     unindexed = sorted(stamps.keys() - current.keys())
     read, read_stamps, unreadable = _read_files(trials_dir, unindexed)
     stamps.update(read_stamps)  # the stamp of the very file each was read from (fstat)
-    records = sorted([*(line.record for line in current.values()), *read], key=lambda r: r.trial_id)
+    records = sorted([*(line[1] for line in current.values()), *read], key=lambda r: r.trial_id)
     return RecordScan(records, problems + unreadable, mtimes, from_files=len(unindexed),
                       dead_lines=lines - len(current), stamps=stamps,
-                      pages_current={tid for tid, line in current.items() if line.pages})
+                      pages_current={tid for tid, line in current.items() if line[2]})
 
 
 def rewrite_index(experiment_dir: Path, scan: RecordScan, pages: set[str] | frozenset[str] = frozenset()) -> None:
     """The index from a scan: one line per record read, `pages` naming the trials whose pages are
     known to be newer than their record."""
     trials_dir = experiment_dir / "trials"
-    lines = (IndexLine(stamp=scan.stamps[r.trial_id], record=r, pages=r.trial_id in pages) for r in scan.records
-             if r.trial_id in scan.stamps)
-    atomic_write(trials_dir / INDEX, "".join(f"{line.model_dump_json(exclude_defaults=True)}\n" for line in lines))
+    atomic_write(trials_dir / INDEX, "".join(f"{line_json(scan.stamps[r.trial_id], r, r.trial_id in pages)}\n"
+                                             for r in scan.records if r.trial_id in scan.stamps))
 
 
 def rebuild_index(experiment_dir: Path) -> None:
@@ -154,23 +124,18 @@ def rebuild_index(experiment_dir: Path) -> None:
     rewrite_index(experiment_dir, scan_records(experiment_dir))
 
 
-def _read_index(path: Path) -> tuple[dict[str, IndexLine], int]:
-    """Trial id -> its last well-formed line, and how many lines there were."""
+def _read_index(path: Path) -> tuple[dict[str, tuple[Stamp, object, bool]], int]:
+    """Trial id -> (stamp, record, pages) of its last usable line, and how many lines there were."""
     try:
         data = path.read_bytes()
     except FileNotFoundError:
         return {}, 0
     count = data.count(b"\n") + (not data.endswith(b"\n") and bool(data))
-    try:
-        lines = _LINES.validate_json(b"[" + data.rstrip(b"\n").replace(b"\n", b",") + b"]")
-    except (ValidationError, ValueError):  # a torn, garbled or empty line: keep the others
-        lines = []
-        for line in data.split(b"\n"):
-            try:
-                lines.append(IndexLine.model_validate_json(line))
-            except (ValidationError, ValueError):
-                continue
-    return {line.record.trial_id: line for line in lines}, count
+    version, out = fingerprint(), {}
+    for line in parse_lines(data):
+        if (entry := indexed(line, version)) is not None:
+            out[entry[1].trial_id] = entry
+    return out, count
 
 
 def _read_files(trials_dir: Path, trial_ids: list[str]) -> tuple[list[ReportedTrial], dict[str, Stamp], list[str]]:

@@ -1,0 +1,163 @@
+"""The lines of the records' index (`trials/index.jsonl`), read without pydantic.
+
+A line is the harness's own: written from a record pydantic has validated, by the worker that ran
+the trial, into a folder no agent reaches. Reading 100,000 of them back through pydantic cost
+1.1-1.4 s of a 2.7 s scan (five model objects a line), so they are parsed as plain JSON and each
+record becomes an `IndexedTrial`: an object whose attributes are the line's own dict, with the
+model's defaults for the fields the line left out. What pydantic would have caught is still
+refused, line by line: a line written under another schema (its `v`, the fingerprint of
+`ReportedTrial`'s JSON schema, differs), or one of the wrong shape (not an object, no trial id, an
+outcome that is not one, a stamp that is not four integers, a nested field that is not an
+object). A refused line is only a slower read: its record is read and validated from its file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from functools import cache
+from types import MappingProxyType
+from typing import Any, get_args
+
+import pydantic_core
+from pydantic import BaseModel, Field, TypeAdapter
+
+from .records import BrowserCalls, JudgeRecord, Outcome, PlannedTrial, Timings, Tokens, Wall
+
+Stamp = tuple[int, int, int, int]  # inode, size, mtime_ns, ctime_ns
+OUTCOMES = frozenset(get_args(Outcome))
+
+
+class ReportedTrial(PlannedTrial):
+    """The fields of a TrialRecord the report reads (the instruction, raw answer and page value
+    are left on disk), so a report over 100,000 trials stays small in memory."""
+
+    outcome: Outcome
+    stop_reason: str | None = None
+    detail: str = ""
+    answer: Any = None
+    flags: list[str] = Field(default_factory=list)
+    timings: Timings = Field(default_factory=Timings)
+    tokens: Tokens = Field(default_factory=Tokens)
+    tokens_cli: Tokens | None = None
+    calls: BrowserCalls = Field(default_factory=BrowserCalls)
+    walls: list[Wall] | None = None
+    submissions: int | None = None
+    judge: JudgeRecord | None = None
+    agent_tool_calls: int | None = None
+
+
+class IndexLine(BaseModel):
+    """One line of the index, as written."""
+
+    v: str  # the schema the record was written under (fingerprint())
+    stamp: Stamp
+    record: ReportedTrial
+    pages: bool = False  # the trial's pages were written after its record and before this line
+
+
+@cache
+def fingerprint() -> str:
+    """Of ReportedTrial's JSON schema: a change to any field's name, type or default changes it, so
+    lines an older harness wrote are read from their files rather than misread."""
+    schema = json.dumps(ReportedTrial.model_json_schema(), sort_keys=True)
+    return hashlib.sha256(schema.encode()).hexdigest()[:16]
+
+
+def _frozen(value: Any) -> Any:
+    """A default shared by every record that lacks the field: one no reader can change for the rest."""
+    if isinstance(value, list):
+        return ()
+    if isinstance(value, dict):
+        return MappingProxyType({})
+    return value
+
+
+def _indexed_class(model: type[BaseModel], nested: dict[str, type]) -> type:
+    """A class whose instances take a parsed line's dict as their attributes, the model's defaults
+    standing in (as class attributes) for what the line left out."""
+    defaults = {}
+    for name, info in model.model_fields.items():
+        if info.is_required():
+            continue
+        defaults[name] = nested[name]() if name in nested else _frozen(info.get_default(call_default_factory=True))
+    return type(f"Indexed{model.__name__}", (), {**defaults, "__slots__": ("__dict__",),
+                                                   "__repr__": lambda self: f"Indexed{model.__name__}({self.__dict__!r})"})
+
+
+def _empty(cls: type):
+    return lambda: _wrap(cls, {})
+
+
+def _wrap(cls: type, fields: dict) -> Any:
+    obj = object.__new__(cls)
+    obj.__dict__ = fields
+    return obj
+
+
+IndexedTimings = _indexed_class(Timings, {})
+IndexedTokens = _indexed_class(Tokens, {})
+IndexedCalls = _indexed_class(BrowserCalls, {})
+IndexedTrial = _indexed_class(ReportedTrial, {"timings": _empty(IndexedTimings), "tokens": _empty(IndexedTokens),
+                                              "calls": _empty(IndexedCalls)})
+_NESTED = {"timings": IndexedTimings, "tokens": IndexedTokens, "tokens_cli": IndexedTokens, "calls": IndexedCalls}
+_WALLS = TypeAdapter(list[Wall])
+
+
+def parse_lines(data: bytes) -> list[Any]:
+    """The index's lines as JSON values, one per line that parses (a torn or garbled line is skipped)."""
+    try:
+        return pydantic_core.from_json(b"[" + data.rstrip(b"\n").replace(b"\n", b",") + b"]")
+    except ValueError:
+        out = []
+        for line in data.split(b"\n"):
+            try:
+                out.append(pydantic_core.from_json(line))
+            except ValueError:
+                continue
+        return out
+
+
+def indexed(line: Any, version: str) -> tuple[Stamp, Any, bool] | None:
+    """A parsed line's stamp, record and pages flag; None for a line to read from its file instead."""
+    if type(line) is not dict or line.get("v") != version:
+        return None
+    record, stamp = line.get("record"), line.get("stamp")
+    if (type(record) is not dict or type(record.get("trial_id")) is not str or record.get("outcome") not in OUTCOMES
+            or type(stamp) is not list or len(stamp) != 4 or not all(type(n) is int for n in stamp)):
+        return None
+    for name, cls in _NESTED.items():
+        if (value := record.get(name)) is not None:
+            if type(value) is not dict:
+                return None
+            record[name] = _wrap(cls, value)
+    try:  # rare (the hostile runner's walls, a judged write task): validated
+        if record.get("walls") is not None:
+            record["walls"] = _WALLS.validate_python(record["walls"])
+        if record.get("judge") is not None:
+            record["judge"] = JudgeRecord.model_validate(record["judge"])
+    except pydantic_core.ValidationError:
+        return None
+    return tuple(stamp), _wrap(IndexedTrial, record), line.get("pages") is True
+
+
+def line_json(stamp: Stamp, record: Any, pages: bool) -> str:
+    """One line of the index for a record: a model (validated: as written by a worker), or an
+    IndexedTrial read back from a line (its fields are that line's, so it is written as it was read)."""
+    if isinstance(record, BaseModel):
+        model = record if isinstance(record, ReportedTrial) else ReportedTrial.model_validate(record, from_attributes=True)
+        body = model.model_dump_json(exclude_defaults=True)
+    else:
+        body = json.dumps(record.__dict__, default=_plain, separators=(",", ":"), ensure_ascii=False)
+    return f'{{"v":"{fingerprint()}","stamp":{json.dumps(list(stamp))},"record":{body}{",\"pages\":true" if pages else ""}}}'
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json", exclude_defaults=True)
+    return value.__dict__
+
+
+def as_model(record: Any) -> ReportedTrial:
+    """A record of a scan as the model (an IndexedTrial validated again), for comparing and tests."""
+    return record if isinstance(record, ReportedTrial) else ReportedTrial.model_validate(record, from_attributes=True)
