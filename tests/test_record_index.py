@@ -17,6 +17,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from pytest_webbench.results.record_index import (
     INDEX, IndexLine, ReportedTrial, as_model, rewrite_index, scan_records, write_trial_record,
 )
@@ -63,7 +65,12 @@ def _replace_by_hand(path: Path, rng: random.Random) -> None:
     os.replace(tmp, path)
 
 
-def test_the_index_agrees_with_the_files_through_every_kind_of_change(tmp_path):
+@pytest.mark.parametrize("stat_in", ["this process", "a child"])
+def test_the_index_agrees_with_the_files_through_every_kind_of_change(tmp_path, monkeypatch, stat_in):
+    from pytest_webbench.results import record_index
+
+    if stat_in == "a child":  # as at 100,000 trials: the files are statted in a second process
+        monkeypatch.setattr(record_index, "CHILD_ABOVE_BYTES", 0)
     rng = random.Random(19)
     exp = tmp_path / "exp"
     ids = [f"t{t}-a{a}-{arm}" for t in range(4) for a in range(1, 4) for arm in ("control", "treatment")]
@@ -290,3 +297,22 @@ def test_an_index_line_pydantic_would_refuse_is_read_from_its_file(tmp_path):
     scan = _agrees(exp)
     assert scan.from_files == 5 and scan.dead_lines == 5
     assert isinstance(next(r for r in scan.records if r.trial_id == "t5-a1-control"), ReportedTrial) is False
+
+
+def test_the_child_that_stats_the_files_lists_what_this_process_would(tmp_path):
+    """A broken link among the records is skipped by both, as a folder would be."""
+    from pytest_webbench.results import file_stamps, record_index
+
+    exp = tmp_path / "exp"
+    for n in range(5):
+        write_trial_record(exp, _record(f"t{n}-a1-control", random.Random(n)))
+    (exp / "trials" / "gone-a1-control.json").symlink_to(tmp_path / "nowhere.json")
+    record_index.CHILD_ABOVE_BYTES, saved = 0, record_index.CHILD_ABOVE_BYTES
+    try:
+        child = record_index._stat_in_child(exp / "trials")
+    finally:
+        record_index.CHILD_ABOVE_BYTES = saved
+    assert child is not None
+    listed = record_index._listing(exp / "trials", child)
+    assert child.returncode == 0
+    assert sorted(listed) == sorted(file_stamps.entries(str(exp / "trials"))) and len(listed) == 5

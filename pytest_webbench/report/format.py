@@ -3,7 +3,7 @@ comparison), so the arrows run one way: build -> format -> render/html/compare -
 
 from __future__ import annotations
 
-from .build import Rate
+from .rates import Rate
 
 # Tasks a per-task table or plot of report.md and report.html shows: both stay pages a reader can
 # open at any size of run; report.json holds every row.

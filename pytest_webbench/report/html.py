@@ -12,7 +12,9 @@ import re
 from html import escape
 
 from ..viewer.pages import PAGES, pair_page_name, trial_page_name
-from .build import LISTED, Rate, Report
+from .build import Report
+from .rates import Rate
+from .trial_lists import LISTED
 from .format import TASK_ROWS, ci, num, pct, pval, signed_pct
 
 ARM_COLOURS = {"control": "#4c72b0", "treatment": "#dd8452", "playwright": "#55a868"}

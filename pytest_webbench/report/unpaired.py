@@ -6,9 +6,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from ..results.records import TrialRecord
 from ..stats import cmh_test, fisher_exact_p, holm, newcombe_difference
-from .rates import Rate, passed, rate
+from .rates import Rate
 
 
 class UnpairedRow(BaseModel):
@@ -46,13 +45,6 @@ def rate_difference(x: Rate, y: Rate) -> dict:
 def rates_row(task: str, arm: str, reference: str, arm_rate: Rate, reference_rate: Rate) -> UnpairedRow:
     return UnpairedRow(task=task, arm=arm, reference=reference, arm_rate=arm_rate, reference_rate=reference_rate,
                        **rate_difference(arm_rate, reference_rate))
-
-
-def unpaired_row(task: str, arm: str, reference: str, arm_trials: list[TrialRecord | None],
-                 reference_trials: list[TrialRecord | None]) -> UnpairedRow:
-    """Missing and errored trials count as not passed, as in the headline's denominators."""
-    return rates_row(task, arm, reference, rate(sum(map(passed, arm_trials)), len(arm_trials)),
-                     rate(sum(map(passed, reference_trials)), len(reference_trials)))
 
 
 def adjust_unpaired_rows(rows: list[UnpairedRow]) -> None:

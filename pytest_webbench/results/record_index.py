@@ -15,17 +15,23 @@ read back, without pydantic and refusing the ones it would have refused: index_l
 
 from __future__ import annotations
 
+import marshal
 import os
+import subprocess
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from operator import attrgetter
 from pathlib import Path
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from .index_lines import IndexLine, ReportedTrial, Stamp, as_model, fingerprint, indexed, line_json, parse_lines
+from . import file_stamps
+from .index_lines import IndexLine, ReportedTrial, Stamp, as_model, indexed_records, line_json, parse_lines
 from .records import TrialRecord, atomic_write, supersede_record, trial_record_path
 
 INDEX = "index.jsonl"
+CHILD_ABOVE_BYTES = 2_000_000  # ~3,500 lines
 _RECORDS = TypeAdapter(list[ReportedTrial])
 __all__ = ["INDEX", "IndexLine", "RecordScan", "ReportedTrial", "as_model", "rebuild_index", "rewrite_index", "scan_records",
            "stamp_of", "write_trial_record"]
@@ -78,37 +84,55 @@ def scan_records(experiment_dir: Path) -> RecordScan:
     """Every readable record (report fields), from the index where it is current and from the
     files otherwise."""
     trials_dir = experiment_dir / "trials"
+    child = _stat_in_child(trials_dir)  # while this process parses the index
+    indexed, lines = _read_index(trials_dir / INDEX)
+    try:
+        listing = _listing(trials_dir, child)
+    except FileNotFoundError:
+        return RecordScan([], [], {})
     stamps: dict[str, Stamp] = {}
     mtimes: dict[str, float] = {}
     problems: list[str] = []
-    try:
-        entries = os.scandir(trials_dir)
-    except FileNotFoundError:
-        return RecordScan([], [], {})
-    with entries:
-        for e in entries:
-            if not e.name.endswith(".json") or e.name.startswith("."):
-                continue
-            try:
-                if not e.is_file():
-                    continue
-                s = e.stat()
-            except OSError as exc:  # gone since the listing (moved aside mid-run), or a broken link
-                if os.path.lexists(e.path):
-                    problems.append(f"{e.path}: unreadable trial record ({type(exc).__name__})")
-                continue
-            trial_id = e.name[:-5]
-            stamps[trial_id] = stamp_of(s)
-            mtimes[trial_id] = s.st_mtime
-    indexed, lines = _read_index(trials_dir / INDEX)
+    for entry in listing:
+        if len(entry) == 3:
+            if entry[2]:  # still there: unreadable, not merely gone since the listing
+                problems.append(f"{trials_dir / entry[0]}: unreadable trial record ({entry[1]})")
+            continue
+        name, inode, size, mtime_ns, ctime_ns, mtime = entry
+        stamps[name[:-5]] = (inode, size, mtime_ns, ctime_ns)
+        mtimes[name[:-5]] = mtime
     current = {tid: line for tid, line in indexed.items() if stamps.get(tid) == line[0]}
     unindexed = sorted(stamps.keys() - current.keys())
     read, read_stamps, unreadable = _read_files(trials_dir, unindexed)
     stamps.update(read_stamps)  # the stamp of the very file each was read from (fstat)
-    records = sorted([*(line[1] for line in current.values()), *read], key=lambda r: r.trial_id)
+    records = sorted([*(line[1] for line in current.values()), *read], key=attrgetter("trial_id"))
     return RecordScan(records, problems + unreadable, mtimes, from_files=len(unindexed),
                       dead_lines=lines - len(current), stamps=stamps,
                       pages_current={tid for tid, line in current.items() if line[2]})
+
+
+def _stat_in_child(trials_dir: Path) -> subprocess.Popen | None:
+    """A child listing the stamps, for an index of more than a few thousand lines (below that,
+    starting it costs more than it saves)."""
+    try:
+        if (trials_dir / INDEX).stat().st_size < CHILD_ABOVE_BYTES:
+            return None
+        return subprocess.Popen([sys.executable, "-I", "-S", file_stamps.__file__, str(trials_dir)],
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    except OSError:
+        return None
+
+
+def _listing(trials_dir: Path, child: subprocess.Popen | None) -> list[tuple]:
+    """The child's listing, or this process's own where there is no child or it failed."""
+    if child is not None:
+        out, _ = child.communicate()
+        if child.returncode == 0:
+            try:
+                return marshal.loads(out)
+            except (EOFError, ValueError, TypeError):
+                pass
+    return file_stamps.entries(str(trials_dir))
 
 
 def rewrite_index(experiment_dir: Path, scan: RecordScan, pages: set[str] | frozenset[str] = frozenset()) -> None:
@@ -131,11 +155,7 @@ def _read_index(path: Path) -> tuple[dict[str, tuple[Stamp, object, bool]], int]
     except FileNotFoundError:
         return {}, 0
     count = data.count(b"\n") + (not data.endswith(b"\n") and bool(data))
-    version, out = fingerprint(), {}
-    for line in parse_lines(data):
-        if (entry := indexed(line, version)) is not None:
-            out[entry[1].trial_id] = entry
-    return out, count
+    return indexed_records(parse_lines(data)), count
 
 
 def _read_files(trials_dir: Path, trial_ids: list[str]) -> tuple[list[ReportedTrial], dict[str, Stamp], list[str]]:

@@ -219,11 +219,9 @@ def write_pages(experiment_dir: Path, report, scan=None) -> set[str]:
     except OSError:
         names = set()
 
-    def stale(name: str, members: list[str]) -> bool:
-        if name not in names:
-            return True
-        if all(m in scan.pages_current for m in members):
-            return False
+    vouched = scan.pages_current
+
+    def older(name: str, members: list[str]) -> bool:  # only for pages no index line vouches for
         try:
             return (pages / name).stat().st_mtime < max(stamps[m] for m in members)
         except OSError:
@@ -236,8 +234,13 @@ def write_pages(experiment_dir: Path, report, scan=None) -> set[str]:
         if arm in PAIRED_ARMS and pair_id:
             pairs.setdefault(pair_id, []).append(trial_id)
             pair_of[trial_id] = pair_id
-    stale_trials = {t for t in stamps if stale(trial_page_name(t), [t])}
-    stale_pairs = {p for p, members in pairs.items() if stale(pair_page_name(p), members)}
+    # set operations, not a call per page: at 100,000 trials there are 133,000 pages
+    unvouched = stamps.keys() - vouched
+    stale_trials = {t for t in stamps if trial_page_name(t) not in names}
+    stale_trials |= {t for t in unvouched - stale_trials if older(trial_page_name(t), [t])}
+    unvouched_pairs = {pair_of[t] for t in unvouched if t in pair_of}
+    stale_pairs = {p for p in pairs if pair_page_name(p) not in names}
+    stale_pairs |= {p for p in unvouched_pairs - stale_pairs if older(pair_page_name(p), pairs[p])}
     wanted = stale_trials | {m for p in stale_pairs for m in pairs[p]}
     records = {r.trial_id: r for r in _read(experiment_dir, wanted)}
     timelines: dict[str, Timeline] = {}
@@ -268,6 +271,8 @@ def write_pages(experiment_dir: Path, report, scan=None) -> set[str]:
             if extra.startswith("index-") and extra.endswith(".html"):
                 (pages / extra).unlink(missing_ok=True)
     unreadable = wanted - set(records)
+    if not unreadable:
+        return set(stamps)
     return {t for t in stamps if t not in unreadable and not any(m in unreadable for m in pairs.get(pair_of.get(t, ""), []))}
 
 
