@@ -72,8 +72,11 @@ class PooledEffect(BaseModel):
     errored_as_failures: PooledSensitivity | None = None
 
 
+ENDED = ("passed", "failed")
+
+
 def ended(r: TrialRecord | None) -> bool:
-    return r is not None and r.outcome in ("passed", "failed")
+    return r is not None and r.outcome in ENDED
 
 
 def tested_pairs(pairs: list[Pair]) -> list[tuple[TrialRecord, TrialRecord]]:
@@ -99,20 +102,30 @@ def _agreement(task_fields: list[str], pairs: list[tuple[TrialRecord, TrialRecor
 
 def paired_row(task: str, placebo: bool, grading: str, agree_on: list[str], pairs: list[Pair]) -> PairedRow:
     tested = tested_pairs(pairs)
-    both, c_only, t_only = split(tested)
-    speedups, t_fast, c_fast = [], 0, 0
-    for c, t in tested:
-        if passed(c) and passed(t) and c.timings.agent_sec and t.timings.agent_sec:
-            speedups.append(round(c.timings.agent_sec / t.timings.agent_sec, 6))
-            t_fast += t.timings.agent_sec < c.timings.agent_sec
-            c_fast += c.timings.agent_sec < t.timings.agent_sec
+    both = c_only = t_only = t_fast = c_fast = 0
+    speedups: list[float] = []
+    discordant: list[str] = []
+    for c, t in tested:  # one pass (a run of 100,000 trials has thousands of rows)
+        c_passed, t_passed = c.outcome == "passed", t.outcome == "passed"
+        if c_passed and t_passed:
+            both += 1
+            c_sec, t_sec = c.timings.agent_sec, t.timings.agent_sec
+            if c_sec and t_sec:
+                speedups.append(round(c_sec / t_sec, 6))
+                t_fast += t_sec < c_sec
+                c_fast += c_sec < t_sec
+        elif c_passed:
+            c_only += 1
+        elif t_passed:
+            t_only += 1
+        if c_passed != t_passed and c.pair_id:
+            discordant.append(c.pair_id)
     return PairedRow(
         task=task, placebo=placebo, grading=grading, pairs=len(pairs), excluded=len(pairs) - len(tested),
         tested=len(tested), both=both, control_only=c_only, treatment_only=t_only, neither=len(tested) - both - c_only - t_only,
         mcnemar_p=mcnemar_exact(c_only, t_only), median_speedup=median(speedups) if speedups else None,
         speedups=sorted(speedups), treatment_faster=t_fast, control_faster=c_fast, sign_p=sign_test(t_fast, c_fast),
-        agree_on=agree_on, agreement=_agreement(agree_on, tested),
-        discordant=sorted(c.pair_id for c, t in tested if passed(c) != passed(t) and c.pair_id),
+        agree_on=agree_on, agreement=_agreement(agree_on, tested), discordant=sorted(discordant),
     )
 
 
@@ -124,29 +137,39 @@ def adjust_paired_rows(rows: list[PairedRow]) -> None:
         row.sign_p_holm = adjusted
 
 
-def _differences(pairs: list[tuple[TrialRecord, TrialRecord]]) -> list[int]:
-    return [int(passed(t)) - int(passed(c)) for c, t in pairs]
-
-
 def pooled_effect(by_task: dict[str, list[Pair]]) -> PooledEffect | None:
     """Over the given tasks (the caller passes the headline's, placebo left out)."""
-    tested = {task: tested_pairs(pairs) for task, pairs in by_task.items()}
-    tested = {task: pairs for task, pairs in tested.items() if pairs}
-    every = [p for ps in tested.values() for p in ps]
+    # each pair as (control passed, treatment passed), read once: tested when both ended, recorded when both are there
+    tested: dict[str, list[tuple[bool, bool]]] = {}
+    recorded: dict[str, list[tuple[bool, bool]]] = {}
+    for task, pairs in by_task.items():
+        ended_bits, recorded_bits = [], []
+        for c, t in pairs:
+            if c is None or t is None:
+                continue
+            bits = (c.outcome == "passed", t.outcome == "passed")
+            recorded_bits.append(bits)
+            if c.outcome in ENDED and t.outcome in ENDED:
+                ended_bits.append(bits)
+        if ended_bits:
+            tested[task] = ended_bits
+        if recorded_bits:
+            recorded[task] = recorded_bits
+    every = [bits for task_bits in tested.values() for bits in task_bits]
     if not every:
         return None
     n = len(every)
-    _, c_only, t_only = split(every)
-    groups = [_differences(pairs) for pairs in tested.values()]
+    c_only = sum(1 for c, t in every if c and not t)
+    t_only = sum(1 for c, t in every if t and not c)
+    groups = [_differences(bits) for bits in tested.values()]
     interval = task_mean_interval(groups)
-    recorded = {task: [(c, t) for c, t in pairs if c is not None and t is not None] for task, pairs in by_task.items()}
-    recorded_groups = [_differences(p) for p in recorded.values() if p]
+    recorded_groups = [_differences(bits) for bits in recorded.values()]
     sensitivity = task_mean_interval(recorded_groups)
-    n_recorded = sum(len(p) for p in recorded.values())
+    n_recorded = sum(len(bits) for bits in recorded.values())
     return PooledEffect(
         tasks=len(tested), task_names=sorted(tested), pairs=n,
-        control_rate=_task_mean([[int(passed(c)) for c, _ in ps] for ps in tested.values()]),
-        treatment_rate=_task_mean([[int(passed(t)) for _, t in ps] for ps in tested.values()]),
+        control_rate=_task_mean([[int(c) for c, _ in bits] for bits in tested.values()]),
+        treatment_rate=_task_mean([[int(t) for _, t in bits] for bits in tested.values()]),
         difference=_task_mean(groups), pair_weighted_difference=(t_only - c_only) / n,
         ci_low=interval.low if interval else None, ci_high=interval.high if interval else None,
         p_value=interval.p_value if interval else None, between_task_sd=interval.between_task_sd if interval else None,
@@ -156,6 +179,10 @@ def pooled_effect(by_task: dict[str, list[Pair]]) -> PooledEffect | None:
             pairs=n_recorded, difference=_task_mean(recorded_groups),
             ci_low=sensitivity.low if sensitivity else None, ci_high=sensitivity.high if sensitivity else None),
     )
+
+
+def _differences(bits: list[tuple[bool, bool]]) -> list[int]:
+    return [int(t) - int(c) for c, t in bits]
 
 
 def _task_mean(groups: list[list[int]]) -> float:
