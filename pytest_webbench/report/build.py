@@ -24,7 +24,7 @@ from .arms import ArmTaskRow, ArmUsage, arm_task_rows, arm_usage
 from .paired import PairedRow, PooledEffect, adjust_paired_rows, paired_row, pooled_effect
 from .rates import Rate, mean_over_tasks
 from .sequential import SequentialSummary, not_run_trials, summarize
-from .trial_lists import LISTED, TrialNote, WallRow, listed_trials, trial_notes, wall_rows
+from .trial_lists import LISTED, NOTE_TEXT, TrialNote, WallRow, listed_trials, trial_notes, wall_rows
 from .unpaired import StratifiedEffect, UnpairedRow, adjust_unpaired_rows, rates_row, stratified_effect
 from .writes import WriteGroupRow, WriteRow, write_groups, write_rows
 
@@ -86,11 +86,19 @@ class Report(BaseModel):
     listed_totals: dict[str, int] = Field(default_factory=dict)  # each trial list's whole length (it names LISTED at most)
     _whole_lists: dict[str, list] = PrivateAttr(default_factory=dict)  # each list's records, for the trials index; never written
 
-    def whole_list(self, name: str) -> list[TrialNote]:
-        """A trial list in full: as built, or as far as the report holds it (one read from disk)."""
+    def listed_notes(self, name: str) -> dict[str, str]:
+        """A trial list in full, trial id -> note: as built, or as far as the report holds it (one
+        read from disk). Plain strings: the trials index of 100,000 trials reads tens of thousands."""
         if name in self._whole_lists:
-            return trial_notes(name, self._whole_lists[name])
-        return getattr(self, name)
+            text = NOTE_TEXT[name]
+            return {r.trial_id: text(r) for r in self._whole_lists[name]}
+        return {n.trial_id: n.note for n in getattr(self, name)}
+
+    def listed_ids(self, name: str) -> set[str]:
+        """The trial ids of a trial list in full (as listed_notes, without writing the notes)."""
+        if name in self._whole_lists:
+            return {r.trial_id for r in self._whole_lists[name]}
+        return {n.trial_id for n in getattr(self, name)}
 
 
 def build_report(manifest: RunManifest, records: list[TrialRecord], problems: list[str] | None = None,

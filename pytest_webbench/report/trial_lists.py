@@ -70,7 +70,7 @@ def cli_disagrees(r: TrialRecord) -> str | None:
     return f"gateway metered input/cached/output {ours}, the CLI reported {theirs}"
 
 
-_NOTE_TEXT = {
+NOTE_TEXT = {
     "not_passed": lambda r: f"{r.outcome}: {r.stop_reason or ''}: {r.detail[:200]}",
     "flagged": lambda r: "; ".join(r.flags),
     "rejected": lambda r: (", ".join(f"{k} x{v}" for k, v in sorted(r.calls.rejected_rules.items()))
@@ -107,5 +107,5 @@ def listed_trials(ordered: list[TrialRecord]) -> dict[str, list[TrialRecord]]:
 
 
 def trial_notes(name: str, records: list[TrialRecord]) -> list[TrialNote]:
-    text = _NOTE_TEXT[name]
+    text = NOTE_TEXT[name]
     return [TrialNote(trial_id=r.trial_id, arm=r.arm, task=r.task, note=text(r)) for r in records]
