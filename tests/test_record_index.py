@@ -278,25 +278,55 @@ def test_indexed_records_are_what_pydantic_reads_from_each_line(tmp_path):
     assert again.pages_current == scan.pages_current and again.from_files == 0
 
 
-def test_an_index_line_pydantic_would_refuse_is_read_from_its_file(tmp_path):
-    """Lines of another schema, or of the wrong shape, are not used: their records come from their files."""
+def test_an_index_line_edited_by_hand_is_read_from_its_file(tmp_path):
+    """Even an edit pydantic would accept (an outcome changed, a time changed) fails the line's
+    CRC: the record comes from its file, the untouched lines from the index."""
     import json
 
-    rng = random.Random(29)
+    rng = random.Random(31)
     exp = tmp_path / "exp"
     for n in range(6):
         write_trial_record(exp, _record(f"t{n}-a1-control", rng))
     index = exp / "trials" / INDEX
+    raw = index.read_bytes().splitlines()
+    edited = [json.loads(line) for line in raw[:3]]
+    edited[0]["record"]["outcome"] = "passed" if edited[0]["record"]["outcome"] != "passed" else "failed"
+    edited[1]["record"]["timings"]["agent_sec"] = 1.0
+    edited[2]["record"]["outcome"] = []  # not even a string
+    index.write_bytes(b"".join(json.dumps(line, separators=(",", ":")).encode() + b"\n" for line in edited)
+                      + b"".join(line + b"\n" for line in raw[3:]))
+    scan = _agrees(exp)
+    assert scan.from_files == 3 and scan.dead_lines == 3
+
+
+def test_a_signed_line_of_the_wrong_shape_is_read_from_its_file(tmp_path):
+    """What a harness bug could write with a valid CRC: another schema, the wrong types where the
+    report would crash or miscount. Each is refused, and its record read from its file."""
+    import json
+
+    from pytest_webbench.results.index_lines import _signed
+
+    rng = random.Random(29)
+    exp = tmp_path / "exp"
+    for n in range(7):
+        write_trial_record(exp, _record(f"t{n}-a1-control", rng))
+    index = exp / "trials" / INDEX
     lines = [json.loads(line) for line in index.read_bytes().splitlines()]
     lines[0]["v"] = "an-older-schema"
-    lines[1]["record"]["outcome"] = "won"
+    lines[1]["record"]["outcome"] = ["passed"]
     lines[2]["record"]["timings"] = [1, 2]
     lines[3]["stamp"] = lines[3]["stamp"][:3]
     lines[4]["record"]["walls"] = [{"route": "x", "status": "maybe"}]
-    index.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    lines[5]["record"]["trial_id"] = 5
+
+    def signed(line: dict) -> str:
+        del line["c"]
+        return _signed(json.dumps(line, separators=(",", ":"))[1:])
+
+    index.write_text("".join(signed(line) + "\n" for line in lines))
     scan = _agrees(exp)
-    assert scan.from_files == 5 and scan.dead_lines == 5
-    assert isinstance(next(r for r in scan.records if r.trial_id == "t5-a1-control"), ReportedTrial) is False
+    assert scan.from_files == 6 and scan.dead_lines == 6
+    assert not isinstance(next(r for r in scan.records if r.trial_id == "t6-a1-control"), ReportedTrial)  # re-signed intact: used
 
 
 def test_the_child_that_stats_the_files_lists_what_this_process_would(tmp_path):
@@ -313,6 +343,6 @@ def test_the_child_that_stats_the_files_lists_what_this_process_would(tmp_path):
     finally:
         record_index.CHILD_ABOVE_BYTES = saved
     assert child is not None
-    listed = record_index._listing(exp / "trials", child)
+    listed = record_index._child_listing(child)
     assert child.returncode == 0
     assert sorted(listed) == sorted(file_stamps.entries(str(exp / "trials"))) and len(listed) == 5

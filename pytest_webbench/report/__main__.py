@@ -78,6 +78,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.publish:
         from .publish import PublishError, publish_braintrust
 
+        gc.enable()  # network code from here on: let it collect
+
         try:
             for experiment in publish_braintrust(directory, args.project):
                 print(f"published {experiment.name} ({experiment.rows} rows): {experiment.url}")

@@ -105,23 +105,28 @@ def build_report(manifest: RunManifest, records: list[TrialRecord], problems: li
                  browsers_not_deleted: list[UndeletedBrowser] | None = None, decisions: dict | None = None) -> Report:
     by_id = {r.trial_id: r for r in records}
     # A sequential run's trials after their task was decided are not run: out of every denominator, not missing.
-    skipped = not_run_trials(manifest, decisions or {}, set(by_id))
+    skipped = not_run_trials(manifest, decisions or {}, by_id.keys())
     # an ungradable case (ClawBench's placeholder schema) can only fail: in no denominator, listed apart
     ungradable = {t for t, limits in manifest.task_limits.items() if limits.ungradable}
     planned = [t for t in manifest.trials if t.trial_id not in skipped and t.task not in ungradable]
     if ungradable:
         records = [r for r in records if r.task not in ungradable]
         by_id = {r.trial_id: r for r in records}
-    problems = list(problems or [])
-    if unplanned := sorted(set(by_id) - {t.trial_id for t in planned}):
-        problems.append(f"{len(unplanned)} record(s) of trials the plan does not hold, left out: {', '.join(unplanned[:10])}"
-                        + (" ..." if len(unplanned) > 10 else ""))
     by_arm_task: dict[tuple[str, str], list[TrialRecord | None]] = {}
     pair_ids_by_task: dict[str, set[str]] = {}
+    planned_ids: set[str] = set()
+    missing = 0
     for t in planned:  # one pass: the report must stay linear in the number of trials
-        by_arm_task.setdefault((t.arm, t.task), []).append(by_id.get(t.trial_id))
+        planned_ids.add(t.trial_id)
+        record = by_id.get(t.trial_id)
+        missing += record is None
+        by_arm_task.setdefault((t.arm, t.task), []).append(record)
         if t.pair_id:
             pair_ids_by_task.setdefault(t.task, set()).add(t.pair_id)
+    problems = list(problems or [])
+    if unplanned := sorted(by_id.keys() - planned_ids):
+        problems.append(f"{len(unplanned)} record(s) of trials the plan does not hold, left out: {', '.join(unplanned[:10])}"
+                        + (" ..." if len(unplanned) > 10 else ""))
     table = arm_task_rows(manifest, by_arm_task)
 
     paired_rows: list[PairedRow] = []
@@ -154,7 +159,7 @@ def build_report(manifest: RunManifest, records: list[TrialRecord], problems: li
     for r in ordered:
         by_arm.setdefault(r.arm, []).append(r)
     incomplete = []
-    if missing := len(planned) - sum(t.trial_id in by_id for t in planned):
+    if missing:
         incomplete.append(f"{missing} planned trial(s) have no result")
     if errored := sum(r.outcome == "errored" for r in records):
         incomplete.append(f"{errored} trial(s) errored (agent or infrastructure failure)")
@@ -170,7 +175,7 @@ def build_report(manifest: RunManifest, records: list[TrialRecord], problems: li
         by_arm_task=table.rows, paired=paired_rows, pooled=pooled_effect(pooled_input["headline"]),
         pooled_format_only=pooled_effect(pooled_input["format"]), playwright_vs_control=playwright_rows,
         playwright_pooled=stratified_effect(headline_playwright),
-        sequential=summarize(manifest, decisions or {}, planned, set(by_id), skipped),
+        sequential=summarize(manifest, decisions or {}, planned, by_id.keys(), skipped),
         usage=[arm_usage(arm, by_arm.get(arm, [])) for arm in manifest.arms], stop_reasons=table.stop_reasons,
         **{name: trial_notes(name, whole[:LISTED]) for name, whole in listed.items()},
         listed_totals={name: len(whole) for name, whole in listed.items()},

@@ -3,36 +3,38 @@
 A line is the harness's own: written from a record pydantic has validated, by the worker that ran
 the trial, into a folder no agent reaches. Reading 100,000 of them back through pydantic cost
 1.1-1.4 s of a 2.7 s scan (five model objects a line), so they are parsed as plain JSON and each
-record becomes an `IndexedTrial`: an object whose attributes are the line's own dict, with the
-model's defaults for the fields the line left out. What pydantic would have caught is still
-refused, line by line: a line written under another schema (its `v`, the fingerprint of
-`ReportedTrial`'s JSON schema, differs), or one of the wrong shape (not an object, no trial id, an
-outcome that is not one, a stamp that is not four integers, a nested field that is not an
-object). A refused line is only a slower read: its record is read and validated from its file.
+record becomes an `IndexedTrial`: a read-only view whose attributes are the line's own dict, with
+the model's defaults for the fields the line left out.
+
+So that a line is only ever what a validated record wrote, each carries a CRC-32 of the rest of
+itself (`c`): a line edited by hand, torn or garbled fails it, whatever its types, and so does one
+an older harness wrote without it. Each also names the schema it was written under (`v`, a
+fingerprint of the models' fields). A line that fails either, or the few shape checks left, is
+not used: its record is read from its file and validated there, as is every record without a line.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import zlib
 from functools import cache
 from types import MappingProxyType
-from typing import Any, get_args
+from typing import Any
 
 import pydantic_core
 from pydantic import BaseModel, Field, TypeAdapter
 
-from .records import BrowserCalls, JudgeRecord, Outcome, PlannedTrial, Timings, Tokens, Wall
+from .records import BrowserCalls, JudgeRecord, PlannedTrial, Timings, Tokens, Wall
 
 Stamp = tuple[int, int, int, int]  # inode, size, mtime_ns, ctime_ns
-OUTCOMES = frozenset(get_args(Outcome))
 
 
 class ReportedTrial(PlannedTrial):
     """The fields of a TrialRecord the report reads (the instruction, raw answer and page value
     are left on disk), so a report over 100,000 trials stays small in memory."""
 
-    outcome: Outcome
+    outcome: str
     stop_reason: str | None = None
     detail: str = ""
     answer: Any = None
@@ -50,6 +52,7 @@ class ReportedTrial(PlannedTrial):
 class IndexLine(BaseModel):
     """One line of the index, as written."""
 
+    c: str  # CRC-32 of the line after `{"c":"xxxxxxxx",`, in hex
     v: str  # the schema the record was written under (fingerprint())
     stamp: Stamp
     record: ReportedTrial
@@ -58,9 +61,12 @@ class IndexLine(BaseModel):
 
 @cache
 def fingerprint() -> str:
-    """Of ReportedTrial's JSON schema: a change to any field's name, type or default changes it, so
-    lines an older harness wrote are read from their files rather than misread."""
-    schema = json.dumps(ReportedTrial.model_json_schema(), sort_keys=True)
+    """Of ReportedTrial's JSON schema and every field of it and its nested models (defaults and
+    default factories included): a change to any changes it, so lines an older harness wrote are
+    read from their files rather than misread."""
+    fields = [f"{model.__name__}.{name}: {info!r}" for model in (ReportedTrial, Timings, Tokens, BrowserCalls, Wall, JudgeRecord)
+              for name, info in model.model_fields.items()]
+    schema = json.dumps([ReportedTrial.model_json_schema(), fields], sort_keys=True)
     return hashlib.sha256(schema.encode()).hexdigest()[:16]
 
 
@@ -104,13 +110,24 @@ _NESTED = {"timings": IndexedTimings, "tokens": IndexedTokens, "tokens_cli": Ind
 _WALLS = TypeAdapter(list[Wall])
 
 
+_SIGNED = b'{"c":"'  # then 8 hex digits and '",': the CRC covers the line from byte 16 on
+
+
+def _signed(body: str) -> str:
+    """A line: `body` (the line's JSON after its first key) behind the CRC-32 of its bytes."""
+    return f'{{"c":"{zlib.crc32(body.encode()):08x}",{body}'
+
+
 def parse_lines(data: bytes) -> list[Any]:
-    """The index's lines as JSON values, one per line that parses (a torn or garbled line is skipped)."""
+    """The lines whose CRC holds, as JSON values (a torn, garbled or edited line is left out)."""
+    crc = zlib.crc32
+    whole = [line for line in data.split(b"\n")
+             if line[:6] == _SIGNED and line[14:16] == b'",' and line[6:14] == b"%08x" % crc(line[16:])]
     try:
-        return pydantic_core.from_json(b"[" + data.rstrip(b"\n").replace(b"\n", b",") + b"]")
-    except ValueError:
+        return pydantic_core.from_json(b"[" + b",".join(whole) + b"]")
+    except ValueError:  # only a line the harness itself wrote badly: keep the others
         out = []
-        for line in data.split(b"\n"):
+        for line in whole:
             try:
                 out.append(pydantic_core.from_json(line))
             except ValueError:
@@ -121,7 +138,7 @@ def parse_lines(data: bytes) -> list[Any]:
 def indexed_records(lines: list[Any]) -> dict[str, tuple[Stamp, Any, bool]]:
     """Trial id -> (stamp, record, pages) of its last usable line. One loop with everything in
     locals: at 100,000 lines a function call or a generator per line is a tenth of a second."""
-    version, new, outcomes, nested = fingerprint(), object.__new__, OUTCOMES, tuple(_NESTED.items())
+    version, new, nested = fingerprint(), object.__new__, tuple(_NESTED.items())
     out: dict[str, tuple[Stamp, Any, bool]] = {}
     for line in lines:
         if type(line) is not dict or line.get("v") != version:
@@ -129,7 +146,7 @@ def indexed_records(lines: list[Any]) -> dict[str, tuple[Stamp, Any, bool]]:
         record, stamp = line.get("record"), line.get("stamp")
         # a stamp of other types never equals a file's (four ints from stat), so its length is checked here
         if (type(record) is not dict or type(trial_id := record.get("trial_id")) is not str
-                or record.get("outcome") not in outcomes or type(stamp) is not list or len(stamp) != 4):
+                or type(record.get("outcome")) is not str or type(stamp) is not list or len(stamp) != 4):
             continue
         usable = True
         for name, cls in nested:
@@ -167,7 +184,7 @@ def line_json(stamp: Stamp, record: Any, pages: bool) -> str:
         body = model.model_dump_json(exclude_defaults=True)
     else:
         body = json.dumps(record.__dict__, default=_plain, separators=(",", ":"), ensure_ascii=False)
-    return f'{{"v":"{fingerprint()}","stamp":{json.dumps(list(stamp))},"record":{body}{",\"pages\":true" if pages else ""}}}'
+    return _signed(f'"v":"{fingerprint()}","stamp":{json.dumps(list(stamp))},"record":{body}{",\"pages\":true" if pages else ""}}}')
 
 
 def _plain(value: Any) -> Any:

@@ -85,9 +85,13 @@ def scan_records(experiment_dir: Path) -> RecordScan:
     files otherwise."""
     trials_dir = experiment_dir / "trials"
     child = _stat_in_child(trials_dir)  # while this process parses the index
-    indexed, lines = _read_index(trials_dir / INDEX)
     try:
-        listing = _listing(trials_dir, child)
+        indexed, lines = _read_index(trials_dir / INDEX)
+    finally:
+        listing = _child_listing(child)
+    try:
+        if listing is None:
+            listing = file_stamps.entries(str(trials_dir))
     except FileNotFoundError:
         return RecordScan([], [], {})
     stamps: dict[str, Stamp] = {}
@@ -119,20 +123,24 @@ def _stat_in_child(trials_dir: Path) -> subprocess.Popen | None:
             return None
         return subprocess.Popen([sys.executable, "-I", "-S", file_stamps.__file__, str(trials_dir)],
                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-    except OSError:
+    except (OSError, TypeError, ValueError):  # no index; or no interpreter to start (sys.executable empty)
         return None
 
 
-def _listing(trials_dir: Path, child: subprocess.Popen | None) -> list[tuple]:
-    """The child's listing, or this process's own where there is no child or it failed."""
-    if child is not None:
-        out, _ = child.communicate()
-        if child.returncode == 0:
-            try:
-                return marshal.loads(out)
-            except (EOFError, ValueError, TypeError):
-                pass
-    return file_stamps.entries(str(trials_dir))
+def _child_listing(child: subprocess.Popen | None) -> list[tuple] | None:
+    """The child's listing; None where there is no child or it did not give one (this process lists)."""
+    if child is None:
+        return None
+    out, _ = child.communicate()
+    if child.returncode != 0:
+        return None
+    try:
+        listing = marshal.loads(out)
+    except (EOFError, ValueError, TypeError):
+        return None
+    if type(listing) is not list or not all(type(e) is tuple and len(e) in (3, 6) for e in listing):
+        return None  # not our script's output (sys.executable is not a Python that ran it)
+    return listing
 
 
 def rewrite_index(experiment_dir: Path, scan: RecordScan, pages: set[str] | frozenset[str] = frozenset()) -> None:
