@@ -8,10 +8,9 @@ JSON it came from.
 from __future__ import annotations
 
 import math
-import re
 from html import escape
 
-from ..viewer.pages import PAGES, pair_page_name, trial_page_name
+from ..viewer.pages import PAGES, escape_name, pair_page_name, trial_page_name
 from .build import Report
 from .rates import Rate
 from .trial_lists import LISTED
@@ -121,13 +120,10 @@ def _more_tasks(total: int, shown: int = 0, what: str = "tasks") -> str:
 OUTCOME_MARKS = {"passed": "✓", "failed": "✗", "errored": "!"}
 
 
-_PLAIN_ID = re.compile(r"[a-z0-9-]+").fullmatch  # a trial ID as the suite's names make it: nothing to escape
-
-
 def _row_links(trials: dict[str, str]) -> str:
     """Every trial of an arm and task, one link each (its outcome as the mark; the ID is in the
     link). Kept lean: a report of 100,000 trials has 100,000 of these."""
-    links = [f'<a href="{PAGES}/{trial_page_name(t if _PLAIN_ID(t) else escape(t))}">{OUTCOME_MARKS.get(o, "?")}</a>'
+    links = [f'<a href="{PAGES}/{trial_page_name(escape_name(t))}">{OUTCOME_MARKS.get(o, "?")}</a>'
              for t, o in list(trials.items())[:SHOWN_PER_LIST]]
     more = f' <a href="{PAGES}/index.html">+{len(trials) - SHOWN_PER_LIST}</a>' if len(trials) > SHOWN_PER_LIST else ""
     return " ".join(links) + more

@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field
 
 from ..results.records import TrialRecord
 from ..stats import holm, mcnemar_exact, mde_task_mean, sign_test, task_mean_interval
-from .rates import Rate, passed, rate
+from .rates import Rate, rate
 
 Pair = tuple[TrialRecord | None, TrialRecord | None]
 
@@ -82,14 +82,6 @@ def ended(r: TrialRecord | None) -> bool:
 def tested_pairs(pairs: list[Pair]) -> list[tuple[TrialRecord, TrialRecord]]:
     """The pairs whose two trials both ended (passed or failed): the ones the paired tests use."""
     return [(c, t) for c, t in pairs if ended(c) and ended(t)]
-
-
-def split(pairs: list[tuple[TrialRecord, TrialRecord]]) -> tuple[int, int, int]:
-    """Pairs passing in both arms, in control only, in treatment only."""
-    both = sum(passed(c) and passed(t) for c, t in pairs)
-    c_only = sum(passed(c) and not passed(t) for c, t in pairs)
-    t_only = sum(passed(t) and not passed(c) for c, t in pairs)
-    return both, c_only, t_only
 
 
 def _agreement(task_fields: list[str], pairs: list[tuple[TrialRecord, TrialRecord]]) -> Rate | None:
@@ -190,4 +182,4 @@ def _task_mean(groups: list[list[int]]) -> float:
 
 
 __all__ = ["PairedRow", "PooledEffect", "PooledSensitivity", "adjust_paired_rows", "paired_row", "pooled_effect",
-           "split", "tested_pairs"]
+           "tested_pairs"]

@@ -13,9 +13,15 @@ import os
 import sys
 
 
+def stamp_of(stat: os.stat_result) -> tuple[int, int, int, int]:
+    """inode, size, mtime_ns, ctime_ns: ctime as well, since a rename or an in-place write changes
+    it and nothing can set it back."""
+    return (stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns)
+
+
 def entries(trials_dir: str) -> list[tuple]:
-    """(name, inode, size, mtime_ns, ctime_ns, mtime) per record file; (name, error, still there)
-    for one that could not be statted. FileNotFoundError: no such folder."""
+    """(name, stamp, mtime) per record file; (name, error, still there) for one that could not be
+    statted. FileNotFoundError: no such folder."""
     out: list[tuple] = []
     with os.scandir(trials_dir) as listing:
         for e in listing:
@@ -29,7 +35,7 @@ def entries(trials_dir: str) -> list[tuple]:
             except OSError as exc:  # gone since the listing (moved aside mid-run), or a broken link
                 out.append((name, type(exc).__name__, os.path.lexists(e.path)))
                 continue
-            out.append((name, s.st_ino, s.st_size, s.st_mtime_ns, s.st_ctime_ns, s.st_mtime))
+            out.append((name, stamp_of(s), s.st_mtime))
     return out
 
 

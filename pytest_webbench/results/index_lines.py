@@ -3,8 +3,8 @@
 A line is the harness's own: written from a record pydantic has validated, by the worker that ran
 the trial, into a folder no agent reaches. Reading 100,000 of them back through pydantic cost
 1.1-1.4 s of a 2.7 s scan (five model objects a line), so they are parsed as plain JSON and each
-record becomes an `IndexedTrial`: a read-only view whose attributes are the line's own dict, with
-the model's defaults for the fields the line left out.
+record becomes an `IndexedTrial`: an object whose attributes are the line's own dict, with the
+model's defaults for the fields the line left out (shared by every record: the report only reads).
 
 So that a line is only ever what a validated record wrote, each carries a CRC-32 of the rest of
 itself (`c`): a line edited by hand, torn or garbled fails it, whatever its types, and so does one

@@ -27,6 +27,7 @@ from pathlib import Path
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from . import file_stamps
+from .file_stamps import stamp_of
 from .index_lines import IndexLine, ReportedTrial, Stamp, as_model, indexed_records, line_json, parse_lines
 from .records import TrialRecord, atomic_write, supersede_record, trial_record_path
 
@@ -35,11 +36,6 @@ CHILD_ABOVE_BYTES = 2_000_000  # ~3,500 lines
 _RECORDS = TypeAdapter(list[ReportedTrial])
 __all__ = ["INDEX", "IndexLine", "RecordScan", "ReportedTrial", "as_model", "rebuild_index", "rewrite_index", "scan_records",
            "stamp_of", "write_trial_record"]
-
-
-def stamp_of(stat: os.stat_result) -> Stamp:
-    # ctime as well: a rename or an in-place write changes it, and nothing can set it back
-    return (stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns)
 
 
 def write_trial_record(experiment_dir: Path, record: TrialRecord,
@@ -97,13 +93,12 @@ def scan_records(experiment_dir: Path) -> RecordScan:
     stamps: dict[str, Stamp] = {}
     mtimes: dict[str, float] = {}
     problems: list[str] = []
-    for entry in listing:
-        if len(entry) == 3:
-            if entry[2]:  # still there: unreadable, not merely gone since the listing
-                problems.append(f"{trials_dir / entry[0]}: unreadable trial record ({entry[1]})")
+    for name, stamp, mtime in listing:
+        if type(stamp) is not tuple:  # (name, error, still there)
+            if mtime:  # still there: unreadable, not merely gone since the listing
+                problems.append(f"{trials_dir / name}: unreadable trial record ({stamp})")
             continue
-        name, inode, size, mtime_ns, ctime_ns, mtime = entry
-        stamps[name[:-5]] = (inode, size, mtime_ns, ctime_ns)
+        stamps[name[:-5]] = stamp
         mtimes[name[:-5]] = mtime
     current = {tid: line for tid, line in indexed.items() if stamps.get(tid) == line[0]}
     unindexed = sorted(stamps.keys() - current.keys())
@@ -138,7 +133,7 @@ def _child_listing(child: subprocess.Popen | None) -> list[tuple] | None:
         listing = marshal.loads(out)
     except (EOFError, ValueError, TypeError):
         return None
-    if type(listing) is not list or not all(type(e) is tuple and len(e) in (3, 6) for e in listing):
+    if type(listing) is not list or not all(type(e) is tuple and len(e) == 3 for e in listing):
         return None  # not our script's output (sys.executable is not a Python that ran it)
     return listing
 

@@ -305,7 +305,9 @@ def index_page_name(number: int) -> str:
 _PLAIN = re.compile(r"[\w.-]*", re.ASCII).fullmatch  # nothing in it for escape() to change
 
 
-def _plain(text: str) -> str:
+def escape_name(text: str) -> str:
+    """escape(), skipped for a name with nothing to escape (a trial id as the name rule makes it):
+    the trials index and the report's row links write 100,000 of them."""
     return text if _PLAIN(text) else escape(text)
 
 
@@ -323,12 +325,12 @@ def _index(report, pair_ids: set[str]) -> dict[str, str]:
     for trial_id, outcome in trials:  # 100,000 rows at that size: escape() only what needs it
         candidate, _, arm = trial_id.rpartition("-")  # as write_pages names the pairs whose pages it writes
         pair = candidate if arm in PAIRED_ARMS and candidate in pair_ids else None
-        shown = trial_id if _PLAIN(trial_id) else e(trial_id)
+        shown = escape_name(trial_id)
         note = why.get(trial_id)
-        rows.append(f'<tr><td><a href="{trial_page_name(shown)}">{shown}</a></td><td class="{_plain(outcome)}">'
-                    f"{_plain(outcome)}</td><td>{e(note) if note else ''}</td><td>{'flagged' if trial_id in flags else ''}</td>"
+        rows.append(f'<tr><td><a href="{trial_page_name(shown)}">{shown}</a></td><td class="{escape_name(outcome)}">'
+                    f"{escape_name(outcome)}</td><td>{e(note) if note else ''}</td><td>{'flagged' if trial_id in flags else ''}</td>"
                     f"<td>{'yes' if trial_id in rejected else ''}</td>"
-                    f"<td>{f'<a href={pair_page_name(_plain(pair))}>pair</a>' if pair else ''}</td></tr>")
+                    f"<td>{f'<a href={pair_page_name(escape_name(pair))}>pair</a>' if pair else ''}</td></tr>")
     split = [p for row in report.paired for p in row.discordant]
     count = max(1, -(-len(rows) // INDEX_PAGE_ROWS))
     pages = {}
