@@ -419,3 +419,28 @@ def test_a_large_run_s_report_summarises_and_its_trials_index_is_paged(tmp_path,
     assert sorted(t for t, _ in listed) == sorted(r["trial_id"] for r in records)
     assert [t for t, o in listed[:len(failures)]] == failures  # failures first, across pages
     assert all(reasons[t] for t in failures)  # the reason of the last failure too, beyond the report's three
+
+
+def test_the_trials_index_escapes_what_a_record_says_and_links_each_pair(tmp_path):
+    """A trial's detail can hold what its agent answered: in pages/index.html it is text, never
+    markup; each paired trial's row links its pair's page, and a playwright trial's row none."""
+    import html
+    import re
+
+    run_dir = write_synthetic_run(tmp_path)
+    hostile = '<img src=x onerror="alert(1)"> & \'quoted\''
+    path = run_dir / "trials" / "alpha-a2-control.json"
+    record = TrialRecord.model_validate_json(path.read_bytes())
+    write_trial_record(run_dir, record.model_copy(update={"detail": hostile}))
+    write_report(run_dir)
+    index = (run_dir / "pages" / "index.html").read_text()
+    assert "<img" not in index and 'onerror="' not in index
+    row = re.search(r'<tr><td><a href="alpha-a2-control.html">alpha-a2-control</a></td><td class="failed">failed</td>'
+                    r"<td>([^<]*)</td>.*?</tr>", index)
+    assert row and html.unescape(row.group(1)) == f"failed: wrong_answer: {hostile}"
+    rows = re.findall(r'<tr><td><a href="([^"]+)\.html">[^<]+</a></td>(.*?)</tr>', index)
+    assert sorted(t for t, _ in rows) == sorted(p.stem for p in (run_dir / "trials").glob("*.json"))
+    for trial_id, rest in rows:
+        pair = trial_id.rsplit("-", 1)[0]
+        linked = f"<a href=pair-{pair}.html>pair</a>" in rest
+        assert linked == (not trial_id.endswith("-playwright") and (run_dir / "pages" / f"pair-{pair}.html").exists()), trial_id

@@ -322,15 +322,18 @@ def _index(report, pair_ids: set[str]) -> dict[str, str]:
     # failures first, each part by trial id (ids are unique, so the pairs sort by id without a key)
     trials = sorted(item for item in trials if item[1] != "passed") + sorted(item for item in trials if item[1] == "passed")
     rows = []
-    for trial_id, outcome in trials:  # 100,000 rows at that size: escape() only what needs it
+    # 100,000 rows at that size: a handful of distinct outcomes and notes, each escaped once
+    shown_outcome = {o: escape_name(o) for o in {o for _, o in trials}}
+    shown_note = {note: e(note) for note in set(why.values()) if note}
+    for trial_id, outcome in trials:
         candidate, _, arm = trial_id.rpartition("-")  # as write_pages names the pairs whose pages it writes
-        pair = candidate if arm in PAIRED_ARMS and candidate in pair_ids else None
         shown = escape_name(trial_id)
-        note = why.get(trial_id)
-        rows.append(f'<tr><td><a href="{trial_page_name(shown)}">{shown}</a></td><td class="{escape_name(outcome)}">'
-                    f"{escape_name(outcome)}</td><td>{e(note) if note else ''}</td><td>{'flagged' if trial_id in flags else ''}</td>"
-                    f"<td>{'yes' if trial_id in rejected else ''}</td>"
-                    f"<td>{f'<a href={pair_page_name(escape_name(pair))}>pair</a>' if pair else ''}</td></tr>")
+        # the pair's id is the trial's less its arm, and escape() maps "-" and the arm's letters to themselves
+        pair = f'<a href={pair_page_name(shown.rpartition("-")[0])}>pair</a>' if arm in PAIRED_ARMS and candidate in pair_ids else ""
+        outcome = shown_outcome[outcome]
+        rows.append(f'<tr><td><a href="{trial_page_name(shown)}">{shown}</a></td><td class="{outcome}">{outcome}</td>'
+                    f"<td>{shown_note.get(why.get(trial_id), '')}</td><td>{'flagged' if trial_id in flags else ''}</td>"
+                    f"<td>{'yes' if trial_id in rejected else ''}</td><td>{pair}</td></tr>")
     split = [p for row in report.paired for p in row.discordant]
     count = max(1, -(-len(rows) // INDEX_PAGE_ROWS))
     pages = {}
