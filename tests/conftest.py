@@ -14,6 +14,19 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 import uvicorn.protocols.http.httptools_impl  # noqa: E402,F401
 import uvicorn.protocols.websockets.websockets_sansio_impl  # noqa: E402,F401
 
+# What every pytest started by a test loads without being asked: each installed plugin. Braintrust's
+# imports the whole braintrust SDK (about 0.7 CPU s a process) and hypothesis's imports hypothesis
+# as its run ends (about 0.9 s); the runs tests start use neither (webbench publishes through the
+# braintrust SDK, not that plugin). pytester clears PYTEST_ADDOPTS, so it is set after it.
+NOT_LOADED = "-p no:braintrust -p no:hypothesispytest"
+
+
+@pytest.fixture
+def pytester(pytester, monkeypatch):
+    monkeypatch.setenv("PYTEST_ADDOPTS", NOT_LOADED)
+    return pytester
+
+
 HAVE_CHROMIUM = shutil.which("chromium") is not None or os.path.exists("/usr/bin/chromium")
 
 
