@@ -82,7 +82,7 @@ def test_a_model_the_runner_does_not_use_is_refused(pytester):
 def test_a_corrupt_manifest_on_resume_or_report_names_the_file_and_what_to_do(pytester, damage):
     created = _run(pytester, "--suite", str(LOCAL_WEB), "--experiment-id", "broken", "--collect-only", "-k", "shop-price")
     assert created.ret == pytest.ExitCode.OK
-    created.stdout.fnmatch_lines(["*planned experiment broken (*manifest.json); its ID is taken: run this plan with `pytest --resume broken`*"])
+    created.stdout.fnmatch_lines(["*planned experiment broken (*manifest.json); its ID is taken: run this plan with `pytest --results-dir=*/results --resume broken`*"])
     manifest = pytester.path / "results" / "broken" / "manifest.json"
     manifest.write_text(damage(manifest.read_text()))
     resumed = _run(pytester, "--resume", "broken")
@@ -320,7 +320,7 @@ def test_a_results_disk_that_fills_mid_run_stops_it_whole_and_resume_finishes_it
                                              "--runner", "reference", "-k", "shop-price or wiki-population", "--experiment-id", "full")
         assert full.ret == pytest.ExitCode.INTERRUPTED, full.stdout.str()[-3000:]
         full.stdout.fnmatch_lines(["*the results disk cannot be written*No space left on device*"
-                                   "every record written so far is whole*pytest --resume full*"])
+                                   "every record written so far is whole*pytest --results-dir=*/small --resume full*"])
         experiment = results / "full"
         records = list((experiment / "trials").glob("*.json")) if (experiment / "trials").exists() else []
         for path in records:  # whole, or not there at all

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -131,8 +132,10 @@ def test_the_deploy_scripts_three_shards_merge_to_the_unsharded_run_s_report(tmp
     assert not report["complete"] and (report["planned_trials"], report["recorded_trials"]) == (len(plan), len(plan) - 3)
     resume = partial.stdout.strip().splitlines()[-1].split("to finish the run: ", 1)[1]
     assert "shard(s) 2/3 missing, 3 planned trial(s) without a result" in partial.stdout
-    assert resume == "pytest --results-dir partial --resume wide"
-    finished = subprocess.run([pytest_bin, "-p", "no:cacheprovider", "--results-dir=partial", "--resume", "wide"],
+    assert resume == "pytest --results-dir=partial --resume wide"
+    # the printed command itself, as a user pastes it: `--results-dir partial` would be refused (an
+    # existing directory given as a separate word is a test path to pytest)
+    finished = subprocess.run([pytest_bin, "-p", "no:cacheprovider", *shlex.split(resume)[1:]],
                               cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert finished.returncode == 0, finished.stdout[-2000:]
     assert "3 passed" in finished.stdout
@@ -183,3 +186,6 @@ def test_a_partial_merge_keeps_the_whole_plan_and_refuses_a_plan_naming_no_trial
     with pytest.raises(MergeError, match="ghost-a1-control is no trial of this run"):
         merge_shards(tmp_path / "out3" / "cut", bad, partial=True)
     assert not (tmp_path / "out3").exists()  # refused before anything was written
+    with pytest.raises(MergeError, match=r"must be named for its experiment, .*out4/cut"):
+        merge_shards(tmp_path / "out4" / "merged", good[:1], partial=True)  # --resume cut would not find it
+    assert not (tmp_path / "out4").exists()

@@ -148,10 +148,12 @@ class RunController:
         manifest = self.st.experiment_dir / "manifest.json"
         if terminalreporter.config.option.collectonly and manifest.exists():
             # planning claims the ID (the plan is written once, atomically): say so, and how to run it
+            from ..results.claims import resume_command
+
             terminalreporter.write_line(
                 f"webbench: planned experiment {self.st.options.experiment_id} ({manifest}); its ID is taken: run "
-                f"this plan with `pytest --resume {self.st.options.experiment_id}`, or plan a new one with another "
-                "--experiment-id")
+                f"this plan with `{resume_command(self.st.experiment_dir.parent, self.st.options.experiment_id)}`, "
+                "or plan a new one with another --experiment-id")
         if report is None:
             return
         from ..report.render import headline_lines, paired_lines

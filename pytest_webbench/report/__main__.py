@@ -17,6 +17,7 @@ import os
 import sys
 from pathlib import Path
 
+from ..results.claims import resume_command
 from ..results.records import ManifestError, atomic_write
 from .compare import CompareError, compare_reports, render_comparison
 from .build import build_report_from_dir
@@ -45,7 +46,7 @@ def merge_main(argv: list[str]) -> int:
     if missing:
         print(f"incomplete: shard(s) {', '.join(missing)} missing, "
               f"{report.planned_trials - report.recorded_trials} planned trial(s) without a result; to finish the run: "
-              f"pytest --results-dir {args.out_dir.parent} --resume {manifest.experiment_id}")
+              f"{resume_command(args.out_dir.parent, manifest.experiment_id)}")
     return 0
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ..design.pairing import TrialKey, broken_pairs, order_trials
 from ..results.record_index import rebuild_index
-from ..results.claims import ExperimentExists, claim_experiment_dir
+from ..results.claims import ExperimentExists, claim_experiment_dir, resume_command
 from ..results.records import (SUITE_CHECK, UNDELETED_DIR, RunManifest, SuiteCheck, planned_trials, read_manifest,
                                write_manifest, write_suite_check)
 
@@ -33,6 +33,9 @@ def merge_shards(out_dir: Path, shard_dirs: list[Path], partial: bool = False) -
     """The merged run's manifest, and the shards that were missing as "I/N" (none unless `partial`)."""
     manifests = [_read(directory) for directory in shard_dirs]
     first = manifests[0]
+    if out_dir.name != first.experiment_id:  # --resume finds a run by its folder's name
+        raise MergeError(f"{out_dir}: the merged run's folder must be named for its experiment, "
+                         f"{out_dir.parent / first.experiment_id}, so that `pytest --resume` finds it")
     for directory, manifest in zip(shard_dirs, manifests):
         if manifest.shard is None:
             raise MergeError(f"{directory}: not a shard (its manifest has no shard); nothing to merge")
@@ -50,7 +53,7 @@ def merge_shards(out_dir: Path, shard_dirs: list[Path], partial: bool = False) -
     if twice or (missing and not partial):
         raise MergeError(f"shards of {count}: missing {missing or 'none'}, given twice {twice or 'none'}"
                          + ("; --partial merges what there is (the missing shards' trials are reported missing, and "
-                            f"`pytest --resume {first.experiment_id}` on the merged directory runs them)" if missing and not twice else ""))
+                            f"`{resume_command(out_dir.parent, first.experiment_id)}` runs them)" if missing and not twice else ""))
     owner: dict[str, Path] = {}
     for directory, manifest in zip(shard_dirs, manifests):
         for trial in manifest.trials:

@@ -1,9 +1,11 @@
 """Who holds an experiment's folder: claiming its ID (a new run), the one-run-at-a-time lock (a run
-or a --resume), giving a refused run's claim back, and what to say when its disk cannot be written."""
+or a --resume), giving a refused run's claim back, what to say when its disk cannot be written, and
+the command that finishes it."""
 
 from __future__ import annotations
 
 import os
+import shlex
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -65,7 +67,14 @@ def disk_full_message(exc: OSError, experiment_dir: Path, experiment_id: str) ->
         return None
     return (f"webbench: the results disk cannot be written ({exc.filename or experiment_dir}: {exc.strerror}): the run "
             f"stops here, and every record written so far is whole. Free space, then finish it with "
-            f"`pytest --resume {experiment_id}`")
+            f"`{resume_command(experiment_dir.parent, experiment_id)}`")
+
+
+def resume_command(results_dir: Path, experiment_id: str) -> str:
+    """The command that finishes a run where it is. Its results folder is given with `=`: pytest reads
+    the command line for its root directory before plugins load, and takes an existing directory
+    given as a separate word for a test path (which a --resume refuses)."""
+    return f"pytest {shlex.quote(f'--results-dir={results_dir}')} --resume {experiment_id}"
 
 
 def release_claim(experiment_dir: Path) -> None:
