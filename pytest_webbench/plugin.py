@@ -45,7 +45,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--resume-errored", action="store_true", help="with --resume: run errored trials again too")
     group.addoption("--results-dir", help="where experiments are written (default: results)")
     group.addoption("--shard", metavar="I/N", help="run shard I of N (whole pairs dealt round-robin); give every machine "
-                    "the same --experiment-id, then merge: python -m pytest_webbench.report merge OUT DIR...")
+                    "the same --experiment-id, then merge: python -m pytest_webbench.report merge OUT/ID SHARD_DIR...")
     group.addoption("--browser", choices=("local", "kernel"), help="browser backend (default local)")
     group.addoption("--environment", help="where agents run: host (default: this machine, isolated) or a Harbor "
                     "environment type (docker, daytona, modal, ...); a sandbox reaches the proxy at --proxy-url")

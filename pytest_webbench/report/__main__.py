@@ -6,7 +6,7 @@ Two: compare them (A then B: each figure is B minus A), printing the comparison,
 neither: their own report files stay as they are.
 
 `python -m pytest_webbench.report merge OUT_DIR SHARD_DIR...`: merge the shards of one run
-(`--shard I/N`) into OUT_DIR and write its report.
+(`--shard I/N`) into OUT_DIR, a folder named for the experiment (RESULTS/ID), and write its report.
 """
 
 from __future__ import annotations

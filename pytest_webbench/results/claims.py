@@ -74,7 +74,7 @@ def resume_command(results_dir: Path, experiment_id: str) -> str:
     """The command that finishes a run where it is. Its results folder is given with `=`: pytest reads
     the command line for its root directory before plugins load, and takes an existing directory
     given as a separate word for a test path (which a --resume refuses)."""
-    return f"pytest {shlex.quote(f'--results-dir={results_dir}')} --resume {experiment_id}"
+    return f"pytest {shlex.quote(f'--results-dir={results_dir}')} --resume {shlex.quote(experiment_id)}"
 
 
 def release_claim(experiment_dir: Path) -> None:

@@ -329,7 +329,7 @@ def _index(report, pair_ids: set[str]) -> dict[str, str]:
         candidate, _, arm = trial_id.rpartition("-")  # as write_pages names the pairs whose pages it writes
         shown = escape_name(trial_id)
         # the pair's id is the trial's less its arm, and escape() maps "-" and the arm's letters to themselves
-        pair = f'<a href={pair_page_name(shown.rpartition("-")[0])}>pair</a>' if arm in PAIRED_ARMS and candidate in pair_ids else ""
+        pair = f'<a href={pair_page_name(shown.rpartition("-")[0])}>pair</a>' if candidate and arm in PAIRED_ARMS and candidate in pair_ids else ""
         outcome = shown_outcome[outcome]
         rows.append(f'<tr><td><a href="{trial_page_name(shown)}">{shown}</a></td><td class="{outcome}">{outcome}</td>'
                     f"<td>{shown_note.get(why.get(trial_id), '')}</td><td>{'flagged' if trial_id in flags else ''}</td>"
