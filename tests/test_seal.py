@@ -157,10 +157,13 @@ def test_a_trial_s_commands_share_one_seal_and_nothing_one_leaves_reaches_the_ne
 
 def test_a_timed_out_command_ends_its_seal_and_the_next_command_gets_a_fresh_one(tmp_path):
     env = _environment(tmp_path, [])
-    first, second, third = _run_all(env, ["readlink /proc/self/ns/net; sleep 300", "readlink /proc/self/ns/net",
-                                          "readlink /proc/self/ns/net"], timeout_sec=3)
+    # the seal's network namespace and when its root was built (to the nanosecond): the namespace's
+    # inode number alone is no oracle, since the kernel may give a freed one to the next it makes
+    whose = "readlink /proc/self/ns/net; stat -c %z /"
+    first, second, third = _run_all(env, [f"{whose}; sleep 300", whose, whose], timeout_sec=3)
     assert first.return_code == 124 and "timed out" in first.stderr
-    assert second.return_code == 0 and second.stdout != first.stdout  # a new namespace
+    built = [result.stdout.splitlines()[1] for result in (first, second, third)]
+    assert second.return_code == 0 and built[1] != built[0]  # a new seal, built 3 s later
     assert third.stdout == second.stdout  # which then serves on
 
 
