@@ -119,7 +119,7 @@ class RunController:
             self.job_problems = write_job_results(st.experiment_dir, st.options.experiment_id)
             st.report = write_report(st.experiment_dir)
         except OSError as exc:  # never a report that stops silently: say why, and how to make it later
-            if (message := disk_full_message(exc, st.experiment_dir, st.options.experiment_id)) is None:
+            if (message := disk_full_message(exc, st.experiment_dir)) is None:
                 raise
             self.report_error = (f"{message}; or write the report alone with "
                                  f"`python -m pytest_webbench.report {st.experiment_dir}`")
@@ -152,7 +152,7 @@ class RunController:
 
             terminalreporter.write_line(
                 f"webbench: planned experiment {self.st.options.experiment_id} ({manifest}); its ID is taken: run "
-                f"this plan with `{resume_command(self.st.experiment_dir.parent, self.st.options.experiment_id)}`, "
+                f"this plan with `{resume_command(self.st.experiment_dir)}`, "
                 "or plan a new one with another --experiment-id")
         if report is None:
             return

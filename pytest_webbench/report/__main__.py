@@ -36,7 +36,7 @@ def merge_main(argv: list[str]) -> int:
                         help="merge even if shards are missing: their trials are reported missing, for --resume to run")
     args = parser.parse_args(argv)
     try:
-        manifest, missing = merge_shards(args.out_dir, args.shard_dirs, partial=args.partial)
+        _, missing = merge_shards(args.out_dir, args.shard_dirs, partial=args.partial)
     except MergeError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -46,7 +46,7 @@ def merge_main(argv: list[str]) -> int:
     if missing:
         print(f"incomplete: shard(s) {', '.join(missing)} missing, "
               f"{report.planned_trials - report.recorded_trials} planned trial(s) without a result; to finish the run: "
-              f"{resume_command(args.out_dir.parent, manifest.experiment_id)}")
+              f"{resume_command(args.out_dir)}")
     return 0
 
 

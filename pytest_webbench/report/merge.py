@@ -53,7 +53,7 @@ def merge_shards(out_dir: Path, shard_dirs: list[Path], partial: bool = False) -
     if twice or (missing and not partial):
         raise MergeError(f"shards of {count}: missing {missing or 'none'}, given twice {twice or 'none'}"
                          + ("; --partial merges what there is (the missing shards' trials are reported missing, and "
-                            f"`{resume_command(out_dir.parent, first.experiment_id)}` runs them)" if missing and not twice else ""))
+                            f"`{resume_command(out_dir)}` runs them)" if missing and not twice else ""))
     owner: dict[str, Path] = {}
     for directory, manifest in zip(shard_dirs, manifests):
         for trial in manifest.trials:

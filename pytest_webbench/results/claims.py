@@ -58,7 +58,7 @@ def hold_experiment(experiment_dir: Path) -> int:
     return fd
 
 
-def disk_full_message(exc: OSError, experiment_dir: Path, experiment_id: str) -> str | None:
+def disk_full_message(exc: OSError, experiment_dir: Path) -> str | None:
     """What to tell the user when the results disk cannot take a write (full, over quota, or gone
     read-only); None for any other error."""
     import errno
@@ -67,14 +67,15 @@ def disk_full_message(exc: OSError, experiment_dir: Path, experiment_id: str) ->
         return None
     return (f"webbench: the results disk cannot be written ({exc.filename or experiment_dir}: {exc.strerror}): the run "
             f"stops here, and every record written so far is whole. Free space, then finish it with "
-            f"`{resume_command(experiment_dir.parent, experiment_id)}`")
+            f"`{resume_command(experiment_dir)}`")
 
 
-def resume_command(results_dir: Path, experiment_id: str) -> str:
-    """The command that finishes a run where it is. Its results folder is given with `=`: pytest reads
+def resume_command(experiment_dir: Path) -> str:
+    """The command that finishes the run in `experiment_dir`, which --resume finds by the folder's name
+    (the experiment's ID). Its results folder is given with `=`: pytest reads
     the command line for its root directory before plugins load, and takes an existing directory
     given as a separate word for a test path (which a --resume refuses)."""
-    return f"pytest {shlex.quote(f'--results-dir={results_dir}')} --resume {shlex.quote(experiment_id)}"
+    return f"pytest {shlex.quote(f'--results-dir={experiment_dir.parent}')} --resume {shlex.quote(experiment_dir.name)}"
 
 
 def release_claim(experiment_dir: Path) -> None:

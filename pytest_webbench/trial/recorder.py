@@ -92,7 +92,7 @@ class TrialRecorder:
         try:
             write_trial_record(self.st.experiment_dir, record, then=then)
         except OSError as exc:
-            if (message := disk_full_message(exc, self.st.experiment_dir, self.st.options.experiment_id)) is None:
+            if (message := disk_full_message(exc, self.st.experiment_dir)) is None:
                 raise
             pytest.exit(message, returncode=pytest.ExitCode.INTERRUPTED)
 
