@@ -346,3 +346,37 @@ def test_the_child_that_stats_the_files_lists_what_this_process_would(tmp_path):
     listed = record_index._child_listing(child)
     assert child.returncode == 0
     assert sorted(listed) == sorted(file_stamps.entries(str(exp / "trials"))) and len(listed) == 5
+
+
+@pytest.mark.parametrize("badly_written", [False, True])
+def test_the_index_reader_keeps_exactly_the_lines_whose_crc_holds(tmp_path, monkeypatch, badly_written):
+    """Read in one buffer made a JSON array in place: torn, garbled and blank lines are left out
+    wherever they fall, a last line without its newline is kept, and the count is of every line.
+    A signed line that is not JSON (only a harness bug could write one) costs the fast path, not the rest."""
+    import json
+
+    from pytest_webbench.results import index_lines
+    from pytest_webbench.results.index_lines import _signed, read_lines
+
+    slow = []  # the line-by-line reading: only when the one-buffer parse fails
+    monkeypatch.setattr(index_lines, "parse_lines", lambda data, real=index_lines.parse_lines: slow.append(1) or real(data))
+    rng = random.Random(41)
+    exp = tmp_path / "exp"
+    for n in range(4):
+        write_trial_record(exp, _record(f"t{n}-a1-control", rng))
+    good = (exp / "trials" / INDEX).read_bytes().splitlines()
+    garbled = good[2][:40] + (b"X" if good[2][40:41] != b"X" else b"Y") + good[2][41:]
+    lines = [good[0], good[1][:len(good[1]) // 2], b"", garbled, b"   ", good[1]]
+    if badly_written:
+        lines.insert(2, _signed('"v":"x","record":{').encode())
+    lines.append(good[3])  # the last, without its newline
+    path = tmp_path / "index.jsonl"
+    path.write_bytes(b"\n".join(lines))
+    values, count = read_lines(path)
+    assert values == [json.loads(good[0]), json.loads(good[1]), json.loads(good[3])]
+    assert count == len(lines)
+    path.write_bytes(b"\n".join(lines[:-1]) + b"\n")  # every line ended: the last good one takes no comma
+    assert read_lines(path) == ([json.loads(good[0]), json.loads(good[1])], len(lines) - 1)
+    path.write_bytes(b"")
+    assert read_lines(path) == ([], 0)
+    assert len(slow) == (2 if badly_written else 0)  # the two files holding the bad line
