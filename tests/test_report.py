@@ -373,7 +373,29 @@ def test_two_runs_are_compared_only_on_what_both_planned(tmp_path):
         compare_reports(a, disjoint)
 
 
-def test_a_large_run_s_report_summarises_and_its_trials_index_is_paged(tmp_path, monkeypatch):
+@pytest.fixture(params=["this process", "a child", "this process, the child having failed"])
+def index_written_by(request, monkeypatch):
+    """Where the trials index is written: in the report's process (a small run), or in a child
+    (a large one: here forced), or by the report after its child failed. Yields the children started."""
+    from pytest_webbench.viewer import index_pages
+
+    started = []
+    if request.param != "this process":
+        real = subprocess.Popen
+
+        def spy(argv, **kwargs):
+            if request.param.endswith("failed"):
+                argv = [sys.executable, "-c", "import sys; sys.exit(3)"]
+            started.append(real(argv, **kwargs))
+            return started[-1]
+
+        monkeypatch.setattr(index_pages, "CHILD_ABOVE_ROWS", 0)
+        monkeypatch.setattr(index_pages.subprocess, "Popen", spy)
+    yield started
+    assert [child.returncode for child in started] == {"this process": [], "a child": [0]}.get(request.param, [3])
+
+
+def test_a_large_run_s_report_summarises_and_its_trials_index_is_paged(tmp_path, monkeypatch, index_written_by):
     """Per-trial lists name their first LISTED trials and say how many more there are; report.html
     shows a bounded number of task rows; pages/index.html is split into pages that together list
     every trial, failures first, each failure with its reason. Limits shrunk to this small run."""
@@ -421,7 +443,7 @@ def test_a_large_run_s_report_summarises_and_its_trials_index_is_paged(tmp_path,
     assert all(reasons[t] for t in failures)  # the reason of the last failure too, beyond the report's three
 
 
-def test_the_trials_index_escapes_what_a_record_says_and_links_each_pair(tmp_path):
+def test_the_trials_index_escapes_what_a_record_says_and_links_each_pair(tmp_path, index_written_by):
     """A trial's detail can hold what its agent answered: in pages/index.html it is text, never
     markup; each paired trial's row links its pair's page, and a playwright trial's row none."""
     import html

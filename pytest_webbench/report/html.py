@@ -10,7 +10,8 @@ from __future__ import annotations
 import math
 from html import escape
 
-from ..viewer.pages import PAGES, escape_name, pair_page_name, trial_page_name
+from ..viewer.index_pages import escape_name, pair_page_name, trial_page_name
+from ..viewer.pages import PAGES
 from .build import Report
 from .rates import Rate
 from .trial_lists import LISTED

@@ -20,12 +20,15 @@ def write_report(experiment_dir: Path, keep: list | None = None) -> Report:
     with no_cyclic_gc():
         scan = scan_records(experiment_dir)
         report = build_report_from_dir(experiment_dir, scan)
-        fresh = write_pages(experiment_dir, report, scan)  # every trial one click from report.html
+        pending: list = []  # the trials index, written in a child meanwhile at a large run's end
+        fresh = write_pages(experiment_dir, report, scan, pending)  # every trial one click from report.html
         if scan.stale or fresh - scan.pages_current:  # so the next render reads one file and looks at no page
             rewrite_index(experiment_dir, scan, fresh)
         atomic_write(experiment_dir / "report.json", report.model_dump_json(indent=2))
         atomic_write(experiment_dir / "report.md", render_markdown(report))
         atomic_write(experiment_dir / "report.html", render_html(report))
+        for finish in pending:
+            finish()
         if keep is not None:
             keep.append(scan)
     return report

@@ -24,28 +24,12 @@ from typing import Any
 from ..design.pairing import PAIRED_ARMS
 from ..results.records import TrialRecord, atomic_write
 from .frames import frame_bytes, thumbnail
+from .index_pages import INDEX_PAGE_ROWS, IndexInputs, page, pair_page_name, start_index, trial_page_name
 from .timeline import Timeline, build_timeline
 
 PAGES = "pages"
 FRAMES = "frames"  # pages/frames/<content hash>.jpeg
 MAX_FRAMES = 40  # screenshots shown per trial; the trace holds them all
-STYLE = ("body{font:14px/1.45 system-ui,sans-serif;margin:1.5em;color:#222}table{border-collapse:collapse;width:100%}"
-         "td,th{border:1px solid #ddd;padding:3px 6px;text-align:left;vertical-align:top}th{background:#f4f4f4}"
-         "pre{white-space:pre-wrap;word-break:break-all;margin:0;font-size:12px;max-height:24em;overflow:auto}"
-         ".model{background:#f3f0ff}.agent{background:#f0f7ff}.rejected,.refused{background:#fde8e8}"
-         ".passed{color:#1a7f37}.failed,.errored{color:#c0392b}.pair{display:flex;gap:1em}.pair>section{flex:1;min-width:0}"
-         "img.frame{width:220px;border:1px solid #ccc}img.final{max-width:100%;border:1px solid #ccc}"
-         "table.timeline td:nth-child(4),table.timeline td:nth-child(5){width:32%}")
-
-
-def trial_page_name(trial_id: str) -> str:
-    return f"{trial_id}.html"
-
-
-def pair_page_name(pair_id: str) -> str:
-    return f"pair-{pair_id}.html"
-
-
 def _json(value: Any) -> str:
     return escape(json.dumps(value, indent=1, default=str)[:4000])
 
@@ -141,17 +125,12 @@ def trial_section(timeline: Timeline, experiment_dir: Path, pictures: Pictures |
     return "".join(out)
 
 
-def _page(title: str, body: str) -> str:
-    return (f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title>'
-            f"<style>{STYLE}</style></head><body>{body}</body></html>\n")
-
-
 def render_trial_page(timeline: Timeline, experiment_dir: Path, pictures: Pictures | None = None) -> str:
     r = timeline.record
     nav = '<p><a href="../report.html">report</a> · <a href="index.html">all trials</a>'
     if r.pair_id:
         nav += f' · <a href="{escape(pair_page_name(r.pair_id))}">this pair side by side</a>'
-    return _page(r.trial_id, nav + "</p>" + trial_section(timeline, experiment_dir, pictures))
+    return page(r.trial_id, nav + "</p>" + trial_section(timeline, experiment_dir, pictures))
 
 
 def render_pair_page(pair_id: str, sides: list[Timeline], experiment_dir: Path, pictures: Pictures | None = None) -> str:
@@ -163,7 +142,7 @@ def render_pair_page(pair_id: str, sides: list[Timeline], experiment_dir: Path, 
             + "".join(f'<section data-arm="{escape(t.record.arm)}">{trial_section(t, experiment_dir, pictures)}'
                       f'<p><a href="{escape(trial_page_name(t.record.trial_id))}">this trial alone</a></p></section>'
                       for t in sides) + "</div>")
-    return _page(f"pair {pair_id}", body)
+    return page(f"pair {pair_id}", body)
 
 
 def export_page(experiment_dir: Path, name: str) -> str:
@@ -203,12 +182,13 @@ def write_trial_pages(experiment_dir: Path, record: TrialRecord) -> None:
         atomic_write(pages / pair_page_name(key.pair_id), render_pair_page(key.pair_id, sides, experiment_dir))
 
 
-def write_pages(experiment_dir: Path, report, scan=None) -> set[str]:
+def write_pages(experiment_dir: Path, report, scan=None, pending: list | None = None) -> set[str]:
     """Writes every trial's and pair's page that is missing or older than its record(s), and the
     index (from the report, which has read every record already); returns the trials whose pages
     are now current. A page is current without a look when the record index's line for its trial
     (for a pair page: for both members) vouches for it (`scan`, the report's record scan); others
-    cost a stat, and only the records of stale pages are read."""
+    cost a stat, and only the records of stale pages are read. With `pending`, a large index is
+    written in a child and a callable that waits for it is appended: call it before returning."""
     from ..results.record_index import scan_records
 
     scan = scan if scan is not None else scan_records(experiment_dir)
@@ -234,6 +214,18 @@ def write_pages(experiment_dir: Path, report, scan=None) -> set[str]:
         if arm in PAIRED_ARMS and pair_id:
             pairs.setdefault(pair_id, []).append(trial_id)
             pair_of[trial_id] = pair_id
+    finishes = []
+
+    def write_index() -> None:  # from the report alone, so it needs none of the pages below
+        numbered = sorted(n for n in names if n.startswith("index-"))  # those a larger index left may go
+        finishes.append(start_index(str(pages), index_inputs(report, set(pairs)), INDEX_PAGE_ROWS, numbered))
+
+    try:
+        index_built = (pages / "index.html").stat().st_mtime
+    except OSError:
+        index_built = -1.0
+    if index_built < max(stamps.values(), default=0.0):  # the index changes only when a record does
+        write_index()  # first: at a large run's end, a child writes it while this process goes on
     # set operations, not a call per page: at 100,000 trials there are 133,000 pages
     unvouched = stamps.keys() - vouched
     stale_trials = {t for t in stamps if trial_page_name(t) not in names}
@@ -259,17 +251,13 @@ def write_pages(experiment_dir: Path, report, scan=None) -> set[str]:
         if members:
             atomic_write(pages / pair_page_name(pair_id), render_pair_page(pair_id, [timeline(m) for m in members], experiment_dir))
             count += 1
-    try:
-        index_built = (pages / "index.html").stat().st_mtime
-    except OSError:
-        index_built = -1.0
-    if count or index_built < max(stamps.values(), default=0.0):  # the index changes only when a record does
-        index = _index(report, set(pairs))
-        for name, html in sorted(index.items(), key=lambda item: item[0] == "index.html"):  # index.html last: its time says all are done
-            atomic_write(pages / name, html)
-        for extra in names - set(index):  # fewer trials than before (a run re-rendered after records left)
-            if extra.startswith("index-") and extra.endswith(".html"):
-                (pages / extra).unlink(missing_ok=True)
+    if count and not finishes:  # pages were missing: so may the index be
+        write_index()
+    for finish in finishes:
+        if pending is None:
+            finish()
+        else:
+            pending.append(finish)
     unreadable = wanted - set(records)
     if not unreadable:
         return set(stamps)
@@ -295,57 +283,9 @@ def _read(experiment_dir: Path, trial_ids: set[str]) -> list[TrialRecord]:
     return out
 
 
-INDEX_PAGE_ROWS = 1000  # trials per page of the index: a page that opens at any size of run
-
-
-def index_page_name(number: int) -> str:
-    return "index.html" if number == 1 else f"index-{number}.html"
-
-
-_PLAIN = re.compile(r"[\w.-]*", re.ASCII).fullmatch  # nothing in it for escape() to change
-
-
-def escape_name(text: str) -> str:
-    """escape(), skipped for a name with nothing to escape (a trial id as the name rule makes it):
-    the trials index and the report's row links write 100,000 of them."""
-    return text if _PLAIN(text) else escape(text)
-
-
-def _index(report, pair_ids: set[str]) -> dict[str, str]:
-    """Every trial, failures first, then discordant pairs' members, from the report's own lists:
-    pages of INDEX_PAGE_ROWS trials each (index.html, index-2.html, ...), each linking the others."""
-    e = escape
-    why = report.listed_notes("not_passed")
-    flags = report.listed_ids("flagged")
-    rejected = report.listed_ids("rejected")
-    trials = [(t, o) for row in report.by_arm_task for t, o in row.trials.items()]
-    # failures first, each part by trial id (ids are unique, so the pairs sort by id without a key)
-    trials = sorted(item for item in trials if item[1] != "passed") + sorted(item for item in trials if item[1] == "passed")
-    rows = []
-    # 100,000 rows at that size: a handful of distinct outcomes and notes, each escaped once
-    shown_outcome = {o: escape_name(o) for o in {o for _, o in trials}}
-    shown_note = {note: e(note) for note in set(why.values()) if note}
-    for trial_id, outcome in trials:
-        candidate, _, arm = trial_id.rpartition("-")  # as write_pages names the pairs whose pages it writes
-        shown = escape_name(trial_id)
-        # the pair's id is the trial's less its arm, and escape() maps "-" and the arm's letters to themselves
-        pair = f'<a href={pair_page_name(shown.rpartition("-")[0])}>pair</a>' if candidate and arm in PAIRED_ARMS and candidate in pair_ids else ""
-        outcome = shown_outcome[outcome]
-        rows.append(f'<tr><td><a href="{trial_page_name(shown)}">{shown}</a></td><td class="{outcome}">{outcome}</td>'
-                    f"<td>{shown_note.get(why.get(trial_id), '')}</td><td>{'flagged' if trial_id in flags else ''}</td>"
-                    f"<td>{'yes' if trial_id in rejected else ''}</td><td>{pair}</td></tr>")
-    split = [p for row in report.paired for p in row.discordant]
-    count = max(1, -(-len(rows) // INDEX_PAGE_ROWS))
-    pages = {}
-    for number in range(1, count + 1):
-        first = (number - 1) * INDEX_PAGE_ROWS
-        nav = " · ".join(f"<b>{n}</b>" if n == number else f'<a href="{index_page_name(n)}">{n}</a>' for n in range(1, count + 1))
-        body = ('<p><a href="../report.html">report</a></p><h1>Trials</h1>'
-                + (f"<h2>Discordant pairs</h2><ul>{''.join(f'<li><a href={e(pair_page_name(p))}>{e(p)}</a></li>' for p in split[:INDEX_PAGE_ROWS])}</ul>"
-                   if split and number == 1 else "")
-                + (f"<p>Trials {first + 1}-{min(first + INDEX_PAGE_ROWS, len(rows))} of {len(rows)}, failures first. Page {nav}</p>"
-                   if count > 1 else "")
-                + "<table><tr><th>trial</th><th>outcome</th><th>why not passed</th><th>flags</th><th>rejected calls</th><th></th></tr>"
-                + "".join(rows[first:first + INDEX_PAGE_ROWS]) + "</table>")
-        pages[index_page_name(number)] = _page("trials" if count == 1 else f"trials, page {number} of {count}", body)
-    return pages
+def index_inputs(report, pair_ids: set[str]) -> IndexInputs:
+    """The trials index's inputs, from the report's own lists."""
+    return IndexInputs(trials=[(t, o) for row in report.by_arm_task for t, o in row.trials.items()],
+                       why=report.listed_notes("not_passed"), flagged=report.listed_ids("flagged"),
+                       rejected=report.listed_ids("rejected"), pair_ids=pair_ids, paired_arms=tuple(PAIRED_ARMS),
+                       discordant=[p for row in report.paired for p in row.discordant])

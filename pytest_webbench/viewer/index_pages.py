@@ -1,0 +1,174 @@
+"""The trials index (`pages/index.html`, `index-2.html`, ...): every trial, failures first, in
+pages of INDEX_PAGE_ROWS, each linking the others.
+
+At a run's end every row is new, and at 100,000 trials the index costs 0.4-0.5 s. So a large one
+is written by a child, `python -I -S index_pages.py FD`, from what the report pickled to the
+unnamed file FD, on the other core while the report writes report.json, .md and .html. This module therefore
+imports the standard library only (the child starts in ~20 ms), and holds the page shell and
+names the other pages share.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import re
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, fields
+from html import escape
+
+STYLE = ("body{font:14px/1.45 system-ui,sans-serif;margin:1.5em;color:#222}table{border-collapse:collapse;width:100%}"
+         "td,th{border:1px solid #ddd;padding:3px 6px;text-align:left;vertical-align:top}th{background:#f4f4f4}"
+         "pre{white-space:pre-wrap;word-break:break-all;margin:0;font-size:12px;max-height:24em;overflow:auto}"
+         ".model{background:#f3f0ff}.agent{background:#f0f7ff}.rejected,.refused{background:#fde8e8}"
+         ".passed{color:#1a7f37}.failed,.errored{color:#c0392b}.pair{display:flex;gap:1em}.pair>section{flex:1;min-width:0}"
+         "img.frame{width:220px;border:1px solid #ccc}img.final{max-width:100%;border:1px solid #ccc}"
+         "table.timeline td:nth-child(4),table.timeline td:nth-child(5){width:32%}")
+INDEX_PAGE_ROWS = 1000  # trials per page of the index: a page that opens at any size of run
+CHILD_ABOVE_ROWS = 5000  # below this, starting the child costs more than it saves
+
+
+@dataclass
+class IndexInputs:
+    """What the index is made of, as the report holds it: plain values, sent to the child as they
+    are, so that sorting and looking up 100,000 trials happens there too."""
+
+    trials: list[tuple[str, str]]  # (trial id, outcome), in no order
+    why: dict[str, str]  # trial id -> why it did not pass
+    flagged: set[str]
+    rejected: set[str]  # trials with a rejected call
+    pair_ids: set[str]  # pairs that have a pair page
+    paired_arms: tuple[str, ...]
+    discordant: list[str]  # pair ids, listed above the trials
+
+
+def trial_page_name(trial_id: str) -> str:
+    return f"{trial_id}.html"
+
+
+def pair_page_name(pair_id: str) -> str:
+    return f"pair-{pair_id}.html"
+
+
+def index_page_name(number: int) -> str:
+    return "index.html" if number == 1 else f"index-{number}.html"
+
+
+def page(title: str, body: str) -> str:
+    return (f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title>'
+            f"<style>{STYLE}</style></head><body>{body}</body></html>\n")
+
+
+_PLAIN = re.compile(r"[\w.-]*", re.ASCII).fullmatch  # nothing in it for escape() to change
+
+
+def escape_name(text: str) -> str:
+    """escape(), skipped for a name with nothing to escape (a trial id as the name rule makes it):
+    the trials index and the report's row links write 100,000 of them."""
+    return text if _PLAIN(text) else escape(text)
+
+
+def index_pages(inputs: IndexInputs, per_page: int = INDEX_PAGE_ROWS) -> dict[str, str]:
+    """Page name -> HTML: every trial, failures first, then the passes, each part by trial id,
+    per_page to a page, each page linking the others; the discordant pairs above the first table."""
+    e = escape
+    why, flagged, rejected, pair_ids, paired_arms = inputs.why, inputs.flagged, inputs.rejected, inputs.pair_ids, inputs.paired_arms
+    # ids are unique, so the pairs sort by id without a key
+    trials = sorted(item for item in inputs.trials if item[1] != "passed") + sorted(item for item in inputs.trials if item[1] == "passed")
+    # 100,000 rows at that size: a handful of distinct outcomes and notes, each escaped once
+    shown_outcome = {o: escape_name(o) for o in {o for _, o in trials}}
+    shown_note = {note: e(note) for note in set(why.values()) if note}
+    # ids as the name rule makes them have nothing to escape: one look at them all, not one each
+    plain = _PLAIN("".join(trial_id for trial_id, _ in trials)) is not None
+    cells = []
+    for trial_id, outcome in trials:
+        candidate, _, arm = trial_id.rpartition("-")  # as write_pages names the pairs whose pages it writes
+        shown = trial_id if plain else escape(trial_id)
+        # the pair's id is the trial's less its arm, and escape() maps "-" and the arm's letters to themselves
+        pair = (f'<a href={pair_page_name(candidate if plain else shown.rpartition("-")[0])}>pair</a>'
+                if candidate and arm in paired_arms and candidate in pair_ids else "")
+        outcome = shown_outcome[outcome]
+        cells.append(f'<tr><td><a href="{trial_page_name(shown)}">{shown}</a></td><td class="{outcome}">{outcome}</td>'
+                     f"<td>{shown_note.get(why.get(trial_id), '')}</td><td>{'flagged' if trial_id in flagged else ''}</td>"
+                     f"<td>{'yes' if trial_id in rejected else ''}</td><td>{pair}</td></tr>")
+    discordant = inputs.discordant
+    count = max(1, -(-len(cells) // per_page))
+    pages = {}
+    for number in range(1, count + 1):
+        first = (number - 1) * per_page
+        nav = " · ".join(f"<b>{n}</b>" if n == number else f'<a href="{index_page_name(n)}">{n}</a>' for n in range(1, count + 1))
+        body = ('<p><a href="../report.html">report</a></p><h1>Trials</h1>'
+                + (f"<h2>Discordant pairs</h2><ul>{''.join(f'<li><a href={e(pair_page_name(p))}>{e(p)}</a></li>' for p in discordant[:per_page])}</ul>"
+                   if discordant and number == 1 else "")
+                + (f"<p>Trials {first + 1}-{min(first + per_page, len(cells))} of {len(cells)}, failures first. Page {nav}</p>"
+                   if count > 1 else "")
+                + "<table><tr><th>trial</th><th>outcome</th><th>why not passed</th><th>flags</th><th>rejected calls</th><th></th></tr>"
+                + "".join(cells[first:first + per_page]) + "</table>")
+        pages[index_page_name(number)] = page("trials" if count == 1 else f"trials, page {number} of {count}", body)
+    return pages
+
+
+def write_index(pages_dir: str, inputs: IndexInputs, per_page: int, old_names: list[str]) -> None:
+    """Writes the pages, index.html last (its time says all are done), and removes the numbered
+    pages a larger index left (a run re-rendered after records left)."""
+    os.makedirs(pages_dir, exist_ok=True)
+    pages = index_pages(inputs, per_page)
+    for name, html in sorted(pages.items(), key=lambda item: item[0] == "index.html"):
+        _atomic_write(os.path.join(pages_dir, name), html)
+    for extra in set(old_names) - pages.keys():
+        if extra.startswith("index-") and extra.endswith(".html"):
+            _unlink(os.path.join(pages_dir, extra))
+
+
+def _atomic_write(path: str, text: str) -> None:  # as results.records.atomic_write, which this script cannot import
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=f".{os.path.basename(path)}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        _unlink(tmp)
+        raise
+
+
+def start_index(pages_dir: str, inputs: IndexInputs, per_page: int, old_names: list[str]):
+    """Writes the index, in a child when it is large. Returns a callable that returns once the
+    pages are written; if the child could not write them, that callable writes them itself."""
+    args = (pages_dir, inputs, per_page, old_names)
+    if len(inputs.trials) < CHILD_ABOVE_ROWS:
+        write_index(*args)
+        return lambda: None
+    # in a file, not down a pipe, which would hold this process until the child had read it all; a
+    # file with no name, which the child inherits: nothing else can swap it, and nothing is left behind.
+    # pickle, not marshal: 2.5 times faster to write here (marshal tracks every object it shares)
+    try:
+        with tempfile.TemporaryFile() as sent:
+            pickle.dump((pages_dir, [getattr(inputs, field.name) for field in fields(inputs)], per_page, old_names), sent, 5)
+            sent.flush()
+            sent.seek(0)
+            child = subprocess.Popen([sys.executable, "-I", "-S", __file__, str(sent.fileno())], pass_fds=(sent.fileno(),),
+                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    except (OSError, TypeError, ValueError):  # no room for the file, or no interpreter to start (sys.executable empty)
+        write_index(*args)
+        return lambda: None
+
+    def finish() -> None:
+        if child.wait() != 0:
+            write_index(*args)
+
+    return finish
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+if __name__ == "__main__":
+    with open(int(sys.argv[1]), "rb") as sent:  # the unnamed file start_index wrote, inherited from the harness
+        pages_dir, values, per_page, old_names = pickle.load(sent)
+    write_index(pages_dir, IndexInputs(*values), per_page, old_names)
