@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pydantic_core
+
 from ..results.record_index import rewrite_index, scan_records
 from ..results.records import atomic_write
 from ..viewer.pages import write_pages
@@ -24,7 +26,8 @@ def write_report(experiment_dir: Path, keep: list | None = None) -> Report:
         fresh = write_pages(experiment_dir, report, scan, pending)  # every trial one click from report.html
         if scan.stale or fresh - scan.pages_current:  # so the next render reads one file and looks at no page
             rewrite_index(experiment_dir, scan, fresh)
-        atomic_write(experiment_dir / "report.json", report.model_dump_json(indent=2))
+        # as bytes: model_dump_json decodes them to a str that the write encodes again (28 MB at 100,000 trials)
+        atomic_write(experiment_dir / "report.json", pydantic_core.to_json(report, indent=2))
         atomic_write(experiment_dir / "report.md", render_markdown(report))
         atomic_write(experiment_dir / "report.html", render_html(report))
         for finish in pending:
