@@ -379,4 +379,9 @@ def test_the_index_reader_keeps_exactly_the_lines_whose_crc_holds(tmp_path, monk
     assert read_lines(path) == ([json.loads(good[0]), json.loads(good[1])], len(lines) - 1)
     path.write_bytes(b"")
     assert read_lines(path) == ([], 0)
-    assert len(slow) == (2 if badly_written else 0)  # the two files holding the bad line
+    # a line of its 16-byte head alone signs nothing (the CRC of b"" is 0) and is no JSON: with the
+    # next line, each alone is no one JSON value, so neither is kept, though "[x, a, b]" would parse
+    head = b'{"c":"00000000",'
+    path.write_bytes(head + b"\n" + _signed('"a":1},{"b":2}').encode())
+    assert read_lines(path) == ([], 2)
+    assert len(slow) == (2 if badly_written else 0) + 1  # the files holding a bad line

@@ -384,12 +384,14 @@ def index_written_by(request, monkeypatch):
         real = subprocess.Popen
 
         def spy(argv, **kwargs):
+            if argv[-2:-1] != [index_pages.__file__]:  # another child (none starts in these small runs)
+                return real(argv, **kwargs)
             if request.param.endswith("failed"):
                 argv = [sys.executable, "-c", "import sys; sys.exit(3)"]
             started.append(real(argv, **kwargs))
             return started[-1]
 
-        monkeypatch.setattr(index_pages, "CHILD_ABOVE_ROWS", 0)
+        monkeypatch.setattr(index_pages, "CHILD_FROM_ROWS", 0)
         monkeypatch.setattr(index_pages.subprocess, "Popen", spy)
     yield started
     assert [child.returncode for child in started] == {"this process": [], "a child": [0]}.get(request.param, [3])
@@ -466,3 +468,39 @@ def test_the_trials_index_escapes_what_a_record_says_and_links_each_pair(tmp_pat
         pair = trial_id.rsplit("-", 1)[0]
         linked = f"<a href=pair-{pair}.html>pair</a>" in rest
         assert linked == (not trial_id.endswith("-playwright") and (run_dir / "pages" / f"pair-{pair}.html").exists()), trial_id
+
+
+def test_the_trials_index_child_is_waited_for_when_the_report_fails_after_it_started(tmp_path, monkeypatch):
+    """A full disk while report.html is written: the error reaches the caller (the run's end
+    reports it), and the index's child has been waited for, not left writing past the run."""
+    from pytest_webbench.report import write
+    from pytest_webbench.viewer import index_pages
+
+    run_dir = write_synthetic_run(tmp_path)
+    started, real = [], subprocess.Popen
+    monkeypatch.setattr(index_pages, "CHILD_FROM_ROWS", 0)
+    monkeypatch.setattr(index_pages.subprocess, "Popen", lambda argv, **kw: started.append(real(argv, **kw)) or started[-1])
+
+    def full(report):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(write, "render_html", full)
+    with pytest.raises(OSError, match="No space left"):
+        write_report(run_dir)
+    assert [child.returncode for child in started] == [0]
+    assert "<table>" in (run_dir / "pages" / "index.html").read_text()
+
+
+def test_a_smaller_index_removes_its_numbered_pages_and_no_trial_s_page(tmp_path):
+    """index-N.html a larger index left go; a trial of a task named `index` keeps its page."""
+    from pytest_webbench.viewer.index_pages import IndexInputs, write_index
+
+    pages = tmp_path / "pages"
+    pages.mkdir()
+    for name in ["index-2.html", "index-17.html", "index-a1-control.html", "index-2.htmlx"]:
+        (pages / name).write_text("old")
+    inputs = IndexInputs(trials=[("index-a1-control", "passed"), ("t-a1-control", "failed")], why={}, flagged=set(),
+                         rejected=set(), pair_ids=set(), paired_arms=("control", "treatment"), discordant=[])
+    write_index(str(pages), inputs, 1, sorted(p.name for p in pages.iterdir()))
+    assert sorted(p.name for p in pages.iterdir()) == ["index-2.html", "index-2.htmlx", "index-a1-control.html", "index.html"]
+    assert (pages / "index-a1-control.html").read_text() == "old" and "t-a1-control" in (pages / "index.html").read_text()

@@ -121,7 +121,8 @@ def _signed(body: str) -> str:
 
 
 def read_lines(path: Path) -> tuple[list[Any], int]:
-    """The lines of the index file whose CRC holds, as JSON values, and how many lines it had.
+    """The lines of the index file whose CRC holds, as JSON values, and how many lines it had:
+    what parse_lines gives for the file's bytes.
 
     The file is read into one buffer, each line's CRC checked where it lies, and the buffer made a
     JSON array in place: a line that holds gets a comma for its newline, one that fails is blanked
@@ -134,31 +135,32 @@ def read_lines(path: Path) -> tuple[list[Any], int]:
         end_data = 1
         while end_data <= size and (got := f.readinto(view[end_data:size + 1])):
             end_data += got
-    buf[0], buf[end_data] = 91, 93  # "[" ... "]"
-    crc, find, starts = zlib.crc32, buf.find, buf.startswith
-    start, comma, lines = 1, -1, 0
-    while start < end_data:
-        end = find(10, start, end_data)
-        if end < 0:
-            end = end_data
-        lines += 1
-        if (end - start > 16 and starts(_SIGNED, start) and starts(b'",', start + 14)
-                and buf[start + 6:start + 14] == b"%08x" % crc(view[start + 16:end])):
-            if end < end_data:  # a line without its newline is the last: it takes no comma
-                buf[end] = 44
-                comma = end
+        buf[0], buf[end_data] = 91, 93  # "[" ... "]"
+        crc, find, starts = zlib.crc32, buf.find, buf.startswith
+        start, comma, lines = 1, -1, 0
+        while start < end_data:
+            end = find(10, start, end_data)
+            if end < 0:
+                end = end_data
+            lines += 1
+            if (end - start >= 16 and starts(_SIGNED, start) and starts(b'",', start + 14)
+                    and buf[start + 6:start + 14] == b"%08x" % crc(view[start + 16:end])):
+                if end < end_data:  # a line without its newline is the last: it takes no comma
+                    buf[end] = 44
+                    comma = end
+                else:
+                    comma = -1
             else:
-                comma = -1
-        else:
-            view[start:end] = b" " * (end - start)
-        start = end + 1
-    if comma >= 0:
-        buf[comma] = 32  # the last good line's: no comma before "]"
-    view.release()
-    try:
-        return pydantic_core.from_json(buf if end_data == size + 1 else buf[:end_data + 1]), lines
-    except ValueError:  # only a line the harness itself wrote badly: keep the others
-        return parse_lines(path.read_bytes()), lines
+                view[start:end] = b" " * (end - start)
+            start = end + 1
+        if comma >= 0:
+            buf[comma] = 32  # the last good line's: no comma before "]"
+        view.release()
+        try:
+            return pydantic_core.from_json(buf if end_data == size + 1 else buf[:end_data + 1]), lines
+        except ValueError:  # only a line the harness itself wrote badly: the others, each alone
+            # from the same open file, which appends leave as it was up to what was read
+            return parse_lines(os.pread(f.fileno(), end_data - 1, 0)), lines
 
 
 def parse_lines(data: bytes) -> list[Any]:

@@ -27,7 +27,8 @@ STYLE = ("body{font:14px/1.45 system-ui,sans-serif;margin:1.5em;color:#222}table
          "img.frame{width:220px;border:1px solid #ccc}img.final{max-width:100%;border:1px solid #ccc}"
          "table.timeline td:nth-child(4),table.timeline td:nth-child(5){width:32%}")
 INDEX_PAGE_ROWS = 1000  # trials per page of the index: a page that opens at any size of run
-CHILD_ABOVE_ROWS = 5000  # below this, starting the child costs more than it saves
+CHILD_FROM_ROWS = 5000  # below this, starting the child costs more than it saves
+CHILD_WAIT_SEC = 600  # a child this late is stopped and the index written here
 
 
 @dataclass
@@ -54,6 +55,11 @@ def pair_page_name(pair_id: str) -> str:
 
 def index_page_name(number: int) -> str:
     return "index.html" if number == 1 else f"index-{number}.html"
+
+
+def numbered_page(name: str) -> bool:
+    """index-2.html and on; not a trial's page that starts the same (a task named `index`)."""
+    return re.fullmatch(r"index-[0-9]+\.html", name) is not None
 
 
 def page(title: str, body: str) -> str:
@@ -118,7 +124,7 @@ def write_index(pages_dir: str, inputs: IndexInputs, per_page: int, old_names: l
     for name, html in sorted(pages.items(), key=lambda item: item[0] == "index.html"):
         _atomic_write(os.path.join(pages_dir, name), html)
     for extra in set(old_names) - pages.keys():
-        if extra.startswith("index-") and extra.endswith(".html"):
+        if numbered_page(extra):
             _unlink(os.path.join(pages_dir, extra))
 
 
@@ -137,7 +143,7 @@ def start_index(pages_dir: str, inputs: IndexInputs, per_page: int, old_names: l
     """Writes the index, in a child when it is large. Returns a callable that returns once the
     pages are written; if the child could not write them, that callable writes them itself."""
     args = (pages_dir, inputs, per_page, old_names)
-    if len(inputs.trials) < CHILD_ABOVE_ROWS:
+    if len(inputs.trials) < CHILD_FROM_ROWS or os.name != "posix":  # pass_fds is POSIX's
         write_index(*args)
         return lambda: None
     # in a file, not down a pipe, which would hold this process until the child had read it all; a
@@ -155,7 +161,12 @@ def start_index(pages_dir: str, inputs: IndexInputs, per_page: int, old_names: l
         return lambda: None
 
     def finish() -> None:
-        if child.wait() != 0:
+        try:
+            status = child.wait(CHILD_WAIT_SEC)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            status = child.wait()
+        if status != 0:
             write_index(*args)
 
     return finish

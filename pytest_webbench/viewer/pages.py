@@ -24,7 +24,7 @@ from typing import Any
 from ..design.pairing import PAIRED_ARMS
 from ..results.records import TrialRecord, atomic_write
 from .frames import frame_bytes, thumbnail
-from .index_pages import INDEX_PAGE_ROWS, IndexInputs, page, pair_page_name, start_index, trial_page_name
+from .index_pages import INDEX_PAGE_ROWS, IndexInputs, numbered_page, page, pair_page_name, start_index, trial_page_name
 from .timeline import Timeline, build_timeline
 
 PAGES = "pages"
@@ -187,8 +187,9 @@ def write_pages(experiment_dir: Path, report, scan=None, pending: list | None = 
     index (from the report, which has read every record already); returns the trials whose pages
     are now current. A page is current without a look when the record index's line for its trial
     (for a pair page: for both members) vouches for it (`scan`, the report's record scan); others
-    cost a stat, and only the records of stale pages are read. With `pending`, a large index is
-    written in a child and a callable that waits for it is appended: call it before returning."""
+    cost a stat, and only the records of stale pages are read. A large index is written by a
+    child (index_pages.py); with `pending`, the callable that waits for it is appended there for
+    the caller to call (even if this raises), else it is called before returning."""
     from ..results.record_index import scan_records
 
     scan = scan if scan is not None else scan_records(experiment_dir)
@@ -198,15 +199,6 @@ def write_pages(experiment_dir: Path, report, scan=None, pending: list | None = 
         names = set(os.listdir(pages))
     except OSError:
         names = set()
-
-    vouched = scan.pages_current
-
-    def older(name: str, members: list[str]) -> bool:  # only for pages no index line vouches for
-        try:
-            return (pages / name).stat().st_mtime < max(stamps[m] for m in members)
-        except OSError:
-            return True
-
     pairs: dict[str, list[str]] = {}
     pair_of: dict[str, str] = {}
     for trial_id in stamps:
@@ -214,18 +206,44 @@ def write_pages(experiment_dir: Path, report, scan=None, pending: list | None = 
         if arm in PAIRED_ARMS and pair_id:
             pairs.setdefault(pair_id, []).append(trial_id)
             pair_of[trial_id] = pair_id
-    finishes = []
+    waits: list = [] if pending is None else pending
 
-    def write_index() -> None:  # from the report alone, so it needs none of the pages below
-        numbered = sorted(n for n in names if n.startswith("index-"))  # those a larger index left may go
-        finishes.append(start_index(str(pages), index_inputs(report, set(pairs)), INDEX_PAGE_ROWS, numbered))
+    def write_index() -> None:  # from the report alone, so it needs none of the trials' pages
+        numbered = sorted(n for n in names if numbered_page(n))  # those a larger index left may go
+        waits.append(start_index(str(pages), index_inputs(report, set(pairs)), INDEX_PAGE_ROWS, numbered))
 
     try:
         index_built = (pages / "index.html").stat().st_mtime
     except OSError:
         index_built = -1.0
-    if index_built < max(stamps.values(), default=0.0):  # the index changes only when a record does
+    index_stale = index_built < max(stamps.values(), default=0.0)  # the index changes only when a record does
+    if index_stale:
         write_index()  # first: at a large run's end, a child writes it while this process goes on
+    try:
+        written, unreadable = _write_stale_pages(experiment_dir, stamps, names, scan.pages_current, pairs, pair_of)
+        if written and not index_stale:  # pages were missing: so may the index be
+            write_index()
+    finally:
+        if pending is None:
+            for wait in waits:
+                wait()
+    if not unreadable:
+        return set(stamps)
+    return {t for t in stamps if t not in unreadable and not any(m in unreadable for m in pairs.get(pair_of.get(t, ""), []))}
+
+
+def _write_stale_pages(experiment_dir: Path, stamps: dict[str, float], names: set[str], vouched: set[str],
+                       pairs: dict[str, list[str]], pair_of: dict[str, str]) -> tuple[int, set[str]]:
+    """The trial and pair pages that are missing or older than their records: how many were
+    written, and the trials whose records could not be read."""
+    pages = experiment_dir / PAGES
+
+    def older(name: str, members: list[str]) -> bool:  # only for pages no index line vouches for
+        try:
+            return (pages / name).stat().st_mtime < max(stamps[m] for m in members)
+        except OSError:
+            return True
+
     # set operations, not a call per page: at 100,000 trials there are 133,000 pages
     unvouched = stamps.keys() - vouched
     stale_trials = {t for t in stamps if trial_page_name(t) not in names}
@@ -251,17 +269,7 @@ def write_pages(experiment_dir: Path, report, scan=None, pending: list | None = 
         if members:
             atomic_write(pages / pair_page_name(pair_id), render_pair_page(pair_id, [timeline(m) for m in members], experiment_dir))
             count += 1
-    if count and not finishes:  # pages were missing: so may the index be
-        write_index()
-    for finish in finishes:
-        if pending is None:
-            finish()
-        else:
-            pending.append(finish)
-    unreadable = wanted - set(records)
-    if not unreadable:
-        return set(stamps)
-    return {t for t in stamps if t not in unreadable and not any(m in unreadable for m in pairs.get(pair_of.get(t, ""), []))}
+    return count, wanted - set(records)
 
 
 def _key(trial_id: str):
