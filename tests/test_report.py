@@ -373,31 +373,7 @@ def test_two_runs_are_compared_only_on_what_both_planned(tmp_path):
         compare_reports(a, disjoint)
 
 
-@pytest.fixture(params=["this process", "a child", "this process, the child having failed"])
-def index_written_by(request, monkeypatch):
-    """Where the trials index is written: in the report's process (a small run), or in a child
-    (a large one: here forced), or by the report after its child failed. Yields the children started."""
-    from pytest_webbench.viewer import index_pages
-
-    started = []
-    if request.param != "this process":
-        real = subprocess.Popen
-
-        def spy(argv, **kwargs):
-            if argv[-2:-1] != [index_pages.__file__]:  # another child (none starts in these small runs)
-                return real(argv, **kwargs)
-            if request.param.endswith("failed"):
-                argv = [sys.executable, "-c", "import sys; sys.exit(3)"]
-            started.append(real(argv, **kwargs))
-            return started[-1]
-
-        monkeypatch.setattr(index_pages, "CHILD_FROM_ROWS", 0)
-        monkeypatch.setattr(index_pages.subprocess, "Popen", spy)
-    yield started
-    assert [child.returncode for child in started] == {"this process": [], "a child": [0]}.get(request.param, [3])
-
-
-def test_a_large_run_s_report_summarises_and_its_trials_index_is_paged(tmp_path, monkeypatch, index_written_by):
+def test_a_large_run_s_report_summarises_and_its_trials_index_is_paged(tmp_path, monkeypatch):
     """Per-trial lists name their first LISTED trials and say how many more there are; report.html
     shows a bounded number of task rows; pages/index.html is split into pages that together list
     every trial, failures first, each failure with its reason. Limits shrunk to this small run."""
@@ -445,7 +421,7 @@ def test_a_large_run_s_report_summarises_and_its_trials_index_is_paged(tmp_path,
     assert all(reasons[t] for t in failures)  # the reason of the last failure too, beyond the report's three
 
 
-def test_the_trials_index_escapes_what_a_record_says_and_links_each_pair(tmp_path, index_written_by):
+def test_the_trials_index_escapes_what_a_record_says_and_links_each_pair(tmp_path):
     """A trial's detail can hold what its agent answered: in pages/index.html it is text, never
     markup; each paired trial's row links its pair's page, and a playwright trial's row none."""
     import html
@@ -470,27 +446,6 @@ def test_the_trials_index_escapes_what_a_record_says_and_links_each_pair(tmp_pat
         assert linked == (not trial_id.endswith("-playwright") and (run_dir / "pages" / f"pair-{pair}.html").exists()), trial_id
 
 
-def test_the_trials_index_child_is_waited_for_when_the_report_fails_after_it_started(tmp_path, monkeypatch):
-    """A full disk while report.html is written: the error reaches the caller (the run's end
-    reports it), and the index's child has been waited for, not left writing past the run."""
-    from pytest_webbench.report import write
-    from pytest_webbench.viewer import index_pages
-
-    run_dir = write_synthetic_run(tmp_path)
-    started, real = [], subprocess.Popen
-    monkeypatch.setattr(index_pages, "CHILD_FROM_ROWS", 0)
-    monkeypatch.setattr(index_pages.subprocess, "Popen", lambda argv, **kw: started.append(real(argv, **kw)) or started[-1])
-
-    def full(report):
-        raise OSError(28, "No space left on device")
-
-    monkeypatch.setattr(write, "render_html", full)
-    with pytest.raises(OSError, match="No space left"):
-        write_report(run_dir)
-    assert [child.returncode for child in started] == [0]
-    assert "<table>" in (run_dir / "pages" / "index.html").read_text()
-
-
 def test_a_smaller_index_removes_its_numbered_pages_and_no_trial_s_page(tmp_path):
     """index-N.html a larger index left go; a trial of a task named `index` keeps its page."""
     from pytest_webbench.viewer.index_pages import IndexInputs, write_index
@@ -501,6 +456,6 @@ def test_a_smaller_index_removes_its_numbered_pages_and_no_trial_s_page(tmp_path
         (pages / name).write_text("old")
     inputs = IndexInputs(trials=[("index-a1-control", "passed"), ("t-a1-control", "failed")], why={}, flagged=set(),
                          rejected=set(), pair_ids=set(), paired_arms=("control", "treatment"), discordant=[])
-    write_index(str(pages), inputs, 1, sorted(p.name for p in pages.iterdir()))
+    write_index(pages, inputs, 1, sorted(p.name for p in pages.iterdir()))
     assert sorted(p.name for p in pages.iterdir()) == ["index-2.html", "index-2.htmlx", "index-a1-control.html", "index.html"]
     assert (pages / "index-a1-control.html").read_text() == "old" and "t-a1-control" in (pages / "index.html").read_text()

@@ -20,18 +20,13 @@ def write_report(experiment_dir: Path, keep: list | None = None) -> Report:
     with no_cyclic_gc():
         scan = scan_records(experiment_dir)
         report = build_report_from_dir(experiment_dir, scan)
-        pending: list = []  # waits for the trials index, written by a child meanwhile at a large run's end
-        try:
-            fresh = write_pages(experiment_dir, report, scan, pending)  # every trial one click from report.html
-            if scan.stale or fresh - scan.pages_current:  # so the next render reads one file and looks at no page
-                rewrite_index(experiment_dir, scan, fresh)
-            # the serializer's bytes: model_dump_json decodes them to a str that the write encodes again (28 MB at 100,000 trials)
-            atomic_write(experiment_dir / "report.json", report.__pydantic_serializer__.to_json(report, indent=2))
-            atomic_write(experiment_dir / "report.md", render_markdown(report))
-            atomic_write(experiment_dir / "report.html", render_html(report))
-        finally:  # a full disk included: no child left running past the run's end and its lock
-            for wait in pending:
-                wait()
+        fresh = write_pages(experiment_dir, report, scan)  # every trial one click from report.html
+        if scan.stale or fresh - scan.pages_current:  # so the next render reads one file and looks at no page
+            rewrite_index(experiment_dir, scan, fresh)
+        # the serializer's bytes: model_dump_json decodes them to a str that the write encodes again (28 MB at 100,000 trials)
+        atomic_write(experiment_dir / "report.json", report.__pydantic_serializer__.to_json(report, indent=2))
+        atomic_write(experiment_dir / "report.md", render_markdown(report))
+        atomic_write(experiment_dir / "report.html", render_html(report))
         if keep is not None:
             keep.append(scan)
     return report

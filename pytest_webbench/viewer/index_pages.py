@@ -1,23 +1,17 @@
 """The trials index (`pages/index.html`, `index-2.html`, ...): every trial, failures first, in
-pages of INDEX_PAGE_ROWS, each linking the others.
+pages of INDEX_PAGE_ROWS, each linking the others; and the page shell and names every page shares.
 
-At a run's end every row is new, and at 100,000 trials the index costs 0.4-0.5 s. So a large one
-is written by a child, `python -I -S index_pages.py FD`, from what the report pickled to the
-unnamed file FD, on the other core while the report writes report.json, .md and .html. This module therefore
-imports the standard library only (the child starts in ~20 ms), and holds the page shell and
-names the other pages share.
+At a run's end every row is new: at 100,000 trials the index is 100 pages, 0.4-0.5 s of the render.
 """
 
 from __future__ import annotations
 
-import os
-import pickle
 import re
-import subprocess
-import sys
-import tempfile
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from html import escape
+from pathlib import Path
+
+from ..results.records import atomic_write
 
 STYLE = ("body{font:14px/1.45 system-ui,sans-serif;margin:1.5em;color:#222}table{border-collapse:collapse;width:100%}"
          "td,th{border:1px solid #ddd;padding:3px 6px;text-align:left;vertical-align:top}th{background:#f4f4f4}"
@@ -27,14 +21,11 @@ STYLE = ("body{font:14px/1.45 system-ui,sans-serif;margin:1.5em;color:#222}table
          "img.frame{width:220px;border:1px solid #ccc}img.final{max-width:100%;border:1px solid #ccc}"
          "table.timeline td:nth-child(4),table.timeline td:nth-child(5){width:32%}")
 INDEX_PAGE_ROWS = 1000  # trials per page of the index: a page that opens at any size of run
-CHILD_FROM_ROWS = 5000  # below this, starting the child costs more than it saves
-CHILD_WAIT_SEC = 600  # a child this late is stopped and the index written here
 
 
 @dataclass
 class IndexInputs:
-    """What the index is made of, as the report holds it: plain values, sent to the child as they
-    are, so that sorting and looking up 100,000 trials happens there too."""
+    """What the index is made of, as the report holds it."""
 
     trials: list[tuple[str, str]]  # (trial id, outcome), in no order
     why: dict[str, str]  # trial id -> why it did not pass
@@ -116,70 +107,12 @@ def index_pages(inputs: IndexInputs, per_page: int = INDEX_PAGE_ROWS) -> dict[st
     return pages
 
 
-def write_index(pages_dir: str, inputs: IndexInputs, per_page: int, old_names: list[str]) -> None:
+def write_index(pages_dir: Path, inputs: IndexInputs, per_page: int, old_names: list[str]) -> None:
     """Writes the pages, index.html last (its time says all are done), and removes the numbered
     pages a larger index left (a run re-rendered after records left)."""
-    os.makedirs(pages_dir, exist_ok=True)
     pages = index_pages(inputs, per_page)
     for name, html in sorted(pages.items(), key=lambda item: item[0] == "index.html"):
-        _atomic_write(os.path.join(pages_dir, name), html)
+        atomic_write(pages_dir / name, html)
     for extra in set(old_names) - pages.keys():
         if numbered_page(extra):
-            _unlink(os.path.join(pages_dir, extra))
-
-
-def _atomic_write(path: str, text: str) -> None:  # as results.records.atomic_write, which this script cannot import
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=f".{os.path.basename(path)}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        _unlink(tmp)
-        raise
-
-
-def start_index(pages_dir: str, inputs: IndexInputs, per_page: int, old_names: list[str]):
-    """Writes the index, in a child when it is large. Returns a callable that returns once the
-    pages are written; if the child could not write them, that callable writes them itself."""
-    args = (pages_dir, inputs, per_page, old_names)
-    if len(inputs.trials) < CHILD_FROM_ROWS or os.name != "posix":  # pass_fds is POSIX's
-        write_index(*args)
-        return lambda: None
-    # in a file, not down a pipe, which would hold this process until the child had read it all; a
-    # file with no name, which the child inherits: nothing else can swap it, and nothing is left behind.
-    # pickle, not marshal: 2.5 times faster to write here (marshal tracks every object it shares)
-    try:
-        with tempfile.TemporaryFile() as sent:
-            pickle.dump((pages_dir, [getattr(inputs, field.name) for field in fields(inputs)], per_page, old_names), sent, 5)
-            sent.flush()
-            sent.seek(0)
-            child = subprocess.Popen([sys.executable, "-I", "-S", __file__, str(sent.fileno())], pass_fds=(sent.fileno(),),
-                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    except (OSError, TypeError, ValueError):  # no room for the file, or no interpreter to start (sys.executable empty)
-        write_index(*args)
-        return lambda: None
-
-    def finish() -> None:
-        try:
-            status = child.wait(CHILD_WAIT_SEC)
-        except subprocess.TimeoutExpired:
-            child.kill()
-            status = child.wait()
-        if status != 0:
-            write_index(*args)
-
-    return finish
-
-
-def _unlink(path: str) -> None:
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass
-
-
-if __name__ == "__main__":
-    with open(int(sys.argv[1]), "rb") as sent:  # the unnamed file start_index wrote, inherited from the harness
-        pages_dir, values, per_page, old_names = pickle.load(sent)
-    write_index(pages_dir, IndexInputs(*values), per_page, old_names)
+            (pages_dir / extra).unlink(missing_ok=True)

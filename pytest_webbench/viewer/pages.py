@@ -24,7 +24,7 @@ from typing import Any
 from ..design.pairing import PAIRED_ARMS
 from ..results.records import TrialRecord, atomic_write
 from .frames import frame_bytes, thumbnail
-from .index_pages import INDEX_PAGE_ROWS, IndexInputs, numbered_page, page, pair_page_name, start_index, trial_page_name
+from .index_pages import INDEX_PAGE_ROWS, IndexInputs, numbered_page, page, pair_page_name, trial_page_name, write_index
 from .timeline import Timeline, build_timeline
 
 PAGES = "pages"
@@ -182,14 +182,12 @@ def write_trial_pages(experiment_dir: Path, record: TrialRecord) -> None:
         atomic_write(pages / pair_page_name(key.pair_id), render_pair_page(key.pair_id, sides, experiment_dir))
 
 
-def write_pages(experiment_dir: Path, report, scan=None, pending: list | None = None) -> set[str]:
+def write_pages(experiment_dir: Path, report, scan=None) -> set[str]:
     """Writes every trial's and pair's page that is missing or older than its record(s), and the
     index (from the report, which has read every record already); returns the trials whose pages
     are now current. A page is current without a look when the record index's line for its trial
     (for a pair page: for both members) vouches for it (`scan`, the report's record scan); others
-    cost a stat, and only the records of stale pages are read. A large index is written by a
-    child (index_pages.py); with `pending`, the callable that waits for it is appended there for
-    the caller to call (even if this raises), else it is called before returning."""
+    cost a stat, and only the records of stale pages are read."""
     from ..results.record_index import scan_records
 
     scan = scan if scan is not None else scan_records(experiment_dir)
@@ -206,27 +204,14 @@ def write_pages(experiment_dir: Path, report, scan=None, pending: list | None = 
         if arm in PAIRED_ARMS and pair_id:
             pairs.setdefault(pair_id, []).append(trial_id)
             pair_of[trial_id] = pair_id
-    waits: list = [] if pending is None else pending
-
-    def write_index() -> None:  # from the report alone, so it needs none of the trials' pages
-        numbered = sorted(n for n in names if numbered_page(n))  # those a larger index left may go
-        waits.append(start_index(str(pages), index_inputs(report, set(pairs)), INDEX_PAGE_ROWS, numbered))
-
+    written, unreadable = _write_stale_pages(experiment_dir, stamps, names, scan.pages_current, pairs, pair_of)
     try:
         index_built = (pages / "index.html").stat().st_mtime
     except OSError:
         index_built = -1.0
-    index_stale = index_built < max(stamps.values(), default=0.0)  # the index changes only when a record does
-    if index_stale:
-        write_index()  # first: at a large run's end, a child writes it while this process goes on
-    try:
-        written, unreadable = _write_stale_pages(experiment_dir, stamps, names, scan.pages_current, pairs, pair_of)
-        if written and not index_stale:  # pages were missing: so may the index be
-            write_index()
-    finally:
-        if pending is None:
-            for wait in waits:
-                wait()
+    if written or index_built < max(stamps.values(), default=0.0):  # the index changes only when a record does
+        numbered = sorted(n for n in names if numbered_page(n))  # those a larger index left may go
+        write_index(pages, index_inputs(report, set(pairs)), INDEX_PAGE_ROWS, numbered)
     if not unreadable:
         return set(stamps)
     return {t for t in stamps if t not in unreadable and not any(m in unreadable for m in pairs.get(pair_of.get(t, ""), []))}
