@@ -17,10 +17,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import zlib
 from functools import cache
-from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
@@ -118,49 +116,6 @@ _SIGNED = b'{"c":"'  # then 8 hex digits and '",': the CRC covers the line from 
 def _signed(body: str) -> str:
     """A line: `body` (the line's JSON after its first key) behind the CRC-32 of its bytes."""
     return f'{{"c":"{zlib.crc32(body.encode()):08x}",{body}'
-
-
-def read_lines(path: Path) -> tuple[list[Any], int]:
-    """The lines of the index file whose CRC holds, as JSON values, and how many lines it had:
-    what parse_lines gives for the file's bytes.
-
-    The file is read into one buffer, each line's CRC checked where it lies, and the buffer made a
-    JSON array in place: a line that holds gets a comma for its newline, one that fails is blanked
-    (at 100,000 lines, splitting into lines and joining the good ones copied 60 MB twice, which
-    cost 0.2-0.3 s here, much of it in page faults)."""
-    with open(path, "rb", buffering=0) as f:
-        size = os.fstat(f.fileno()).st_size
-        buf = bytearray(size + 2)
-        view = memoryview(buf)
-        end_data = 1
-        while end_data <= size and (got := f.readinto(view[end_data:size + 1])):
-            end_data += got
-        buf[0], buf[end_data] = 91, 93  # "[" ... "]"
-        crc, find, starts = zlib.crc32, buf.find, buf.startswith
-        start, comma, lines = 1, -1, 0
-        while start < end_data:
-            end = find(10, start, end_data)
-            if end < 0:
-                end = end_data
-            lines += 1
-            if (end - start >= 16 and starts(_SIGNED, start) and starts(b'",', start + 14)
-                    and buf[start + 6:start + 14] == b"%08x" % crc(view[start + 16:end])):
-                if end < end_data:  # a line without its newline is the last: it takes no comma
-                    buf[end] = 44
-                    comma = end
-                else:
-                    comma = -1
-            else:
-                view[start:end] = b" " * (end - start)
-            start = end + 1
-        if comma >= 0:
-            buf[comma] = 32  # the last good line's: no comma before "]"
-        view.release()
-        try:
-            return pydantic_core.from_json(buf if end_data == size + 1 else buf[:end_data + 1]), lines
-        except ValueError:  # only a line the harness itself wrote badly: the others, each alone
-            # from the same open file, which appends leave as it was up to what was read
-            return parse_lines(os.pread(f.fileno(), end_data - 1, 0)), lines
 
 
 def parse_lines(data: bytes) -> list[Any]:
