@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from html import escape
 from pathlib import Path
 
+from ..design.pairing import PAIRED_ARMS
 from ..results.records import atomic_write
 
 STYLE = ("body{font:14px/1.45 system-ui,sans-serif;margin:1.5em;color:#222}table{border-collapse:collapse;width:100%}"
@@ -32,7 +33,6 @@ class IndexInputs:
     flagged: set[str]
     rejected: set[str]  # trials with a rejected call
     pair_ids: set[str]  # pairs that have a pair page
-    paired_arms: tuple[str, ...]
     discordant: list[str]  # pair ids, listed above the trials
 
 
@@ -71,7 +71,7 @@ def index_pages(inputs: IndexInputs, per_page: int = INDEX_PAGE_ROWS) -> dict[st
     """Page name -> HTML: every trial, failures first, then the passes, each part by trial id,
     per_page to a page, each page linking the others; the discordant pairs above the first table."""
     e = escape
-    why, flagged, rejected, pair_ids, paired_arms = inputs.why, inputs.flagged, inputs.rejected, inputs.pair_ids, inputs.paired_arms
+    why, flagged, rejected, pair_ids = inputs.why, inputs.flagged, inputs.rejected, inputs.pair_ids
     # ids are unique, so the pairs sort by id without a key
     trials = sorted(item for item in inputs.trials if item[1] != "passed") + sorted(item for item in inputs.trials if item[1] == "passed")
     # 100,000 rows at that size: a handful of distinct outcomes and notes, each escaped once
@@ -85,7 +85,7 @@ def index_pages(inputs: IndexInputs, per_page: int = INDEX_PAGE_ROWS) -> dict[st
         shown = trial_id if plain else escape(trial_id)
         # the pair's id is the trial's less its arm, and escape() maps "-" and the arm's letters to themselves
         pair = (f'<a href={pair_page_name(candidate if plain else shown.rpartition("-")[0])}>pair</a>'
-                if candidate and arm in paired_arms and candidate in pair_ids else "")
+                if candidate and arm in PAIRED_ARMS and candidate in pair_ids else "")
         outcome = shown_outcome[outcome]
         cells.append(f'<tr><td><a href="{trial_page_name(shown)}">{shown}</a></td><td class="{outcome}">{outcome}</td>'
                      f"<td>{shown_note.get(why.get(trial_id), '')}</td><td>{'flagged' if trial_id in flagged else ''}</td>"

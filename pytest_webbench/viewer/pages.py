@@ -280,5 +280,5 @@ def index_inputs(report, pair_ids: set[str]) -> IndexInputs:
     """The trials index's inputs, from the report's own lists."""
     return IndexInputs(trials=[(t, o) for row in report.by_arm_task for t, o in row.trials.items()],
                        why=report.listed_notes("not_passed"), flagged=report.listed_ids("flagged"),
-                       rejected=report.listed_ids("rejected"), pair_ids=pair_ids, paired_arms=tuple(PAIRED_ARMS),
+                       rejected=report.listed_ids("rejected"), pair_ids=pair_ids,
                        discordant=[p for row in report.paired for p in row.discordant])
