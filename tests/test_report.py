@@ -456,6 +456,6 @@ def test_a_smaller_index_removes_its_numbered_pages_and_no_trial_s_page(tmp_path
         (pages / name).write_text("old")
     inputs = IndexInputs(trials=[("index-a1-control", "passed"), ("t-a1-control", "failed")], why={}, flagged=set(),
                          rejected=set(), pair_ids=set(), discordant=[])
-    write_index(pages, inputs, 1, sorted(p.name for p in pages.iterdir()))
+    write_index(pages, inputs, 1, {p.name for p in pages.iterdir()})
     assert sorted(p.name for p in pages.iterdir()) == ["index-2.html", "index-2.htmlx", "index-a1-control.html", "index.html"]
     assert (pages / "index-a1-control.html").read_text() == "old" and "t-a1-control" in (pages / "index.html").read_text()

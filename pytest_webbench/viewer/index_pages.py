@@ -77,15 +77,12 @@ def index_pages(inputs: IndexInputs, per_page: int = INDEX_PAGE_ROWS) -> dict[st
     # 100,000 rows at that size: a handful of distinct outcomes and notes, each escaped once
     shown_outcome = {o: escape_name(o) for o in {o for _, o in trials}}
     shown_note = {note: e(note) for note in set(why.values()) if note}
-    # ids as the name rule makes them have nothing to escape: one look at them all, not one each
-    plain = _PLAIN("".join(trial_id for trial_id, _ in trials)) is not None
     cells = []
     for trial_id, outcome in trials:
         candidate, _, arm = trial_id.rpartition("-")  # as write_pages names the pairs whose pages it writes
-        shown = trial_id if plain else escape(trial_id)
+        shown = escape_name(trial_id)
         # the pair's id is the trial's less its arm, and escape() maps "-" and the arm's letters to themselves
-        pair = (f'<a href={pair_page_name(candidate if plain else shown.rpartition("-")[0])}>pair</a>'
-                if candidate and arm in PAIRED_ARMS and candidate in pair_ids else "")
+        pair = f'<a href={pair_page_name(shown.rpartition("-")[0])}>pair</a>' if candidate and arm in PAIRED_ARMS and candidate in pair_ids else ""
         outcome = shown_outcome[outcome]
         cells.append(f'<tr><td><a href="{trial_page_name(shown)}">{shown}</a></td><td class="{outcome}">{outcome}</td>'
                      f"<td>{shown_note.get(why.get(trial_id), '')}</td><td>{'flagged' if trial_id in flagged else ''}</td>"
@@ -107,12 +104,12 @@ def index_pages(inputs: IndexInputs, per_page: int = INDEX_PAGE_ROWS) -> dict[st
     return pages
 
 
-def write_index(pages_dir: Path, inputs: IndexInputs, per_page: int, old_names: list[str]) -> None:
+def write_index(pages_dir: Path, inputs: IndexInputs, per_page: int, old_names: set[str]) -> None:
     """Writes the pages, index.html last (its time says all are done), and removes the numbered
     pages a larger index left (a run re-rendered after records left)."""
     pages = index_pages(inputs, per_page)
     for name, html in sorted(pages.items(), key=lambda item: item[0] == "index.html"):
         atomic_write(pages_dir / name, html)
-    for extra in set(old_names) - pages.keys():
+    for extra in old_names - pages.keys():
         if numbered_page(extra):
             (pages_dir / extra).unlink(missing_ok=True)

@@ -24,7 +24,7 @@ from typing import Any
 from ..design.pairing import PAIRED_ARMS
 from ..results.records import TrialRecord, atomic_write
 from .frames import frame_bytes, thumbnail
-from .index_pages import INDEX_PAGE_ROWS, IndexInputs, numbered_page, page, pair_page_name, trial_page_name, write_index
+from .index_pages import INDEX_PAGE_ROWS, IndexInputs, page, pair_page_name, trial_page_name, write_index
 from .timeline import Timeline, build_timeline
 
 PAGES = "pages"
@@ -210,8 +210,7 @@ def write_pages(experiment_dir: Path, report, scan=None) -> set[str]:
     except OSError:
         index_built = -1.0
     if written or index_built < max(stamps.values(), default=0.0):  # the index changes only when a record does
-        numbered = sorted(n for n in names if numbered_page(n))  # those a larger index left may go
-        write_index(pages, index_inputs(report, set(pairs)), INDEX_PAGE_ROWS, numbered)
+        write_index(pages, index_inputs(report, set(pairs)), INDEX_PAGE_ROWS, names)
     if not unreadable:
         return set(stamps)
     return {t for t in stamps if t not in unreadable and not any(m in unreadable for m in pairs.get(pair_of.get(t, ""), []))}
