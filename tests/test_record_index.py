@@ -9,6 +9,7 @@ repair the index, not the files, must serve every record.
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
 import random
@@ -23,7 +24,8 @@ from pytest_webbench.results.record_index import (
     INDEX, IndexLine, ReportedTrial, as_model, rewrite_index, scan_records, write_trial_record,
 )
 from pytest_webbench.results.records import (
-    BrowserCalls, PlannedTrial, RunManifest, TaskLimits, Timings, Tokens, TrialRecord, supersede_record, write_manifest,
+    BrowserCalls, JudgeRecord, PlannedTrial, RunManifest, TaskLimits, Timings, Tokens, TrialRecord, Wall, supersede_record,
+    write_manifest,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -221,7 +223,7 @@ def test_a_current_line_vouches_for_the_trial_s_pages_and_a_changed_record_gets_
 
 def _varied_record(trial_id: str, rng: random.Random) -> TrialRecord:
     """Every field the report reads, with defaults left out and not: the walls, a judge, the CLI's tokens."""
-    from pytest_webbench.results.records import JudgeRecord, JudgeVerdict, Wall
+    from pytest_webbench.results.records import JudgeVerdict
 
     base = _record(trial_id, rng)
     return base.model_copy(update=rng.choice([
@@ -278,11 +280,32 @@ def test_indexed_records_are_what_pydantic_reads_from_each_line(tmp_path):
     assert again.pages_current == scan.pages_current and again.from_files == 0
 
 
+def test_the_index_s_structs_have_the_models_fields_types_and_defaults():
+    """The index is decoded into structs made from the models (index_lines.indexed_struct): each
+    has the model's fields, a record with only the required ones reads as the model's defaults,
+    and a default list or dict is a record's own."""
+    import msgspec
+
+    from pytest_webbench.results.index_lines import indexed_struct
+    from pytest_webbench.results.records import JudgeVerdict
+
+    for model in (ReportedTrial, Timings, Tokens, BrowserCalls, Wall, JudgeRecord, JudgeVerdict):
+        struct = indexed_struct(model)
+        assert [f.name for f in msgspec.structs.fields(struct)] == list(model.model_fields), model
+        assert {f.name for f in msgspec.structs.fields(struct) if f.required} == {
+            name for name, info in model.model_fields.items() if info.is_required()}, model
+    required = {"trial_id": "t1-a1-control", "task": "t1", "attempt": 1, "arm": "control", "outcome": "failed"}
+    decoded = msgspec.json.decode(json.dumps(required), type=indexed_struct(ReportedTrial))
+    _same_attributes(decoded, ReportedTrial(**required))
+    other = msgspec.json.decode(json.dumps(required), type=indexed_struct(ReportedTrial))
+    decoded.flags.append("x")
+    decoded.calls.rejected_rules["y"] = 1
+    assert other.flags == [] and other.calls.rejected_rules == {}
+
+
 def test_an_index_line_edited_by_hand_is_read_from_its_file(tmp_path):
     """Even an edit pydantic would accept (an outcome changed, a time changed) fails the line's
     CRC: the record comes from its file, the untouched lines from the index."""
-    import json
-
     rng = random.Random(31)
     exp = tmp_path / "exp"
     for n in range(6):
@@ -302,16 +325,16 @@ def test_an_index_line_edited_by_hand_is_read_from_its_file(tmp_path):
 def test_a_signed_line_of_the_wrong_shape_is_read_from_its_file(tmp_path):
     """What a harness bug could write with a valid CRC: another schema, the wrong types where the
     report would crash or miscount. Each is refused, and its record read from its file."""
-    import json
-
     from pytest_webbench.results.index_lines import _signed
 
     rng = random.Random(29)
     exp = tmp_path / "exp"
-    for n in range(7):
+    for n in range(9):
         write_trial_record(exp, _record(f"t{n}-a1-control", rng))
     index = exp / "trials" / INDEX
     lines = [json.loads(line) for line in index.read_bytes().splitlines()]
+    lines[6]["record"]["tokens"]["source"] = "a guess"  # not one of the model's Literal values
+    lines[7]["record"]["judge"] = {"model": "m", "strict": {"match": "yes"}}
     lines[0]["v"] = "an-older-schema"
     lines[1]["record"]["outcome"] = ["passed"]
     lines[2]["record"]["timings"] = [1, 2]
@@ -325,8 +348,8 @@ def test_a_signed_line_of_the_wrong_shape_is_read_from_its_file(tmp_path):
 
     index.write_text("".join(signed(line) + "\n" for line in lines))
     scan = _agrees(exp)
-    assert scan.from_files == 6 and scan.dead_lines == 6
-    assert not isinstance(next(r for r in scan.records if r.trial_id == "t6-a1-control"), ReportedTrial)  # re-signed intact: used
+    assert scan.from_files == 8 and scan.dead_lines == 8
+    assert not isinstance(next(r for r in scan.records if r.trial_id == "t8-a1-control"), ReportedTrial)  # re-signed intact: used
 
 
 def test_the_child_that_stats_the_files_lists_what_this_process_would(tmp_path):

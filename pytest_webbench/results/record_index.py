@@ -28,7 +28,7 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from . import file_stamps
 from .file_stamps import stamp_of
-from .index_lines import IndexLine, ReportedTrial, Stamp, as_model, indexed_records, line_json, parse_lines
+from .index_lines import IndexLine, ReportedTrial, Stamp, as_model, indexed_records, line_json
 from .records import TrialRecord, atomic_write, supersede_record, trial_record_path
 
 INDEX = "index.jsonl"
@@ -158,7 +158,7 @@ def _read_index(path: Path) -> tuple[dict[str, tuple[Stamp, object, bool]], int]
     except FileNotFoundError:
         return {}, 0
     count = data.count(b"\n") + (not data.endswith(b"\n") and bool(data))
-    return indexed_records(parse_lines(data)), count
+    return indexed_records(data), count
 
 
 def _read_files(trials_dir: Path, trial_ids: list[str]) -> tuple[list[ReportedTrial], dict[str, Stamp], list[str]]:
