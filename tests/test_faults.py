@@ -157,6 +157,23 @@ def test_an_agent_that_dies_is_errored_and_one_that_hangs_is_stopped_and_scored(
     assert report["complete"]
 
 
+def test_text_no_file_can_hold_in_the_answer_and_the_page_is_refused_and_the_trial_recorded(pytester):
+    """A hostile agent's lone UTF-16 surrogate (JSON's "\\ud800"), in its answer, the page it leaves
+    and its trajectory: UTF-8 cannot hold one, so carried into the record it stopped the record being
+    written, and the trial was errored (its pair dropped) rather than failed. The answer is refused
+    as not text; elsewhere U+FFFD stands in its place."""
+    hostile, armed = fault_preset(pytester.path, "lone_surrogate", ["shop-price-a1-control"])
+    result = run(pytester, hostile, "--experiment-id", "surrogate", select="shop-price and control")
+    result.assert_outcomes(failed=1)
+    assert not armed.exists()
+    records, report = whole_results(pytester.path / "results" / "surrogate")
+    assert report["complete"]  # failed, as a wrong answer is: not errored, which would drop its pair
+    record = records["shop-price-a1-control"]
+    assert (record.outcome, record.stop_reason) == ("failed", "no_answer") and "lone UTF-16 surrogate" in record.detail, record
+    page = (pytester.path / "results" / "surrogate" / "pages" / "shop-price-a1-control.html").read_text(encoding="utf-8")
+    assert "done \ufffd" in page  # the agent's words on its trial's page, as text
+
+
 def test_a_worker_killed_with_sigkill_is_recorded_and_its_pair_runs_again_on_a_new_worker(pytester):
     victim = planned_order("sigkill")[0]
     preset, armed = fault_preset(pytester.path, "kill_worker", [victim])

@@ -33,6 +33,22 @@ def test_bad_answers_are_clear_errors(raw, why):
     assert g.stop_reason == "no_answer" and why in g.detail
 
 
+def test_an_answer_spelling_a_lone_surrogate_is_not_text():
+    """JSON may spell a lone UTF-16 surrogate; UTF-8 cannot hold one, so no record could carry it."""
+    with pytest.raises(AnswerError, match="lone UTF-16 surrogate"):
+        parse_answer('{"number": 23, "author": "\\udc00"}')
+    assert parse_answer('{"author": "\\ud83d\\ude00"}') == {"author": "\U0001F600"}  # a pair is one character
+
+
+def test_well_formed_replaces_only_lone_surrogates_at_any_depth():
+    from pytest_webbench.grading.answer import well_formed
+
+    clean = {"a": ["x", 1, None, {"b": "ü"}]}
+    assert well_formed(clean) is clean
+    assert well_formed({"k\ud800": ["ok", {"v": "a\udfffb"}], "n": 2.5}) == {"k\ufffd": ["ok", {"v": "a\ufffdb"}], "n": 2.5}
+    assert well_formed("\ud83d\ude00") == "\U0001F600"  # a pair split in two code points is one character
+
+
 def test_json_inside_prose_is_found():
     assert parse_answer('Done! ```json\n{"number": 23}\n```') == {"number": 23}
 

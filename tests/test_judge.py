@@ -50,6 +50,12 @@ def test_a_verdict_is_read_as_clawbench_reads_it_and_anything_else_is_a_judge_er
         assert parse_verdict(text).match is match
 
 
+def test_a_verdict_s_reason_spelling_a_lone_surrogate_is_kept_as_text():
+    """The judge's reply may quote the agent's submission, lone surrogates (JSON's "\\ud800") and all."""
+    verdict = parse_verdict('{"match": false, "reason": "it sent \\ud800"}')
+    assert verdict.reason == "it sent \ufffd" and JudgeRecord(model="m", lenient=verdict).model_dump_json()
+
+
 def test_the_judge_calls_are_each_api_s_own_shape():
     path, body = request_for("chat", "gpt-4o-mini", "SYS", "USER", 800)
     assert path == "/chat/completions" and body["messages"][0] == {"role": "system", "content": "SYS"}

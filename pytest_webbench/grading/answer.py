@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ..results.records import well_formed
+
 MAX_ANSWER_BYTES = 1_000_000
 
 
@@ -29,6 +31,8 @@ def parse_answer(raw: bytes | str | None) -> dict[str, Any]:
         value = _last_json_object(text)
     if not isinstance(value, dict):
         raise AnswerError(f"the answer is not a JSON object: {text[:200]!r}")
+    if well_formed(value) is not value:
+        raise AnswerError("the answer is not text: it spells a lone UTF-16 surrogate (such as \\ud800), which no record can hold")
     return value
 
 

@@ -18,7 +18,7 @@ from functools import cache
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
-from ..results.records import JudgeRecord, JudgeVerdict
+from ..results.records import JudgeRecord, JudgeVerdict, well_formed
 
 if TYPE_CHECKING:
     from ..gateway.meter import Price
@@ -68,7 +68,7 @@ def parse_verdict(text: str) -> JudgeVerdict:
         raise JudgeError(f"the judge's reply is not the JSON verdict asked for: {text[:200]!r}") from None
     if not isinstance(obj, dict) or not isinstance(obj.get("match"), bool):
         raise JudgeError(f"the judge's reply has no boolean 'match': {text[:200]!r}")
-    return JudgeVerdict(match=obj["match"], reason=str(obj.get("reason", ""))[:500])
+    return JudgeVerdict(match=obj["match"], reason=well_formed(str(obj.get("reason", ""))[:500]))
 
 
 def request_for(api: str, model: str, system: str, user: str, max_tokens: int) -> tuple[str, dict]:

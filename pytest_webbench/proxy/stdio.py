@@ -82,8 +82,9 @@ class StdoutWriter:
         self._lock = threading.Lock()
 
     def write(self, message: dict) -> None:
-        # json.dumps escapes newlines inside strings, so a message is always exactly one line.
-        self.write_raw(json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode())
+        # json.dumps escapes newlines inside strings, so a message is always exactly one line; and
+        # escapes all but ASCII, so a lone surrogate a client sent (JSON may spell one) is written as it came
+        self.write_raw(json.dumps(message, separators=(",", ":")).encode())
 
     def write_raw(self, line: bytes) -> None:
         with self._lock:

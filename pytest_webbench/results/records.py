@@ -8,6 +8,7 @@ ID exactly one proceeds.
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 from datetime import UTC, datetime
@@ -239,6 +240,28 @@ def atomic_write(path: Path, text: str | bytes) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def well_formed(value: Any) -> Any:
+    """Text or a JSON value the agent could shape (a page it changed, a request it sent, its
+    transcript), with each lone UTF-16 surrogate replaced by U+FFFD: JSON and JavaScript may spell
+    one ("\\ud800"), but UTF-8 cannot hold it, so no record or page carrying it could be written.
+    The value itself when it has none."""
+    try:
+        (value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)).encode("utf-8")
+        return value
+    except UnicodeEncodeError:
+        return _replaced(value)
+
+
+def _replaced(value: Any) -> Any:
+    if isinstance(value, str):
+        return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    if isinstance(value, dict):
+        return {_replaced(k): _replaced(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_replaced(v) for v in value]
+    return value
 
 
 def trial_record_path(experiment_dir: Path, trial_id: str) -> Path:

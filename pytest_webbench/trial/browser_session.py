@@ -12,6 +12,7 @@ from typing import Any
 
 from ..browsers.base import BackendError
 from ..design.suite import TrialSpec
+from ..results.records import well_formed
 from .services import RunServices
 
 
@@ -93,7 +94,7 @@ def read_page_state(browser: BrowserSessionHandle):
         value = browser.run(browser.services.backend.evaluate(browser.session_id, PAGE_STATE_SCRIPT), timeout=60)
     except Exception:
         return None
-    return parse(value)
+    return parse(well_formed(value))
 
 
 def read_page_value(browser: BrowserSessionHandle, spec: TrialSpec, trial_dir: Path) -> tuple[Any, str | None]:
@@ -111,6 +112,7 @@ def read_page_value(browser: BrowserSessionHandle, spec: TrialSpec, trial_dir: P
         checked = browser.run(browser.services.backend.check_page(browser.session_id, url, page.script))
     except BackendError as exc:
         return None, str(exc)
+    checked = well_formed(checked)  # the page's text is the site's, or what the agent left in it
     saved = SavedPageCheck(trial_id=spec.trial_id, task=spec.key.task, url=checked.get("url") or url, value=checked["value"])
     save_page_check(trial_dir, saved, checked.get("html"))
     return checked["value"], None
@@ -125,7 +127,7 @@ def read_submission(browser: BrowserSessionHandle, trial_dir: Path) -> tuple[Any
     import json
 
     try:
-        seen = browser.run(browser.services.backend.intercepted_requests(browser.session_id), timeout=60)
+        seen = well_formed(browser.run(browser.services.backend.intercepted_requests(browser.session_id), timeout=60))
     except BackendError as exc:
         return None, str(exc)
     trial_dir.mkdir(parents=True, exist_ok=True)

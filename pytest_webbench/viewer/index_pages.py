@@ -12,7 +12,7 @@ from html import escape
 from pathlib import Path
 
 from ..design.pairing import PAIRED_ARMS
-from ..results.records import atomic_write
+from ..results.records import atomic_write, well_formed
 
 STYLE = ("body{font:14px/1.45 system-ui,sans-serif;margin:1.5em;color:#222}table{border-collapse:collapse;width:100%}"
          "td,th{border:1px solid #ddd;padding:3px 6px;text-align:left;vertical-align:top}th{background:#f4f4f4}"
@@ -54,8 +54,10 @@ def numbered_page(name: str) -> bool:
 
 
 def page(title: str, body: str) -> str:
-    return (f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title>'
-            f"<style>{STYLE}</style></head><body>{body}</body></html>\n")
+    """Every page's shell; what the agent left in its transcript or the proxy's log made text a
+    UTF-8 file can hold."""
+    return well_formed(f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title>'
+                       f"<style>{STYLE}</style></head><body>{body}</body></html>\n")
 
 
 _PLAIN = re.compile(r"[\w.-]*", re.ASCII).fullmatch  # nothing in it for escape() to change

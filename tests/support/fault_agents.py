@@ -8,6 +8,9 @@ Faults, each done for real to this process or its children:
 - hang: the agent's command never returns (Harbor's timeout ends it).
 - interrupt: SIGINT to this pytest process (Ctrl-C), while an agent command is running.
 - kill_worker: SIGKILL this pytest process (an xdist worker) mid-trial.
+- lone_surrogate: solve, then leave text no UTF-8 file can hold (a lone UTF-16 surrogate, which JSON
+  and JavaScript can spell) in the page's title and body, its trajectory and its answer, as a
+  hostile agent may.
 
 A fault fires once per armed file: `armed` names a file that must exist and is removed as the
 fault fires, so a resumed run replays cleanly.
@@ -105,6 +108,8 @@ class FaultAgent(ReferenceAgent):
             return
         if self.fault == "kill_worker":
             os.kill(os.getpid(), signal.SIGKILL)
+        if self.fault == "lone_surrogate":
+            return await self._lone_surrogates(instruction, environment, context)
         # crash_browser / kill_upstream: one call, the fault, then the solution as usual
         from mcp import Client
 
@@ -125,3 +130,23 @@ class FaultAgent(ReferenceAgent):
             wait_dead(pid)
         return await super().run(instruction, environment, context)
 
+    async def _lone_surrogates(self, instruction, environment, context) -> None:
+        import json
+        import tempfile
+
+        from mcp import Client
+
+        from pytest_webbench.design.arms import ANSWER_PATH
+
+        await super().run(instruction, environment, context)
+        async with Client(self.mcp_servers[0].url, mode="legacy") as client:
+            browser = ReferenceBrowser(client, self.browser_session_id, self.start_url)
+            await browser.playwright("await page.evaluate(() => { document.title = 'x\\ud800'; document.body.append('\\udfff'); });"
+                                     " return 1")
+        # its own words, as Harbor keeps an agent's trajectory (ATIF) for the trial's page
+        (self.logs_dir / "trajectory.json").write_text(json.dumps(
+            {"steps": [{"source": "agent", "message": "done \udfff", "timestamp": "2026-12-06T00:00:00Z"}]}))
+        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+            json.dump({"price": "\ud800"}, f)  # written as the escape "\\ud800": valid JSON, not text
+        await environment.upload_file(f.name, ANSWER_PATH)
+        Path(f.name).unlink()
