@@ -40,13 +40,30 @@ def test_an_answer_spelling_a_lone_surrogate_is_not_text():
     assert parse_answer('{"author": "\\ud83d\\ude00"}') == {"author": "\U0001F600"}  # a pair is one character
 
 
-def test_well_formed_replaces_only_lone_surrogates_at_any_depth():
-    from pytest_webbench.grading.answer import well_formed
+def test_well_formed_replaces_only_lone_surrogates_at_any_depth_and_cuts_what_nests_too_deep():
+    import json
+
+    from pytest_webbench.results.records import MAX_NESTING, TrialRecord, nesting, well_formed
 
     clean = {"a": ["x", 1, None, {"b": "ü"}]}
     assert well_formed(clean) is clean
     assert well_formed({"k\ud800": ["ok", {"v": "a\udfffb"}], "n": 2.5}) == {"k\ufffd": ["ok", {"v": "a\ufffdb"}], "n": 2.5}
     assert well_formed("\ud83d\ude00") == "\U0001F600"  # a pair split in two code points is one character
+    deep = json.loads("[" * 100 + "]" * 100)
+    cut = well_formed({"body": deep})
+    assert nesting(cut) == MAX_NESTING and nesting(deep) > MAX_NESTING
+    record = TrialRecord(trial_id="t-a1-control", task="t", attempt=1, arm="control", experiment_id="e", runner="r",
+                         grading="page", outcome="failed", page_value=cut)
+    assert TrialRecord.model_validate_json(record.model_dump_json()).page_value == cut  # written and read back
+
+
+@pytest.mark.parametrize("nested", [70, 100_000])
+def test_an_answer_nested_deeper_than_a_record_can_be_read_back_is_refused(nested):
+    """pydantic reads no JSON nested past 200 levels, and Python's parser stops near 1,000 with a
+    RecursionError: an answer that deep made the trial errored, or its record unreadable."""
+    with pytest.raises(AnswerError, match="nests deeper than 64 levels"):
+        parse_answer('{"a": ' + "[" * nested + "]" * nested + "}")
+    assert grade_trial(meta(), '{"a": ' + "[" * nested + "]" * nested + "}", forwarded_calls=1).stop_reason == "no_answer"
 
 
 def test_json_inside_prose_is_found():

@@ -303,6 +303,21 @@ def test_the_index_s_structs_have_the_models_fields_types_and_defaults():
     assert other.flags == [] and other.calls.rejected_rules == {}
 
 
+@pytest.mark.parametrize("field", ["n: int = Field(0, ge=0)", "s: Annotated[str, Field(max_length=3)] = ''", "b: bytes = b''",
+                                   "k: int = Field(0, alias='kk')", "when: datetime = datetime(2026, 1, 1)",
+                                   "counts: dict[int, int] = Field(default_factory=dict)"])
+def test_what_a_struct_would_read_otherwise_than_pydantic_is_refused_when_it_is_made(field):
+    """A constraint, an alias, or a type msgspec decodes otherwise (bytes from base64, datetimes, int
+    keys) would have the index accept what the model refuses: the struct is refused instead."""
+    from pytest_webbench.results.index_lines import indexed_struct
+
+    namespace: dict = {}
+    exec(f"from datetime import datetime\nfrom typing import Annotated\nfrom pydantic import BaseModel, Field\n"
+         f"class Model(BaseModel):\n    {field}\n", namespace)
+    with pytest.raises(TypeError):
+        indexed_struct(namespace["Model"])
+
+
 def test_an_index_line_edited_by_hand_is_read_from_its_file(tmp_path):
     """Even an edit pydantic would accept (an outcome changed, a time changed) fails the line's
     CRC: the record comes from its file, the untouched lines from the index."""
@@ -350,6 +365,45 @@ def test_a_signed_line_of_the_wrong_shape_is_read_from_its_file(tmp_path):
     scan = _agrees(exp)
     assert scan.from_files == 8 and scan.dead_lines == 8
     assert not isinstance(next(r for r in scan.records if r.trial_id == "t8-a1-control"), ReportedTrial)  # re-signed intact: used
+
+
+def test_a_signed_line_that_is_not_one_object_of_this_schema_is_read_from_its_file(tmp_path):
+    """Lines a harness bug could sign that pydantic refuses: a second `v` after the first (pydantic
+    reads the last), two objects on one line (the index is read as one array, so the second, with
+    its CRC and schema unchecked, would have joined it), one object over two lines (swallowing the
+    good line between), and nesting deeper than any parser reads (msgspec's own limit raised
+    RecursionError). Each is refused, the good lines kept."""
+    from pytest_webbench.results.index_lines import _signed, fingerprint
+
+    rng = random.Random(37)
+    exp = tmp_path / "exp"
+    for n in range(5):
+        write_trial_record(exp, _record(f"t{n}-a1-control", rng))
+    index = exp / "trials" / INDEX
+    raw = index.read_text().splitlines()
+    lines = [json.loads(line) for line in raw]
+
+    def body(line: dict) -> str:  # the line after its CRC
+        return json.dumps({k: v for k, v in line.items() if k != "c"}, separators=(",", ":"))[1:]
+
+    older = {**lines[1], "v": "an-older-schema", "record": {**lines[1]["record"], "outcome": "passed", "detail": "forged"}}
+    bad = [
+        _signed(body(lines[0])[:-1] + ',"v":"an-older-schema"}'),
+        _signed(body(lines[0])[:-1] + "}," + json.dumps(older, separators=(",", ":"))),
+        _signed(body(lines[2])[:-2] + ',"answer":[0'),
+        _signed(f'"v":"{fingerprint()}","stamp":[0,0,0,0],"record":{{"trial_id":"zz","task":"t","attempt":1,"arm":"a",'
+                '"outcome":"o"}}]}}'),
+        _signed(body(lines[4])[:-2] + ',"answer":' + "[" * 3000 + "]" * 3000 + "}}"),
+    ]
+    assert IndexLine.model_validate_json(bad[0]).v == "an-older-schema"
+    for line in bad[1:]:
+        with pytest.raises(ValueError):
+            IndexLine.model_validate_json(line)
+    # t3's good line between the halves of one object; t0's and t4's records from their files
+    index.write_text("\n".join([bad[0], bad[1], bad[2], raw[3], bad[3], bad[4]]) + "\n")
+    scan = _agrees(exp)
+    assert scan.from_files == 4 and {r.trial_id for r in scan.records if not isinstance(r, ReportedTrial)} == {"t3-a1-control"}
+    assert all(r.detail != "forged" for r in scan.records)
 
 
 def test_the_child_that_stats_the_files_lists_what_this_process_would(tmp_path):

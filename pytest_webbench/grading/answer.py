@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..results.records import well_formed
+from ..results.records import MAX_NESTING, nesting, well_formed
 
 MAX_ANSWER_BYTES = 1_000_000
 
@@ -27,10 +27,14 @@ def parse_answer(raw: bytes | str | None) -> dict[str, Any]:
     text = raw.strip()
     try:
         value = json.loads(text)
+    except RecursionError:  # nested past Python's own limit: no object a record could hold
+        raise AnswerError(f"the answer nests deeper than {MAX_NESTING} levels") from None
     except ValueError:
         value = _last_json_object(text)
     if not isinstance(value, dict):
         raise AnswerError(f"the answer is not a JSON object: {text[:200]!r}")
+    if nesting(value) > MAX_NESTING:
+        raise AnswerError(f"the answer nests deeper than {MAX_NESTING} levels")
     if well_formed(value) is not value:
         raise AnswerError("the answer is not text: it spells a lone UTF-16 surrogate (such as \\ud800), which no record can hold")
     return value
@@ -43,7 +47,7 @@ def _last_json_object(text: str) -> Any:
     for start in (i for i, ch in enumerate(text) if ch == "{"):
         try:
             value, _ = decoder.raw_decode(text, start)
-        except ValueError:
+        except (ValueError, RecursionError):
             continue
         if isinstance(value, dict):
             found = value

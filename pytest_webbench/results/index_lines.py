@@ -77,9 +77,16 @@ def fingerprint() -> str:
 def indexed_struct(model: type[BaseModel]) -> type[msgspec.Struct]:
     """A msgspec struct with the model's fields, types and defaults (nested models made structs too):
     made from the model, so the two cannot drift apart. Its defaults are what the model's are, a
-    default list or dict made afresh for each record, as pydantic's default factories make them."""
+    default list or dict made afresh for each record, as pydantic's default factories make them.
+    What a struct could not check as pydantic does (a constraint, an alias, a validator, a type
+    msgspec reads otherwise) is refused here, at import, rather than read differently."""
+    decorators = model.__pydantic_decorators__
+    if decorators.field_validators or decorators.model_validators or decorators.validators or model.model_config.get("extra"):
+        raise TypeError(f"{model.__name__}: validators or extra= are not carried over to the index's struct")
     fields = []
     for name, info in model.model_fields.items():
+        if info.metadata or info.alias or info.validation_alias:
+            raise TypeError(f"{model.__name__}.{name}: constraints and aliases are not carried over to the index's struct")
         kind = _struct_type(info.annotation)
         if info.is_required():
             fields.append((name, kind))
@@ -99,14 +106,17 @@ def _struct_type(annotation: Any) -> Any:
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return indexed_struct(annotation)
     origin, args = get_origin(annotation), get_args(annotation)
-    if origin is None or origin is Literal or not args:
+    if annotation in _SAME_IN_BOTH or (origin is Literal and all(type(a) is str for a in args)):
         return annotation
+    if origin not in (list, dict, tuple, types.UnionType, typing.Union) or not args or (origin is dict and args[0] is not str):
+        raise TypeError(f"{annotation!r}: a type msgspec may read otherwise than pydantic; not carried over to the index's struct")
     args = tuple(_struct_type(arg) for arg in args)
     if origin in (types.UnionType, typing.Union):
         return functools.reduce(operator.or_, args)
     return origin[args]
 
 
+_SAME_IN_BOTH = (str, int, float, bool, type(None), Any)  # JSON's own types: read alike by both
 IndexedTrial = indexed_struct(ReportedTrial)
 
 
@@ -129,22 +139,32 @@ def _signed(body: str) -> str:
 
 
 def indexed_records(data: bytes) -> dict[str, tuple[Stamp, Any, bool]]:
-    """Trial id -> (stamp, record, pages) of its last usable line: one whose CRC holds, written
-    under this schema (its `v`, next after the CRC) and whose fields have the model's types."""
-    crc, version = zlib.crc32, b'"v":"%s"' % fingerprint().encode()
-    end = 16 + len(version)
+    """Trial id -> (stamp, record, pages) of its last usable line: one whose CRC holds, that is one
+    JSON object written under this schema (`v`), and whose fields have the model's types."""
+    crc, version = zlib.crc32, fingerprint()
+    head = b'"v":"%s"' % version.encode()  # next after the CRC, as the harness writes a line
     whole = [line for line in data.split(b"\n")
-             if line[:6] == _SIGNED and line[14:16] == b'",' and line[16:end] == version and line[6:14] == b"%08x" % crc(line[16:])]
+             if line[:6] == _SIGNED and line[14:16] == b'",' and line[16:16 + len(head)] == head
+             and line[6:14] == b"%08x" % crc(line[16:])]
     try:
         lines = _LINES.decode(b"[" + b",".join(whole) + b"]")
-    except msgspec.DecodeError:  # a line of the wrong shape, which only a harness bug writes: keep the others
-        lines = []
-        for line in whole:
-            try:
-                lines.append(_LINE.decode(line))
-            except msgspec.DecodeError:
-                continue
+        # each line one object, its own CRC and schema (not a second "v" after the first, nor two
+        # objects on one line, nor one object over two lines): else line by line, which refuses those
+        usable = len(lines) == len(whole) and all(
+            line.v == version and line.c.encode() == signed[6:14] for line, signed in zip(lines, whole))
+    except (msgspec.DecodeError, RecursionError):  # only a harness bug writes such a line: keep the others
+        usable = False
+    if not usable:
+        lines = [line for line in map(_decoded, whole) if line is not None and line.v == version]
     return {line.record.trial_id: (line.stamp, line.record, line.pages) for line in lines}
+
+
+def _decoded(signed: bytes) -> _Line | None:
+    try:
+        line = _LINE.decode(signed)
+    except (msgspec.DecodeError, RecursionError):
+        return None
+    return line if line.c.encode() == signed[6:14] else None
 
 
 def line_json(stamp: Stamp, record: Any, pages: bool) -> str:
