@@ -157,20 +157,22 @@ def test_an_agent_that_dies_is_errored_and_one_that_hangs_is_stopped_and_scored(
     assert report["complete"]
 
 
-def test_text_no_file_can_hold_in_the_answer_and_the_page_is_refused_and_the_trial_recorded(pytester):
-    """A hostile agent's lone UTF-16 surrogate (JSON's "\\ud800"), in its answer, the page it leaves
-    and its trajectory: UTF-8 cannot hold one, so carried into the record it stopped the record being
-    written, and the trial was errored (its pair dropped) rather than failed. The answer is refused
-    as not text; elsewhere U+FFFD stands in its place."""
-    hostile, armed = fault_preset(pytester.path, "lone_surrogate", ["shop-price-a1-control"])
-    result = run(pytester, hostile, "--experiment-id", "surrogate", select="shop-price and control")
+def test_what_no_record_can_hold_in_the_answer_page_and_trajectory_fails_the_trial_not_errors_it(pytester):
+    """A hostile agent's lone UTF-16 surrogate (JSON's "\\ud800") in its answer, the page it leaves
+    and its trajectory, and a trajectory of the wrong shapes nested past any parser. Each made the
+    trial errored (its pair dropped) rather than failed, or stopped the run's report: UTF-8 cannot
+    hold the surrogate, and the rest raised in the harness's readers. The answer is refused as not
+    text; elsewhere U+FFFD stands in for the surrogate, and the trajectory's bad parts are left out."""
+    hostile, armed = fault_preset(pytester.path, "unholdable", ["shop-price-a1-control"])
+    result = run(pytester, hostile, "--experiment-id", "unholdable", select="shop-price and control")
     result.assert_outcomes(failed=1)
     assert not armed.exists()
-    records, report = whole_results(pytester.path / "results" / "surrogate")
+    records, report = whole_results(pytester.path / "results" / "unholdable")
     assert report["complete"]  # failed, as a wrong answer is: not errored, which would drop its pair
     record = records["shop-price-a1-control"]
     assert (record.outcome, record.stop_reason) == ("failed", "no_answer") and "lone UTF-16 surrogate" in record.detail, record
-    page = (pytester.path / "results" / "surrogate" / "pages" / "shop-price-a1-control.html").read_text(encoding="utf-8")
+    assert record.agent_tool_calls == 1  # the one call that is an object
+    page = (pytester.path / "results" / "unholdable" / "pages" / "shop-price-a1-control.html").read_text(encoding="utf-8")
     assert "done \ufffd" in page  # the agent's words on its trial's page, as text
 
 

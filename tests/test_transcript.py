@@ -115,6 +115,18 @@ def test_the_cli_s_account_is_checked_against_the_gateway_s():
     assert any("1 tool call(s) its model never asked for" in f and "exec_command" in f for f in flags)
 
 
+def test_arguments_and_messages_no_parser_reads_are_compared_as_text_not_a_crash():
+    """A model's (or a forged trajectory's) arguments nested past Python's parser, and a message's
+    parts whose text is no string: each raised in the harness, and the trial was errored."""
+    from pytest_webbench.trial.harbor_run import final_agent_message
+
+    deep = "[" * 5000 + "]" * 5000
+    record = transcript_of([_line(tool_calls=[{"name": "x", "arguments": deep}])])
+    assert disagreements(record, [{"source": "agent", "tool_calls": [{"function_name": "x", "arguments": deep}]}]) == []
+    assert disagreements(record, [{"source": "agent", "tool_calls": [{"function_name": "x", "arguments": "[" * 5000}]}])
+    assert final_agent_message([{"source": "agent", "message": [{"text": 7}, {"text": '{"a": 1}'}]}]) == b'{"a": 1}'
+
+
 def _meta(**answer) -> WebbenchMeta:
     return WebbenchMeta.model_validate({"site": "shop", "grading": "pinned", "turn_cap": 5, "spend_limit_usd": 1.0, "tool_batch": "shop",
                                         "answer": answer})

@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from ..results.records import well_formed
+
 BROWSER_TOOLS = ("execute_playwright_code", "browser_repl", "execute_browser_repl", "computer_action", "webmcp")
 MAX_SHOWN = 160
 LOOPBACK_NAMES = ("localhost", "localhost.localdomain", "ip6-localhost", "ip6-loopback", "0")
@@ -43,12 +45,23 @@ def is_browser_tool(name: str) -> bool:
 
 
 def load_trajectory_steps(trajectory: Path) -> list[dict]:
-    """The steps of Harbor's ATIF trajectory (the CLI's own account); none if unreadable."""
+    """The steps of Harbor's ATIF trajectory (the CLI's own account, converted from files the agent
+    can write); none if unreadable. Made what a record can hold (well_formed), each step's tool
+    calls a list of objects: what the agent wrote there can fail no reader of it."""
     try:
         steps = json.loads(trajectory.read_text(encoding="utf-8")).get("steps") or []
-    except (OSError, ValueError, AttributeError):
+    except (OSError, ValueError, AttributeError, RecursionError):
         return []
-    return [step for step in steps if isinstance(step, dict)] if isinstance(steps, list) else []
+    if not isinstance(steps, list):
+        return []
+    out = []
+    for step in well_formed(steps):
+        if isinstance(step, dict):
+            calls = step.get("tool_calls")
+            if calls is not None:
+                step = {**step, "tool_calls": [c for c in calls if isinstance(c, dict)] if isinstance(calls, list) else []}
+            out.append(step)
+    return out
 
 
 def ipv4_of(text: str) -> ipaddress.IPv4Address | None:

@@ -55,9 +55,12 @@ def _canonical(arguments: Any) -> str:
     if isinstance(arguments, str):
         try:
             arguments = json.loads(arguments)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested past the parser: compared as text
             return arguments.strip()
-    return json.dumps(arguments, sort_keys=True, ensure_ascii=False)
+    try:
+        return json.dumps(arguments, sort_keys=True, ensure_ascii=False)
+    except (TypeError, ValueError, RecursionError):
+        return repr(arguments)
 
 
 def _trajectory_calls(steps: list[dict]) -> list[tuple[str, str]]:

@@ -303,7 +303,7 @@ def final_agent_message(steps: list[dict]) -> bytes | None:
     for step in reversed(steps):
         message = step.get("message") if step.get("source") == "agent" else None
         if isinstance(message, list):
-            message = "".join(part.get("text", "") for part in message if isinstance(part, dict))
+            message = "".join(text for part in message if isinstance(part, dict) and isinstance(text := part.get("text"), str))
         if isinstance(message, str) and message.strip():
             return message.strip().encode()
     return None

@@ -8,7 +8,6 @@ from its ATIF trajectory where Harbor wrote one, and each call's screenshot from
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -17,6 +16,7 @@ from pydantic import BaseModel, Field
 
 from ..browsers.base import TRACE_FILE
 from ..gateway.meter import read_model_log
+from ..grading.trajectory_scan import load_trajectory_steps
 from ..proxy.log import read_call_log
 from ..results.records import TrialRecord, final_screenshot, trial_dir
 from .frames import nearest_frame, read_trace
@@ -97,13 +97,9 @@ def _model_events(path: Path) -> list[TimelineEvent]:
 
 def _agent_events(path: Path) -> list[TimelineEvent]:
     """The agent's own words (ATIF steps from the agent), which the logs do not hold."""
-    try:
-        steps = json.loads(path.read_text(encoding="utf-8")).get("steps") or []
-    except (OSError, ValueError, AttributeError):
-        return []
     events = []
-    for step in steps:
-        message = step.get("message") if isinstance(step, dict) else None
+    for step in load_trajectory_steps(path):  # read as grading reads it: what the agent wrote fails no reader
+        message = step.get("message")
         if step.get("source") != "agent" or not isinstance(message, str) or not message.strip():
             continue
         try:

@@ -8,9 +8,9 @@ Faults, each done for real to this process or its children:
 - hang: the agent's command never returns (Harbor's timeout ends it).
 - interrupt: SIGINT to this pytest process (Ctrl-C), while an agent command is running.
 - kill_worker: SIGKILL this pytest process (an xdist worker) mid-trial.
-- lone_surrogate: solve, then leave text no UTF-8 file can hold (a lone UTF-16 surrogate, which JSON
-  and JavaScript can spell) in the page's title and body, its trajectory and its answer, as a
-  hostile agent may.
+- unholdable: solve, then leave what no record can hold, as a hostile agent may: text no UTF-8 file
+  can hold (a lone UTF-16 surrogate, which JSON and JavaScript can spell) in the page's title and
+  body, its trajectory and its answer, and a trajectory of the wrong shapes and nested too deep.
 
 A fault fires once per armed file: `armed` names a file that must exist and is removed as the
 fault fires, so a resumed run replays cleanly.
@@ -108,8 +108,8 @@ class FaultAgent(ReferenceAgent):
             return
         if self.fault == "kill_worker":
             os.kill(os.getpid(), signal.SIGKILL)
-        if self.fault == "lone_surrogate":
-            return await self._lone_surrogates(instruction, environment, context)
+        if self.fault == "unholdable":
+            return await self._unholdable(instruction, environment, context)
         # crash_browser / kill_upstream: one call, the fault, then the solution as usual
         from mcp import Client
 
@@ -130,7 +130,7 @@ class FaultAgent(ReferenceAgent):
             wait_dead(pid)
         return await super().run(instruction, environment, context)
 
-    async def _lone_surrogates(self, instruction, environment, context) -> None:
+    async def _unholdable(self, instruction, environment, context) -> None:
         import json
         import tempfile
 
@@ -143,9 +143,14 @@ class FaultAgent(ReferenceAgent):
             browser = ReferenceBrowser(client, self.browser_session_id, self.start_url)
             await browser.playwright("await page.evaluate(() => { document.title = 'x\\ud800'; document.body.append('\\udfff'); });"
                                      " return 1")
-        # its own words, as Harbor keeps an agent's trajectory (ATIF) for the trial's page
-        (self.logs_dir / "trajectory.json").write_text(json.dumps(
-            {"steps": [{"source": "agent", "message": "done \udfff", "timestamp": "2026-12-06T00:00:00Z"}]}))
+        # its own account, where Harbor keeps an agent's trajectory (ATIF): its words with a lone
+        # surrogate, tool calls that are no list or no object, arguments nested past any parser, and a
+        # step nested deeper than pydantic reads (a whole file nested past Python's parser is unread)
+        steps = [{"source": "agent", "message": "done \udfff", "timestamp": "2026-12-06T00:00:00Z"},
+                 {"source": "agent", "tool_calls": 5, "message": [{"text": 7}]},
+                 {"source": "agent", "tool_calls": [{"function_name": "x", "arguments": "[" * 5000}, "not a call"]}]
+        text = json.dumps({"steps": steps})
+        (self.logs_dir / "trajectory.json").write_text(text[:-2] + ', {"source": "agent", "extra": ' + "[" * 300 + "]" * 300 + "}]}")
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
             json.dump({"price": "\ud800"}, f)  # written as the escape "\\ud800": valid JSON, not text
         await environment.upload_file(f.name, ANSWER_PATH)
