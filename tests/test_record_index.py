@@ -318,14 +318,19 @@ def test_what_a_struct_would_read_otherwise_than_pydantic_is_refused_when_it_is_
         indexed_struct(namespace["Model"])
 
 
+def _indexed(tmp_path: Path, count: int, seed: int) -> tuple[Path, Path]:
+    """An experiment of `count` records t0-a1-control..., and its index."""
+    rng = random.Random(seed)
+    exp = tmp_path / "exp"
+    for n in range(count):
+        write_trial_record(exp, _record(f"t{n}-a1-control", rng))
+    return exp, exp / "trials" / INDEX
+
+
 def test_an_index_line_edited_by_hand_is_read_from_its_file(tmp_path):
     """Even an edit pydantic would accept (an outcome changed, a time changed) fails the line's
     CRC: the record comes from its file, the untouched lines from the index."""
-    rng = random.Random(31)
-    exp = tmp_path / "exp"
-    for n in range(6):
-        write_trial_record(exp, _record(f"t{n}-a1-control", rng))
-    index = exp / "trials" / INDEX
+    exp, index = _indexed(tmp_path, count=6, seed=31)
     raw = index.read_bytes().splitlines()
     edited = [json.loads(line) for line in raw[:3]]
     edited[0]["record"]["outcome"] = "passed" if edited[0]["record"]["outcome"] != "passed" else "failed"
@@ -342,11 +347,7 @@ def test_a_signed_line_of_the_wrong_shape_is_read_from_its_file(tmp_path):
     report would crash or miscount. Each is refused, and its record read from its file."""
     from pytest_webbench.results.index_lines import _signed
 
-    rng = random.Random(29)
-    exp = tmp_path / "exp"
-    for n in range(9):
-        write_trial_record(exp, _record(f"t{n}-a1-control", rng))
-    index = exp / "trials" / INDEX
+    exp, index = _indexed(tmp_path, count=9, seed=29)
     lines = [json.loads(line) for line in index.read_bytes().splitlines()]
     lines[6]["record"]["tokens"]["source"] = "a guess"  # not one of the model's Literal values
     lines[7]["record"]["judge"] = {"model": "m", "strict": {"match": "yes"}}
@@ -375,11 +376,7 @@ def test_a_signed_line_that_is_not_one_object_of_this_schema_is_read_from_its_fi
     RecursionError). Each is refused, the good lines kept."""
     from pytest_webbench.results.index_lines import _signed, fingerprint
 
-    rng = random.Random(37)
-    exp = tmp_path / "exp"
-    for n in range(5):
-        write_trial_record(exp, _record(f"t{n}-a1-control", rng))
-    index = exp / "trials" / INDEX
+    exp, index = _indexed(tmp_path, count=5, seed=37)
     raw = index.read_text().splitlines()
     lines = [json.loads(line) for line in raw]
 
