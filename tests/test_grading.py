@@ -43,7 +43,8 @@ def test_an_answer_spelling_a_lone_surrogate_is_not_text():
 def test_well_formed_replaces_only_lone_surrogates_at_any_depth_and_cuts_what_nests_too_deep():
     import json
 
-    from pytest_webbench.results.records import MAX_NESTING, TrialRecord, nesting, well_formed
+    from pytest_webbench.results.records import TrialRecord
+    from pytest_webbench.results.well_formed import MAX_NESTING, nesting, well_formed
 
     clean = {"a": ["x", 1, None, {"b": "ü"}]}
     assert well_formed(clean) is clean

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..results.records import MAX_NESTING, nesting, well_formed
+from ..results.well_formed import MAX_NESTING, nesting, well_formed
 
 MAX_ANSWER_BYTES = 1_000_000
 

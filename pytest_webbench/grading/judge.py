@@ -18,7 +18,8 @@ from functools import cache
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
-from ..results.records import JudgeRecord, JudgeVerdict, well_formed
+from ..results.records import JudgeRecord, JudgeVerdict
+from ..results.well_formed import well_formed
 
 if TYPE_CHECKING:
     from ..gateway.meter import Price

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from ..results.records import well_formed
+from ..results.well_formed import well_formed
 
 BROWSER_TOOLS = ("execute_playwright_code", "browser_repl", "execute_browser_repl", "computer_action", "webmcp")
 MAX_SHOWN = 160

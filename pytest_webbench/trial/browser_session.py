@@ -12,7 +12,7 @@ from typing import Any
 
 from ..browsers.base import BackendError
 from ..design.suite import TrialSpec
-from ..results.records import well_formed
+from ..results.well_formed import well_formed
 from .services import RunServices
 
 

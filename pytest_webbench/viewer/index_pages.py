@@ -12,7 +12,8 @@ from html import escape
 from pathlib import Path
 
 from ..design.pairing import PAIRED_ARMS
-from ..results.records import atomic_write, well_formed
+from ..results.records import atomic_write
+from ..results.well_formed import well_formed
 
 STYLE = ("body{font:14px/1.45 system-ui,sans-serif;margin:1.5em;color:#222}table{border-collapse:collapse;width:100%}"
          "td,th{border:1px solid #ddd;padding:3px 6px;text-align:left;vertical-align:top}th{background:#f4f4f4}"
