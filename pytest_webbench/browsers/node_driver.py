@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from .base import BackendError
-from .pod import playwright_driver
+from .pod import REPLY_ID, playwright_driver
 
 DRIVER_JS = Path(__file__).with_name("driver.js")
 
@@ -44,12 +44,22 @@ class NodeDriver:
 
     async def _read_replies(self, proc: asyncio.subprocess.Process) -> None:
         assert proc.stdout is not None
-        while line := await proc.stdout.readline():
+        while True:
+            try:
+                line = await proc.stdout.readline()
+            except ValueError:  # past the line limit (the driver keeps its replies under it): that call times out
+                continue
+            if not line:
+                break
             try:
                 reply = json.loads(line)
-            except json.JSONDecodeError:
+            except (ValueError, RecursionError) as exc:
+                # A reply no parser here reads (a page's value nested past Python's limit) fails its own
+                # call, named by the id the driver writes first; the driver serves every other call on.
+                if (named := REPLY_ID.match(line)) and (future := self._pending.pop(int(named[1]), None)) and not future.done():
+                    future.set_exception(BackendError(f"the browser driver's reply could not be read ({type(exc).__name__})"))
                 continue
-            future = self._pending.pop(reply.get("id"), None)
+            future = self._pending.pop(reply.get("id"), None) if isinstance(reply, dict) else None
             if future is not None and not future.done():
                 future.set_result(reply)
         # The driver exited: fail whatever was waiting, so no caller hangs.

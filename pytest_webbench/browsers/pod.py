@@ -42,6 +42,7 @@ CDP_PORT = 9222  # inside the Chromium's seal
 SEALED_JS = Path(__file__).with_name("sealed")
 RUNNER_JS = "runner.js"
 START_TIMEOUT_SEC = 30
+REPLY_ID = re.compile(rb'\{"id":([0-9]+),')  # serveLines (sealed/webmcp.js) writes a reply's id first
 # The switches Playwright 1.65 launches Chromium with (its chromiumSwitches() and headless ones;
 # tests/test_browser_pod.py holds them to Playwright's own launch), plus this backend's own.
 PLAYWRIGHT_SWITCHES = [
@@ -148,6 +149,10 @@ class Runner:
             try:
                 reply = json.loads(line)
                 future = self._pending.pop(reply.get("id"), None)
+            except RecursionError:  # a value nested past Python's parser: its call fails, the runner serves on
+                if (named := REPLY_ID.match(line)) and (future := self._pending.pop(int(named[1]), None)) and not future.done():
+                    future.set_exception(BackendError("the code runner's reply is nested too deep to read"))
+                continue
             except (ValueError, AttributeError, TypeError):
                 continue
             if future is not None and not future.done():

@@ -163,6 +163,21 @@ async function invokeTool(s, toolRef, input, timeoutMs) {
   return { result, tool: tool.name };
 }
 
+// A reply's line, never past what the harness reads (a page can hand back any value: a getter
+// returning 70 MB, a cycle): past MAX_REPLY_CHARS, or not JSON at all, its call fails instead.
+// Up to 3 bytes a character in UTF-8 (JSON escapes lone surrogates): 48 MiB under the reader's 64.
+const MAX_REPLY_CHARS = 16 * 1024 * 1024;
+function replyLine(reply) {
+  let text;
+  try {
+    text = JSON.stringify(reply);
+  } catch (e) {
+    return JSON.stringify({ id: reply.id, ok: false, error: `the reply could not be made JSON: ${String(e && e.message)}` });
+  }
+  if (typeof text === 'string' && text.length <= MAX_REPLY_CHARS) return text;
+  return JSON.stringify({ id: reply.id, ok: false, error: `the reply is ${text ? text.length : 0} characters, over the ${MAX_REPLY_CHARS} a reply may be` });
+}
+
 // One JSON request per line in, one reply per line out ({id, ok, result} or {id, ok: false, error}).
 function serveLines(ops, onClose) {
   const readline = require('readline');
@@ -184,7 +199,7 @@ function serveLines(ops, onClose) {
   const rl = readline.createInterface({ input: process.stdin, crlfDelay: Infinity });
   rl.on('line', (line) => {
     if (!line.trim()) return;
-    handle(line).then((reply) => process.stdout.write(JSON.stringify(reply) + '\n'));
+    handle(line).then((reply) => process.stdout.write(replyLine(reply) + '\n'));
   });
   rl.on('close', onClose);
 }
