@@ -50,6 +50,12 @@ def test_a_verdict_is_read_as_clawbench_reads_it_and_anything_else_is_a_judge_er
         assert parse_verdict(text).match is match
 
 
+def test_the_agent_s_url_and_method_are_cut_as_its_body_is():
+    """A 300 KB query in the submission's URL would blow the judge's token cap: the trial was errored."""
+    message = user_message("Buy a mug", {"method": "POST" * 1000, "url": "https://shop.example/buy?q=" + "x" * 300_000, "body": None})
+    assert len(message) < 7_000 and "https://shop.example/buy?q=xxx" in message
+
+
 def test_a_verdict_s_reason_spelling_a_lone_surrogate_is_kept_as_text():
     """The judge's reply may quote the agent's submission, lone surrogates (JSON's "\\ud800") and all."""
     verdict = parse_verdict('{"match": false, "reason": "it sent \\ud800"}')

@@ -186,6 +186,13 @@ def test_the_grade_of_a_submission_as_clawbench_grades_it():
     assert grade_trial(meta, b"{}", 0, page_value=_value(right)).stop_reason == "no_browser_call"
 
 
+@pytest.mark.parametrize("body", [[1], "items=BOT-GRE-L:2", 7, True])
+def test_a_submission_whose_body_holds_no_fields_is_graded_not_an_error(body):
+    """The body is the agent's: a list, a string, a number. Merging it as fields raised, and the trial was errored."""
+    graded = grade_trial(_meta(items="BOT-GRE-L:2"), b"{}", 3, page_value=_value(body))
+    assert (graded.passed, graded.stop_reason) == (False, "wrong_submission")
+
+
 def test_a_request_check_is_validated_with_the_task():
     with pytest.raises(ValueError, match="grading 'request' goes with"):
         WebbenchMeta(site="shop", grading="request", answer={}, turn_cap=10, spend_limit_usd=1.0, tool_batch="shop")

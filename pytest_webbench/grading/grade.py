@@ -111,6 +111,10 @@ def grade_trial(
     return Grade(True, None, "answer matches" + (" and the page agrees" if meta.page else ""), answer, expected)
 
 
+def _fields(value: Any) -> dict:
+    return value if isinstance(value, dict) else {}
+
+
 def needs_judge(meta: WebbenchMeta) -> bool:
     """A write task whose check does not decide the grade: no field a right submission carries
     (`expect`), and no body or query it must match exactly (a request that matched those carried
@@ -133,7 +137,8 @@ def grade_submission(meta: WebbenchMeta, answer_raw: bytes | str | None, value: 
     if not value.get("submissions") or not isinstance(submitted, dict):
         return Grade(False, "no_submission", "no request matching the task's submission reached the browser's interceptor",
                      expected=expected)
-    fields = {**(submitted.get("query") or {}), **(submitted.get("body") or {})}
+    # the body is what the agent sent: a list, a string or a number holds no fields
+    fields = {**_fields(submitted.get("query")), **_fields(submitted.get("body"))}
     problems = [f"submission {key}: expected {want!r}, it carried {fields.get(key)!r}"
                 for key, want in meta.request.expect.items()
                 if not (_same(fields.get(key), want, False) or (isinstance(fields.get(key), str) and fields.get(key) == str(want)))]

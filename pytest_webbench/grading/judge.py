@@ -56,8 +56,9 @@ def user_message(instruction: str, submitted: dict[str, Any]) -> str:
         body_text = json.dumps(body, ensure_ascii=False, indent=2)[:BODY_CHARS]
     else:
         body_text = str(body)[:BODY_CHARS] if body is not None else "(empty)"
-    return (f"INSTRUCTION:\n{instruction}\n\nINTERCEPTED REQUEST:\n  url: {submitted.get('url')}\n"
-            f"  method: {submitted.get('method')}\n  body:\n{body_text}\n\n")
+    # the URL and method are the agent's too, cut as the body is: a 300 KB query would blow the judge's cap
+    return (f"INSTRUCTION:\n{instruction}\n\nINTERCEPTED REQUEST:\n  url: {str(submitted.get('url'))[:BODY_CHARS]}\n"
+            f"  method: {str(submitted.get('method'))[:100]}\n  body:\n{body_text}\n\n")
 
 
 def parse_verdict(text: str) -> JudgeVerdict:

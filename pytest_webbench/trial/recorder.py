@@ -14,6 +14,7 @@ from ..design.suite import TrialSpec
 from ..planning.state import STATE_KEY, WebbenchState, state
 from ..results.record_index import write_trial_record
 from ..results.records import Tokens, TrialRecord, trial_record_path
+from ..results.well_formed import well_formed
 
 if TYPE_CHECKING:
     from ..grading import Grade
@@ -54,6 +55,8 @@ class TrialRecorder:
         verdict = decide(checked, grade, calls, lost, page, self.spend_limit, capped).fields()
         if outcome.scored_note and not outcome.exception:
             verdict["detail"] = f"{verdict['detail']} (the agent's run ended: {outcome.scored_note[:500]})"
+        # the detail and flags quote what the agent wrote (a file's name, its trajectory's arguments)
+        verdict["detail"], flags = well_formed(verdict["detail"]), well_formed(flags or [])
         raw = outcome.answer_raw.decode("utf-8", errors="replace")[:10000] if outcome.answer_raw else None
         record = TrialRecord(
             **self.base(), **verdict, answer=grade.answer, answer_raw=raw, expected=grade.expected,
