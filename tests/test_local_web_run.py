@@ -186,6 +186,29 @@ def test_a_trial_left_on_a_block_or_error_page_says_so(pytester, fault, reason):
     assert not json.loads((pytester.path / "results" / "fault" / "report.json").read_text())["complete"]
 
 
+def test_a_block_page_the_agent_makes_of_its_own_page_is_not_believed(pytester):
+    """A failing agent could have its trial errored (and its pair dropped) by dressing its page as a
+    bot defence's: a challenge title, a vendor's marker, a 503 from Navigation Timing. The harness
+    loads the address afresh, sees the site's own page, and grades the trial as it stands."""
+    import shutil
+
+    suite = pytester.path / "suite"
+    shutil.copytree(LOCAL_WEB, suite)
+    forge = ("document.title = 'Just a moment...'; document.body.insertAdjacentHTML('beforeend', '<div id=px-captcha></div>');"
+             " performance.getEntriesByType = () => [{responseStatus: 503}];")
+    (suite / "tasks" / "shop-price" / "solution" / "reference.py").write_text(
+        "async def solve(browser, arm):\n"
+        f"    await browser.playwright({json.dumps(f'await page.evaluate(() => {{ {forge} }})')})\n"
+        "    return {'price': 0}\n")
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", f"--results-dir={pytester.path / 'results'}", "--suite", str(suite),
+        "--experiment-id", "forged", "-k", "shop-price and control")
+    result.assert_outcomes(failed=1)
+    [record] = read_trial_records(pytester.path / "results" / "forged")[0]
+    assert (record.outcome, record.stop_reason) == ("failed", "wrong_answer"), record.detail
+    assert json.loads((pytester.path / "results" / "forged" / "report.json").read_text())["complete"]
+
+
 def test_a_tool_batch_that_throws_when_registered_errors_the_trial_and_names_the_file(pytester):
     import shutil
 

@@ -5,7 +5,9 @@ HTTP status from Navigation Timing, which bot-defence vendors' markers its DOM h
 it: a bot-block or challenge page, a site error (HTTP 5xx), or ordinary. The label comes from the
 page's structure, never from words in its text: an ordinary page that talks about "access denied"
 or "unusual traffic" is ordinary. A trial left on a block or error page is errored whatever its
-grade (verdict.py): the site, not the agent, decided it.
+grade (verdict.py): the site, not the agent, decided it. So the agent cannot dress its own page
+as one, a block or error label is believed only on the task's site and as the harness's own fresh
+load of the page's address shows it (trial/browser_session.py).
 """
 
 from __future__ import annotations
