@@ -383,3 +383,40 @@ def test_the_playwright_arm_s_page_api_code_is_not_mistaken_for_going_around_it(
     s, up = session("playwright", tmp_path)
     run(s.handle(call("execute_playwright_code", session_id="S1", code=code)))
     assert len(up.sent) == 1
+
+
+@pytest.mark.parametrize("line, why", [
+    ('{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"execute_playwright_code",'
+     '"arguments":{"session_id":"S1","code":"\\ud800"}}}', "lone UTF-16 surrogate"),
+    ('{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"execute_playwright_code\\udfff","arguments":{}}}',
+     "lone UTF-16 surrogate"),
+    ('{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"execute_playwright_code",'
+     '"arguments":{"session_id":"S1","code":"1","x":' + "[" * 200 + "]" * 200 + "}}}", "nested deeper than 64"),
+    ('{"jsonrpc":"2.0","id":7,"method":"tools/call","params":' + "[" * 5000 + "]" * 5000 + "}", "nested past its parser"),
+    ('{"jsonrpc":"2.0","id":7,"method":"tools/call","error":{"code":1,"message":"x"},'
+     '"params":{"name":"execute_playwright_code","arguments":{"session_id":"S1","code":"1"}}}', "carries no result or error"),
+])
+def test_what_the_browser_server_would_refuse_is_refused_here_as_the_agent_s(line, why, tmp_path):
+    """The browser server answers these with an HTTP error, which counts as the harness's failure
+    (an upstream failure errors the trial): so the agent could have its failed trial errored. They
+    are refused at the proxy, logged, and never sent on."""
+    s, up = session("control", tmp_path)
+    for raw in (line, line.encode()):
+        reply = run(s.handle_line(raw))
+        assert reply["error"]["code"] == -32600 or reply["error"]["code"] == -32700, reply
+        assert why in reply["error"]["message"], reply
+    assert up.sent == [] and s.stats.upstream_failures == 0
+    assert len(read_call_log(tmp_path / "log.jsonl").records) == 2  # each written, whatever it spelled
+    emoji = call("execute_playwright_code", session_id="S1", code="\U0001F600")
+    assert "result" in run(s.handle_line(json.dumps(emoji)))  # a surrogate pair, escaped: text, sent on
+    assert len(up.sent) == 1
+
+
+def test_a_call_log_line_is_written_whatever_the_agent_s_arguments_spell(tmp_path):
+    from pytest_webbench.proxy.log import CallRecord
+
+    log = CallLog(tmp_path / "log.jsonl")
+    log.write(CallRecord(time=0.0, trial="t", seq=1, method="tools/call", tool="x\ud800", arguments={"k\udfff": ["\ud800"]},
+                         decision="rejected", rule="tool_not_in_arm", outcome="rejected"))
+    [record] = read_call_log(tmp_path / "log.jsonl").records
+    assert record.tool == "x\ufffd" and record.arguments == {"k\ufffd": ["\ufffd"]}

@@ -12,6 +12,9 @@ from pathlib import Path
 from typing import Any, Literal, TextIO
 
 from pydantic import BaseModel, Field, ValidationError
+from pydantic_core import PydanticSerializationError
+
+from ..results.well_formed import well_formed
 
 MAX_ARGUMENT_CHARS = 4000
 MAX_RESULT_CHARS = 2000
@@ -54,7 +57,10 @@ class CallLog:
         self._file: TextIO | None = None
 
     def write(self, record: BaseModel) -> None:  # a CallRecord; the model gateway writes its ModelCall the same way
-        line = record.model_dump_json() + "\n"
+        try:
+            line = record.model_dump_json() + "\n"
+        except PydanticSerializationError:  # what the agent sent spells a lone surrogate, or nests past the serializer
+            line = type(record).model_validate(well_formed(record.model_dump())).model_dump_json() + "\n"
         with self._lock:
             if self._file is None:
                 self._file = self.path.open("a", encoding="utf-8")

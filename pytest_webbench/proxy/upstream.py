@@ -51,7 +51,9 @@ class HttpUpstream:
     `send`'s `on_server_message`, or to the attribute of that name in stdio mode.
     """
 
-    def __init__(self, url: str, headers: dict[str, str] | None = None, timeout: float = 180):
+    # Above the longest call a browser server answers itself (browser_repl's 150 s and its 30 s of grace),
+    # so an agent's slow code is the server's timeout error, never a missing reply counted as its failure.
+    def __init__(self, url: str, headers: dict[str, str] | None = None, timeout: float = 240):
         self.url = url
         self.timeout = timeout
         self._header_templates = dict(headers or {})
