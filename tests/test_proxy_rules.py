@@ -420,3 +420,17 @@ def test_a_call_log_line_is_written_whatever_the_agent_s_arguments_spell(tmp_pat
                          decision="rejected", rule="tool_not_in_arm", outcome="rejected"))
     [record] = read_call_log(tmp_path / "log.jsonl").records
     assert record.tool == "x\ufffd" and record.arguments == {"k\ufffd": ["\ufffd"]}
+
+
+def test_a_message_the_proxy_takes_is_one_the_browser_server_takes():
+    """Past the MCP SDK's limit on a body the browser server answers HTTP 413, a failed upstream
+    (the trial errored); and a message escaped to ASCII on the way grew up to six-fold."""
+    from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE
+
+    from pytest_webbench.proxy.framing import MAX_LINE_BYTES
+    from pytest_webbench.proxy.http_endpoint import MAX_BODY_BYTES
+    from pytest_webbench.proxy.upstream import _body
+
+    assert MAX_LINE_BYTES <= DEFAULT_MAX_REQUEST_BODY_SIZE and MAX_BODY_BYTES <= DEFAULT_MAX_REQUEST_BODY_SIZE
+    line = json.dumps(call("execute_playwright_code", session_id="S1", code="\U0001F600" * 900_000), ensure_ascii=False).encode()
+    assert len(line) < MAX_LINE_BYTES and len(_body(json.loads(line))) <= len(line)

@@ -10,7 +10,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import BinaryIO
 
-MAX_LINE_BYTES = 8 * 1024 * 1024
+# the MCP SDK's own limit on a request's body (mcp.server.transport_security): a larger message is
+# refused here, as the agent's, rather than by the browser server as a failed upstream call
+MAX_LINE_BYTES = 4 * 1024 * 1024
 HEAD_BYTES = 4096
 _SKIP_CHUNK = 1024 * 1024
 

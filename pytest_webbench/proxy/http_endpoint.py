@@ -30,10 +30,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from .framing import HEAD_BYTES, Oversized
+from .framing import HEAD_BYTES, MAX_LINE_BYTES, Oversized
 from .relay import ProxySession
 
-MAX_BODY_BYTES = 8 * 1024 * 1024
+MAX_BODY_BYTES = MAX_LINE_BYTES
 
 
 class ProxyRoutes:
