@@ -105,6 +105,7 @@ def test_the_protocol_s_own_request_is_forwarded(stack, tmp_path):
     ({"tools": [{"type": "mcp", "server_url": "https://evil.example/mcp"}]}, "mcp"),
     ({"tools": [{"type": "code_interpreter", "container": {"type": "auto"}}]}, "code_interpreter"),
     ({"tools": [{"type": "file_search"}]}, "file_search"),
+    ({"tools": 5}, "tools is not a list"),  # raised TypeError: a 500, not the API's own refusal
 ])
 def test_another_model_and_provider_side_state_or_tools_are_refused(stack, tmp_path, change, why):
     loop, endpoint, upstream, routes, gateway = stack
@@ -116,6 +117,18 @@ def test_another_model_and_provider_side_state_or_tools_are_refused(stack, tmp_p
                        headers={"authorization": f"Bearer {TOKEN}"})
     assert reply.status_code == 400 and why in reply.json()["error"]["message"], reply.text
     assert reply.json()["error"]["type"] == "invalid_request_error"  # the API's own shape: the CLI reports it
+    assert len(endpoint.model.requests) == before
+
+
+def test_a_body_nested_past_the_parser_is_refused_as_the_api_refuses(stack, tmp_path):
+    """It raised RecursionError: a 500, which a CLI may take for the provider's failure."""
+    loop, endpoint, upstream, routes, gateway = stack
+    route = _codex_route(routes, upstream, tmp_path, "deep")
+    before = len(endpoint.model.requests)
+    body = json.dumps(CODEX_BODY)[:-1] + ', "input": ' + "[" * 5000 + "]" * 5000 + "}"
+    reply = httpx.post(f"{gateway}/gateway/{route.trial}/responses", content=body.encode(), timeout=20,
+                       headers={"authorization": f"Bearer {TOKEN}", "content-type": "application/json"})
+    assert reply.status_code == 400 and "nested past" in reply.json()["error"]["message"], reply.text
     assert len(endpoint.model.requests) == before
 
 

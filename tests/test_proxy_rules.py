@@ -434,3 +434,10 @@ def test_a_message_the_proxy_takes_is_one_the_browser_server_takes():
     assert MAX_LINE_BYTES <= DEFAULT_MAX_REQUEST_BODY_SIZE and MAX_BODY_BYTES <= DEFAULT_MAX_REQUEST_BODY_SIZE
     line = json.dumps(call("execute_playwright_code", session_id="S1", code="\U0001F600" * 900_000), ensure_ascii=False).encode()
     assert len(line) < MAX_LINE_BYTES and len(_body(json.loads(line))) <= len(line)
+
+
+def test_an_oversized_message_whose_id_is_not_json_is_logged_not_a_crash(tmp_path):
+    s, _ = session("control", tmp_path)
+    assert s.refuse_oversized(9_000_000, b'{"jsonrpc":"2.0","id":"\\x","method":"tools/call"', 4096) is None
+    [record] = read_call_log(tmp_path / "log.jsonl").records
+    assert record.rule == "invalid_message" and "9000000 bytes" in record.detail

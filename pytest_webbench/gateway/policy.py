@@ -98,6 +98,8 @@ def check_body(api: Api, body: bytes, model: str | None) -> dict[str, Any]:
         request = json.loads(body)
     except ValueError:
         raise Refused("the request body is not JSON") from None
+    except RecursionError:
+        raise Refused("the request body is nested past the gateway's parser") from None
     if not isinstance(request, dict):
         raise Refused("the request body is not a JSON object")
     if model is not None and request.get("model") != model:
@@ -109,6 +111,8 @@ def check_body(api: Api, body: bytes, model: str | None) -> dict[str, Any]:
         raise Refused("a Responses request must set store: false (the gateway forwards no stored response)")
     if api != "responses" and request.get("store") not in (None, False):
         raise Refused("store: stored responses are refused")
+    if not isinstance(request.get("tools") or [], list):
+        raise Refused("tools is not a list")
     for tool in request.get("tools") or []:
         kind = str(tool.get("type", "")) if isinstance(tool, dict) else ""
         if kind.startswith(HOSTED_TOOL_PREFIXES):

@@ -168,7 +168,10 @@ class ProxySession:
     def refuse_oversized(self, size: int, head: bytes, limit: int) -> dict | None:
         """A line over the size limit: logged, and answered if its id can be read from its start."""
         match = _ID_NEAR_START.search(head)
-        msg_id = json.loads(match.group(1)) if match else None
+        try:
+            msg_id = json.loads(match.group(1)) if match else None
+        except ValueError:  # an id such as "\x": not JSON after all, so unanswerable
+            msg_id = None
         text = f"message of {size} bytes is over the proxy's limit of {limit} bytes"
         self._log_refusal(text, {"oversized_bytes": size, "head": head[:200].decode("utf-8", "replace")})
         return _error(msg_id, INVALID_REQUEST, text) if msg_id is not None else None
