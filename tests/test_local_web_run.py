@@ -166,23 +166,18 @@ def test_pytest_html_gets_the_trial_columns_and_extras(pytester):
 
 
 @pytest.mark.parametrize("fault, reason", [("bot-block", "bot_block"), ("error", "site_error")])
-def test_a_trial_left_on_a_block_or_error_page_says_so(pytester, fault, reason):
-    import shutil
-
-    suite = pytester.path / "suite"
-    shutil.copytree(LOCAL_WEB, suite)
-    (suite / "tasks" / "shop-price" / "solution" / "reference.py").write_text(
-        "async def solve(browser, arm):\n"
-        f"    await browser.playwright(\"await page.goto(new URL('/_fault/{fault}', page.url()).href)\")\n"
-        "    return {'price': 0}\n")
+def test_a_trial_on_a_site_that_refuses_its_session_is_errored_and_says_so(pytester, monkeypatch, fault, reason):
+    """The site, not the agent: every page of it a bot defence's challenge (or a server error), the
+    start page the harness loads afresh included."""
+    monkeypatch.setenv("SHOP_FAULT", fault)
     result = pytester.runpytest_subprocess(
-        "-p", "no:cacheprovider", f"--results-dir={pytester.path / 'results'}", "--suite", str(suite),
-        "--experiment-id", "fault", "-k", "shop-price and control")
+        "-p", "no:cacheprovider", f"--results-dir={pytester.path / 'results'}", "--suite", str(LOCAL_WEB),
+        "--runner", "nop", "--experiment-id", "fault", "-k", "shop-price and control")
     result.assert_outcomes(failed=1)
     [record] = read_trial_records(pytester.path / "results" / "fault")[0]
-    # the site, not the agent: errored, so the pair leaves the tests and the run says it is incomplete
+    # errored, so the pair leaves the tests and the run says it is incomplete
     assert record.outcome == "errored" and record.stop_reason == reason, record.detail
-    assert f"/_fault/{fault}" in record.detail
+    assert ("Just a moment..." if fault == "bot-block" else "503 Service Unavailable") in record.detail
     assert not json.loads((pytester.path / "results" / "fault" / "report.json").read_text())["complete"]
 
 

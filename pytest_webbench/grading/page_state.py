@@ -6,8 +6,8 @@ it: a bot-block or challenge page, a site error (HTTP 5xx), or ordinary. The lab
 page's structure, never from words in its text: an ordinary page that talks about "access denied"
 or "unusual traffic" is ordinary. A trial left on a block or error page is errored whatever its
 grade (verdict.py): the site, not the agent, decided it. So the agent cannot dress its own page
-as one, a block or error label is believed only on the task's site and as the harness's own fresh
-load of the page's address shows it (trial/browser_session.py).
+as one, or go to one, a block or error label stands only where the harness's own fresh load of the
+trial's start page shows it too (trial/browser_session.py).
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ def test_trial(request, webbench_trial, browser_session, mcp_proxy, model_gatewa
     # Faults, read before grading moves the page: a crashed or ended browser, a block or error page.
     # Each errors the trial whatever its grade (verdict.py).
     lost = browser_session.lost()
-    page = None if lost else read_page_state(browser_session, webbench_trial)
+    page = None if lost else read_page_state(browser_session)
     # Grading never trusts the agent's claim: its JSON answer, and the live page read afterwards.
     page_value, page_error = read_page_value(browser_session, webbench_trial, mcp_proxy.log_path.parent)
     calls = mcp_proxy.calls()

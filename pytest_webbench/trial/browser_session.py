@@ -86,13 +86,14 @@ async def open_browser_session(services: RunServices, spec: TrialSpec, session_i
                 await asyncio.sleep(0.2)
 
 
-def read_page_state(browser: BrowserSessionHandle, spec: TrialSpec):
+def read_page_state(browser: BrowserSessionHandle):
     """The page the agent left the browser on (see grading/page_state.py); None if unreadable.
 
     A block or error page errors the trial, so it must be the site's doing, not the agent's: its
     own page can say anything of itself (a title, a vendor's marker, a status it overrides), and it
-    can go to another site's block page. Such a label is believed only on the task's own site, and
-    only as the harness's own fresh load of that address shows it (a new tab, past service workers)."""
+    can go to a page that is one (another site's, an address it knows is refused). So such a label
+    stands only where the site refuses the whole session: the harness loads the trial's start page
+    afresh (a new tab, past service workers) and labels that."""
     from ..grading.page_state import PAGE_STATE_SCRIPT, read_page_state as parse
 
     backend, session_id = browser.services.backend, browser.session_id
@@ -102,29 +103,13 @@ def read_page_state(browser: BrowserSessionHandle, spec: TrialSpec):
         return None
     if state is None or state.label == "ok":
         return state
-    site = browser.services.site_urls.get(spec.task.meta.site)
-    if not state.url or (site is not None and not _same_site(state.url, site)):
-        return None  # a block page elsewhere: where the agent went, graded as it stands
     try:
-        return parse(well_formed(browser.run(backend.check_page(session_id, state.url, PAGE_STATE_SCRIPT), timeout=60)["value"]))
+        fresh = browser.run(backend.check_page(session_id, browser.start_url, PAGE_STATE_SCRIPT), timeout=120)
     except Exception:
         return None
-
-
-def _same_site(url: str, site: str) -> bool:
-    """On the site's host (or a subdomain of it, `www.` aside) and port."""
-    from urllib.parse import urlsplit
-
-    def where(address: str) -> tuple[str, int | None]:
-        parts = urlsplit(address)
-        try:
-            port = parts.port or {"http": 80, "https": 443}.get(parts.scheme)
-        except ValueError:
-            port = None
-        return (parts.hostname or "").removeprefix("www."), port
-
-    (host, port), (base, base_port) = where(url), where(site)
-    return bool(base) and (host == base or host.endswith("." + base)) and port == base_port
+    start = parse(well_formed(fresh.get("value") if isinstance(fresh, dict) else None))
+    # the agent's page is named in the verdict: the start page confirms the block, the agent's shows where it was met
+    return state if start is not None and start.label == state.label else start
 
 
 def read_page_value(browser: BrowserSessionHandle, spec: TrialSpec, trial_dir: Path) -> tuple[Any, str | None]:

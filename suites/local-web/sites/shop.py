@@ -203,7 +203,8 @@ async def checkout(request: Request):
 
 
 # Fault pages, for the harness's own tests of how a failed trial is labelled: what a bot defence's
-# challenge and a failing server look like to a browser. No task sends an agent here.
+# challenge and a failing server look like to a browser. SHOP_FAULT=bot-block (or error) makes every
+# page of the site one, as a site that refuses a whole session does; no agent can turn it on.
 async def fault_bot_block(request: Request) -> HTMLResponse:
     return HTMLResponse(
         "<!doctype html><html><head><title>Just a moment...</title></head><body><h1>Checking your browser "
@@ -218,8 +219,10 @@ async def fault_error(request: Request) -> HTMLResponse:
 
 
 def create_app() -> Starlette:
+    fault = {"bot-block": fault_bot_block, "error": fault_error}.get(os.environ.get("SHOP_FAULT", ""))
+    if fault is not None:
+        return Starlette(routes=[Route("/{path:path}", fault, methods=["GET", "POST"])])
     return Starlette(routes=[
-        Route("/_fault/bot-block", fault_bot_block), Route("/_fault/error", fault_error),
         Route("/", home), Route("/c/{name}", category), Route("/search", search), Route("/api/products", api_products),
         Route("/p/{sku}", product), Route("/cart", cart), Route("/cart/add", cart_add, methods=["POST"]),
         Route("/cart/remove", cart_remove, methods=["POST"]), Route("/cart/coupon", cart_coupon, methods=["POST"]),
