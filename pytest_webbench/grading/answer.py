@@ -42,16 +42,21 @@ def parse_answer(raw: bytes | str | None) -> dict[str, Any]:
 
 
 def _last_json_object(text: str) -> Any:
-    """Agents often wrap the JSON in prose or a code fence: take the last object in the text. From
-    the end, and from the last MAX_STARTS braces only: every brace of a text such as '{"a":' * 40000
-    is a start that parses to the recursion limit before failing (6 s for 200 KB when all were tried)."""
+    """Agents often wrap the JSON in prose or a code fence: take the last object in the text, whole
+    (not the last object nested in it). Only the last MAX_STARTS braces are tried: each brace of a
+    text such as '{"a":' * 40000 is a start that parses to the recursion limit before failing (6 s
+    for 200 KB when all were tried)."""
     decoder = json.JSONDecoder()
-    starts = [i for i, ch in enumerate(text) if ch == "{"][-MAX_STARTS:]
-    for start in reversed(starts):
+    found, after = None, 0
+    for start in [i for i, ch in enumerate(text) if ch == "{"][-MAX_STARTS:]:
+        if start < after:
+            continue  # inside the object found last
         try:
-            value, _ = decoder.raw_decode(text, start)
+            value, end = decoder.raw_decode(text, start)
         except (ValueError, RecursionError):
             continue
         if isinstance(value, dict):
-            return value
-    raise AnswerError(f"the answer is not JSON: {text[:200]!r}")
+            found, after = value, end
+    if found is None:
+        raise AnswerError(f"the answer is not JSON: {text[:200]!r}")
+    return found
