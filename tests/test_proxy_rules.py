@@ -394,14 +394,18 @@ def test_the_playwright_arm_s_page_api_code_is_not_mistaken_for_going_around_it(
      '"arguments":{"session_id":"S1","code":"1","x":' + "[" * 200 + "]" * 200 + "}}}", "nested deeper than 64"),
     ('{"jsonrpc":"2.0","id":7,"method":"tools/call","params":' + "[" * 5000 + "]" * 5000 + "}", "nested past its parser"),
     ('{"jsonrpc":"2.0","id":7,"method":"tools/call","error":{"code":1,"message":"x"},'
-     '"params":{"name":"execute_playwright_code","arguments":{"session_id":"S1","code":"1"}}}', "carries no result or error"),
+     '"params":{"name":"execute_playwright_code","arguments":{"session_id":"S1","code":"1"}}}', "carries no error"),
+    ('{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"execute_playwright_code",'
+     '"arguments":{"session_id":"S1","code":"1","n":NaN}}}', "NaN and Infinity"),
+    ('{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"execute_playwright_code",'
+     '"arguments":{"session_id":"S1","code":"1","n":[' + ",".join(["9e15"] * 240_000) + "]}}}", "over the browser server's limit"),
 ])
 def test_what_the_browser_server_would_refuse_is_refused_here_as_the_agent_s(line, why, tmp_path):
     """The browser server answers these with an HTTP error, which counts as the harness's failure
     (an upstream failure errors the trial): so the agent could have its failed trial errored. They
     are refused at the proxy, logged, and never sent on."""
     s, up = session("control", tmp_path)
-    for raw in (line, line.encode()):
+    for raw in (line, line.encode()):  # a str line, and the bytes of an HTTP body
         reply = run(s.handle_line(raw))
         assert reply["error"]["code"] == -32600 or reply["error"]["code"] == -32700, reply
         assert why in reply["error"]["message"], reply
@@ -429,11 +433,11 @@ def test_a_message_the_proxy_takes_is_one_the_browser_server_takes():
 
     from pytest_webbench.proxy.framing import MAX_LINE_BYTES
     from pytest_webbench.proxy.http_endpoint import MAX_BODY_BYTES
-    from pytest_webbench.proxy.upstream import _body
+    from pytest_webbench.proxy.framing import wire_bytes
 
     assert MAX_LINE_BYTES <= DEFAULT_MAX_REQUEST_BODY_SIZE and MAX_BODY_BYTES <= DEFAULT_MAX_REQUEST_BODY_SIZE
     line = json.dumps(call("execute_playwright_code", session_id="S1", code="\U0001F600" * 900_000), ensure_ascii=False).encode()
-    assert len(line) < MAX_LINE_BYTES and len(_body(json.loads(line))) <= len(line)
+    assert len(line) < MAX_LINE_BYTES and len(wire_bytes(json.loads(line))) <= len(line)
 
 
 def test_an_oversized_message_whose_id_is_not_json_is_logged_not_a_crash(tmp_path):
@@ -441,3 +445,22 @@ def test_an_oversized_message_whose_id_is_not_json_is_logged_not_a_crash(tmp_pat
     assert s.refuse_oversized(9_000_000, b'{"jsonrpc":"2.0","id":"\\x","method":"tools/call"', 4096) is None
     [record] = read_call_log(tmp_path / "log.jsonl").records
     assert record.rule == "invalid_message" and "9000000 bytes" in record.detail
+
+
+def test_a_body_not_in_utf_8_is_refused_as_not_json(tmp_path):
+    """json.loads reads UTF-16 and UTF-32 too, where a lone surrogate is no escape: sent on, it
+    failed to encode and counted as the browser server's failure. MCP's JSON is UTF-8."""
+    s, up = session("control", tmp_path)
+    line = json.dumps(call("execute_playwright_code", session_id="S1", code="\ud800"))
+    for body in (line.encode("utf-16"), line.replace("\\ud800", "\ud800").encode("utf-32-le", "surrogatepass")):
+        reply = run(s.handle_line(body))
+        assert reply["error"]["code"] == -32700 and "not JSON" in reply["error"]["message"], reply
+    assert up.sent == [] and s.stats.upstream_failures == 0
+
+
+def test_an_http_reply_holding_a_lone_surrogate_is_sent_as_json():
+    """A browser server's text cut in the middle of an emoji: Starlette's JSONResponse failed on it (HTTP 500)."""
+    from pytest_webbench.proxy.http_endpoint import AsciiJSONResponse
+
+    body = AsciiJSONResponse({"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text", "text": "cut \ud83d"}]}}).body
+    assert json.loads(body)["result"]["content"][0]["text"] == "cut \ud83d"

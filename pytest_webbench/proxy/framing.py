@@ -1,4 +1,6 @@
-"""Line framing for MCP over stdio: one JSON-RPC message per line, with a size limit.
+"""The proxy's messages on the wire: line framing for MCP over stdio (one JSON-RPC message per
+line, with a size limit), the bytes a message is sent on as, and what the browser server would
+refuse of them.
 
 A line over the limit is skipped in pieces (never parsed, never held whole) and reported as
 `Oversized` with its size and first bytes, so the proxy can answer it by id and keep reading.
@@ -6,15 +8,28 @@ A line over the limit is skipped in pieces (never parsed, never held whole) and 
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import BinaryIO
+from typing import Any, BinaryIO
+
+from ..results.well_formed import MAX_NESTING, nesting, well_formed
 
 # the MCP SDK's own limit on a request's body (mcp.server.transport_security): a larger message is
 # refused here, as the agent's, rather than by the browser server as a failed upstream call
 MAX_LINE_BYTES = 4 * 1024 * 1024
 HEAD_BYTES = 4096
+# a lone surrogate: JSON's escape of one (not an escaped backslash before "ud800"), or its bytes in a str line
+_SURROGATE = re.compile(rb"(?<!\\)(?:\\\\)*\\u[dD][89a-fA-F]|\xed[\xa0-\xbf]")
 _SKIP_CHUNK = 1024 * 1024
+
+
+def wire_bytes(message: Any) -> bytes:
+    """A message as sent on to the browser server: as compact as it came (escaped to ASCII, text
+    outside it grows up to six-fold), and strict JSON (no NaN or Infinity, which a JavaScript
+    server refuses). Raises ValueError for those, UnicodeEncodeError for a lone surrogate."""
+    return json.dumps(message, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
 
 
 @dataclass
@@ -41,3 +56,22 @@ def read_lines(stream: BinaryIO, limit: int = MAX_LINE_BYTES) -> Iterator[bytes 
             if not rest or rest.endswith(b"\n"):
                 yield Oversized(size - (1 if rest.endswith(b"\n") else 0), head)
                 break
+
+
+def unsendable(line: str | bytes, message: Any) -> str | None:
+    """Why the browser server would refuse the message with an HTTP error, which counts against the
+    harness as a failed upstream: refused here as the agent's instead. Each check only where the
+    bytes allow it at all, so an ordinary call costs a regex and a count."""
+    data = line.encode("utf-8", "surrogatepass") if isinstance(line, str) else line
+    if _SURROGATE.search(data) and well_formed(message) is not message:
+        return "not text: it spells a lone UTF-16 surrogate"
+    if data.count(b"[") + data.count(b"{") > MAX_NESTING and nesting(message) > MAX_NESTING:
+        return f"nested deeper than {MAX_NESTING} levels"
+    if len(data) * 4 > MAX_LINE_BYTES or b"NaN" in data or b"Infinity" in data:  # numbers can grow as they are written again
+        try:
+            size = len(wire_bytes(message))
+        except ValueError:
+            return "NaN and Infinity are not JSON"
+        if size > MAX_LINE_BYTES:
+            return f"{size} bytes as sent on, over the browser server's limit of {MAX_LINE_BYTES}"
+    return None

@@ -24,6 +24,7 @@ import hmac
 import json
 import secrets
 from collections.abc import AsyncIterator
+from typing import Any
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -34,6 +35,14 @@ from .framing import HEAD_BYTES, MAX_LINE_BYTES, Oversized
 from .relay import ProxySession
 
 MAX_BODY_BYTES = MAX_LINE_BYTES
+
+
+class AsciiJSONResponse(JSONResponse):
+    """A reply as JSON escaped to ASCII, as the event stream's are: a browser server's text cut in
+    the middle of an emoji holds a lone surrogate, which UTF-8 (Starlette's JSONResponse) cannot."""
+
+    def render(self, content: Any) -> bytes:
+        return json.dumps(content, separators=(",", ":")).encode()
 
 
 class ProxyRoutes:
@@ -66,7 +75,7 @@ class ProxyRoutes:
         body = await _body_within(request, MAX_BODY_BYTES)
         if isinstance(body, Oversized):
             reply = session.refuse_oversized(body.size, body.head, MAX_BODY_BYTES)
-            return JSONResponse(reply, status_code=413) if reply else Response(status_code=413)
+            return AsciiJSONResponse(reply, status_code=413) if reply else Response(status_code=413)
         return await _answer(session, body)
 
 
@@ -98,7 +107,7 @@ async def _answer(session: ProxySession, body: bytes) -> Response:
             return Response(status_code=202)
         # an error with a null id: the message itself could not be read (JSON-RPC), a bad request
         unreadable = isinstance(reply.get("error"), dict) and reply.get("id") is None
-        return JSONResponse(reply, status_code=400 if unreadable else 200)
+        return AsciiJSONResponse(reply, status_code=400 if unreadable else 200)
 
     async def events() -> AsyncIterator[str]:
         item = first

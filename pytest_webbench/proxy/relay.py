@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ..design.arms import WEBMCP_TOOL, ArmPolicy
-from ..results.well_formed import MAX_NESTING, nesting, well_formed
+from .framing import unsendable
 from .log import MAX_RESULT_CHARS, CallLog, CallRecord, bounded
 from .rules import Rejection, check_call, filter_tools
 
@@ -38,7 +38,6 @@ FORWARDED_METHODS = frozenset({*HANDSHAKES, "ping", "tools/list", "tools/call", 
 EMPTY_LISTS = {"prompts/list": "prompts", "resources/list": "resources", "resources/templates/list": "resourceTemplates"}
 WITHHELD_CAPABILITIES = ("prompts", "resources", "completions", "tasks")
 # An oversized line is not parsed, but its id usually sits near the start: answer it if found.
-_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]|\xed[\xa0-\xbf]")  # JSON's escape of one, or its bytes in a str line
 _ID_NEAR_START = re.compile(rb'"id"\s*:\s*(-?\d{1,15}|"(?:[^"\\]|\\.){0,200}")')
 
 
@@ -146,20 +145,14 @@ class ProxySession:
     def receive_line(self, line: str | bytes) -> Step:
         """One inbound line or HTTP body: exactly one JSON-RPC message, or an error reply."""
         try:
-            message = json.loads(line)
+            message = json.loads(line.decode("utf-8") if isinstance(line, bytes) else line)  # MCP's JSON is UTF-8
         except (ValueError, UnicodeDecodeError) as exc:
             return self._refuse(None, PARSE_ERROR, f"not JSON: {exc}", raw=line)
         except RecursionError:
             return self._refuse(None, PARSE_ERROR, "not JSON this proxy reads: nested past its parser", raw=line[:200])
-        # What the browser server would refuse with an HTTP error (counted against the harness, as a
-        # failed upstream) is refused here as the agent's; looked for only where the bytes allow it.
-        data = line.encode("utf-8", "surrogatepass") if isinstance(line, str) else line
-        problem = ("not text: it spells a lone UTF-16 surrogate" if _SURROGATE.search(data) and well_formed(message) is not message
-                   else f"nested deeper than {MAX_NESTING} levels"
-                   if data.count(b"[") + data.count(b"{") > MAX_NESTING and nesting(message) > MAX_NESTING else None)
-        if problem is not None:
+        if (problem := unsendable(line, message)) is not None:
             return self._refuse(_usable_id(message.get("id")) if isinstance(message, dict) else None, INVALID_REQUEST,
-                                problem, raw=data[:200].decode("utf-8", "replace"))
+                                problem, raw=line[:200] if isinstance(line, str) else line[:200].decode("utf-8", "replace"))
         step = self.receive(message)
         if isinstance(step, Call) and isinstance(line, bytes) and b"\n" not in line:
             step.raw = line
@@ -186,8 +179,8 @@ class ProxySession:
         if has_id and _usable_id(message["id"]) is None:
             return self._refuse(None, INVALID_REQUEST, "id must be a string or an integer", raw=message)
         method = message.get("method")
-        if method is not None and ("result" in message or "error" in message):
-            return self._refuse(message.get("id"), INVALID_REQUEST, "a request carries no result or error", raw=message)
+        if method is not None and isinstance(message.get("error"), dict):  # the SDK reads it as an error reply
+            return self._refuse(message.get("id"), INVALID_REQUEST, "a request carries no error", raw=message)
         if method is None:
             if has_id and (("result" in message) != ("error" in message)):
                 return Relay(message)  # the client's answer to a server request: not a call

@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 from httpx_sse import EventSource
 
-from .framing import MAX_LINE_BYTES, Oversized, read_lines
+from .framing import MAX_LINE_BYTES, Oversized, read_lines, wire_bytes
 
 SESSION_HEADER = "mcp-session-id"
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -39,13 +39,6 @@ def tls_context() -> ssl.SSLContext:
     """One TLS context for every upstream client of the process, with httpx's own defaults: each
     client made its own, and loading the CA bundle cost ~20 ms of CPU per trial's route."""
     return httpx.create_ssl_context()
-
-
-def _body(message: dict) -> bytes:
-    """As compact as it came: escaped to ASCII, text outside it grows up to six-fold (an emoji is 12
-    bytes), and a message under the proxy's limit could pass the server's. Lone surrogates, which
-    UTF-8 cannot hold, were refused on the way in (relay.receive_line)."""
-    return json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode()
 
 
 class HttpUpstream:
@@ -89,7 +82,7 @@ class HttpUpstream:
     async def send(self, message: dict, on_server_message: Callable[[dict], Awaitable[None]] | None = None) -> dict | None:
         if self._async_client is None:
             self._async_client = httpx.AsyncClient(timeout=self.timeout, verify=tls_context())
-        request = self._async_client.build_request("POST", self.url, content=_body(message), headers=self._headers())
+        request = self._async_client.build_request("POST", self.url, content=wire_bytes(message), headers=self._headers())
         response = await self._async_client.send(request, stream=True)
         try:
             if not self._expects_reply(message, response):
@@ -110,7 +103,7 @@ class HttpUpstream:
     def call(self, message: dict) -> dict | None:
         if self._sync_client is None:
             self._sync_client = httpx.Client(timeout=self.timeout, verify=tls_context())
-        with self._sync_client.stream("POST", self.url, content=_body(message), headers=self._headers()) as response:
+        with self._sync_client.stream("POST", self.url, content=wire_bytes(message), headers=self._headers()) as response:
             if not self._expects_reply(message, response):
                 response.read()
                 return None
