@@ -12,7 +12,7 @@ import pytest
 from pytest_webbench.design.clawbench import installed_root
 from pytest_webbench.design.suite import WebbenchMeta
 from pytest_webbench.grading.grade import grade_trial, needs_judge
-from pytest_webbench.grading.judge import JudgeError, parse_verdict, request_for, reply_text, rubric, user_message
+from pytest_webbench.grading.judge import parse_verdict, request_for, reply_text, rubric, user_message
 from pytest_webbench.grading.verdict import decide
 from pytest_webbench.results.records import BrowserCalls, JudgeRecord, JudgeVerdict, Tokens
 
@@ -41,13 +41,13 @@ def test_the_user_message_is_clawbench_s(verify, body):
 
 @pytest.mark.parametrize("text", ['{"match": true, "reason": "right item"}', '```json\n{"match": false, "reason": "no"}\n```',
                                   'Sure. {"match": true} done', '{"match": "yes"}', "no verdict at all", ""])
-def test_a_verdict_is_read_as_clawbench_reads_it_and_anything_else_is_a_judge_error(verify, text):
+def test_a_verdict_is_read_as_clawbench_reads_it_and_no_verdict_is_no_match(verify, text):
     match, _ = verify.parse_verdict(text)
-    if match is None:  # ClawBench scores it 0 silently; here it errors the trial: the judge failed, not the agent
-        with pytest.raises(JudgeError):
-            parse_verdict(text)
+    verdict = parse_verdict(text)
+    if match is None:  # ClawBench scores it 0; the agent's submission can talk the judge out of its format
+        assert verdict.match is False and "no verdict" in verdict.reason
     else:
-        assert parse_verdict(text).match is match
+        assert verdict.match is match
 
 
 def test_the_agent_s_url_and_method_are_cut_as_its_body_is():

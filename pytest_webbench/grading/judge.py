@@ -62,14 +62,17 @@ def user_message(instruction: str, submitted: dict[str, Any]) -> str:
 
 
 def parse_verdict(text: str) -> JudgeVerdict:
-    """The single-line JSON object the rubrics ask for, tolerating a code fence around it."""
+    """The single-line JSON object the rubrics ask for, tolerating a code fence around it. A reply
+    without one is no match, as ClawBench scores it: the judge read the agent's submission, which can
+    talk it out of its format, so a missing verdict must not error the trial (only a judge that
+    could not be asked does)."""
     text = (text or "").strip()
     try:
         obj = json.loads(text[text.index("{"): text.rindex("}") + 1])
-    except ValueError:
-        raise JudgeError(f"the judge's reply is not the JSON verdict asked for: {text[:200]!r}") from None
+    except (ValueError, RecursionError):
+        obj = None
     if not isinstance(obj, dict) or not isinstance(obj.get("match"), bool):
-        raise JudgeError(f"the judge's reply has no boolean 'match': {text[:200]!r}")
+        return JudgeVerdict(match=False, reason=well_formed(f"no verdict in the judge's reply: {text[:200]!r}"))
     return JudgeVerdict(match=obj["match"], reason=well_formed(str(obj.get("reason", ""))[:500]))
 
 
