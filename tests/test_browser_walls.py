@@ -147,6 +147,24 @@ def test_the_page_check_reads_the_site_past_the_agent_s_hooks(browsers):
         loop.run(backend.delete_session("C"))
 
 
+def test_kernel_s_page_check_code_reads_the_site_past_the_agent_s_service_worker(browsers):
+    """On Kernel the check is Playwright code run in the trial's context, as the agent's code is:
+    it goes past a service worker the agent's page registered, as the local check does."""
+    from pytest_webbench.browsers.kernel import page_check_code
+
+    loop, backend, site, _ = browsers
+    loop.run(backend.create_session("K", site_urls=[site]))
+    try:
+        code = (f"await page.goto({(site + '/sw-page')!r}); await page.evaluate(() => navigator.serviceWorker.ready);"
+                f"const p = await context.newPage(); await p.goto({(site + '/cart')!r});"
+                "const t = await p.textContent('#total'); await p.close(); return t")
+        assert _run(loop, backend, code, "K")["result"] == "$0.00"  # the worker answers for the site
+        checked = _run(loop, backend, page_check_code(site + "/cart", "return document.querySelector('#total').textContent"), "K")
+        assert checked["result"]["value"] == "$4.99", checked
+    finally:
+        loop.run(backend.delete_session("K"))
+
+
 def test_a_browser_the_agent_closes_is_lost_not_replaced(browsers):
     loop, backend, site, _ = browsers
     loop.run(backend.create_session("D", site_urls=[site]))

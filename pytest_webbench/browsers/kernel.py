@@ -28,9 +28,12 @@ DEFAULT_MCP_URL = "https://mcp.onkernel.com/mcp"
 def page_check_code(url: str, script: str) -> str:
     """The Playwright code (JavaScript, run by Kernel's runtime) that opens `url` in a new tab of the
     trial's context, runs the task's page script there and returns its value, the URL it ended on
-    and the page's HTML; the agent's own tab is left where the agent left it."""
+    and the page's HTML; the agent's own tab is left where the agent left it. Past any service
+    worker, as the local driver's check goes: one the agent registered could answer for the site."""
     body = "(async () => {\n" + script + "\n})()"
-    return (f"const p = await context.newPage();\ntry {{\n  await p.goto({json.dumps(url)}, {{ waitUntil: 'load' }});\n"
+    return ("const p = await context.newPage();\ntry {\n  const cdp = await context.newCDPSession(p);\n"
+            "  await cdp.send('Network.enable');\n  await cdp.send('Network.setBypassServiceWorker', { bypass: true });\n"
+            f"  await p.goto({json.dumps(url)}, {{ waitUntil: 'load' }});\n"
             f"  const value = await p.evaluate({json.dumps(body)});\n"
             "  return { value, url: p.url(), html: await p.content() };\n"
             "} finally { await p.close(); }")
