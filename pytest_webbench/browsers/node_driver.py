@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from .base import BackendError
-from .pod import REPLY_ID, playwright_driver
+from .pod import fail_named_call, playwright_driver
 
 DRIVER_JS = Path(__file__).with_name("driver.js")
 
@@ -54,10 +54,8 @@ class NodeDriver:
             try:
                 reply = json.loads(line)
             except (ValueError, RecursionError) as exc:
-                # A reply no parser here reads (a page's value nested past Python's limit) fails its own
-                # call, named by the id the driver writes first; the driver serves every other call on.
-                if (named := REPLY_ID.match(line)) and (future := self._pending.pop(int(named[1]), None)) and not future.done():
-                    future.set_exception(BackendError(f"the browser driver's reply could not be read ({type(exc).__name__})"))
+                # a reply no parser here reads (a page's value nested past Python's limit): its call alone fails
+                fail_named_call(self._pending, line, f"the browser driver's reply could not be read ({type(exc).__name__})")
                 continue
             future = self._pending.pop(reply.get("id"), None) if isinstance(reply, dict) else None
             if future is not None and not future.done():

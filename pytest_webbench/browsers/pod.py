@@ -42,7 +42,7 @@ CDP_PORT = 9222  # inside the Chromium's seal
 SEALED_JS = Path(__file__).with_name("sealed")
 RUNNER_JS = "runner.js"
 START_TIMEOUT_SEC = 30
-REPLY_ID = re.compile(rb'\{"id":([0-9]+),')  # serveLines (sealed/webmcp.js) writes a reply's id first
+_REPLY_ID = re.compile(rb'\{"id":([0-9]+),')  # serveLines (sealed/webmcp.js) writes a reply's id first
 # The switches Playwright 1.65 launches Chromium with (its chromiumSwitches() and headless ones;
 # tests/test_browser_pod.py holds them to Playwright's own launch), plus this backend's own.
 PLAYWRIGHT_SWITCHES = [
@@ -125,6 +125,13 @@ def playwright_driver_dir() -> Path:
     return node.parent
 
 
+def fail_named_call(pending: dict[int, asyncio.Future], line: bytes, why: str) -> None:
+    """A reply line that cannot be read fails the one call it names by its id, which serveLines
+    writes first; every other call goes on."""
+    if (named := _REPLY_ID.match(line)) and (future := pending.pop(int(named[1]), None)) and not future.done():
+        future.set_exception(BackendError(why))
+
+
 class Runner:
     """The agent's code runner: a process speaking JSON lines, replies matched by id. Its replies
     are the agent's own results (what its code returned), never read as the harness's facts."""
@@ -150,8 +157,7 @@ class Runner:
                 reply = json.loads(line)
                 future = self._pending.pop(reply.get("id"), None)
             except RecursionError:  # a value nested past Python's parser: its call fails, the runner serves on
-                if (named := REPLY_ID.match(line)) and (future := self._pending.pop(int(named[1]), None)) and not future.done():
-                    future.set_exception(BackendError("the code runner's reply is nested too deep to read"))
+                fail_named_call(self._pending, line, "the code runner's reply is nested too deep to read")
                 continue
             except (ValueError, AttributeError, TypeError):
                 continue

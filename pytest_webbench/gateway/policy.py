@@ -111,9 +111,10 @@ def check_body(api: Api, body: bytes, model: str | None) -> dict[str, Any]:
         raise Refused("a Responses request must set store: false (the gateway forwards no stored response)")
     if api != "responses" and request.get("store") not in (None, False):
         raise Refused("store: stored responses are refused")
-    if not isinstance(request.get("tools") or [], list):
+    tools = request.get("tools") or []
+    if not isinstance(tools, list):
         raise Refused("tools is not a list")
-    for tool in request.get("tools") or []:
+    for tool in tools:
         kind = str(tool.get("type", "")) if isinstance(tool, dict) else ""
         if kind.startswith(HOSTED_TOOL_PREFIXES):
             raise Refused(f"the tool type {kind!r} runs at the provider, beyond the browser and this run: refused")

@@ -152,7 +152,7 @@ class ProxySession:
             return self._refuse(None, PARSE_ERROR, "not JSON this proxy reads: nested past its parser", raw=line[:200])
         if (problem := unsendable(line, message)) is not None:
             return self._refuse(_usable_id(message.get("id")) if isinstance(message, dict) else None, INVALID_REQUEST,
-                                problem, raw=line[:200] if isinstance(line, str) else line[:200].decode("utf-8", "replace"))
+                                problem, raw=line[:200])
         step = self.receive(message)
         if isinstance(step, Call) and isinstance(line, bytes) and b"\n" not in line:
             step.raw = line
