@@ -34,9 +34,10 @@ def configure_run(config: pytest.Config) -> tuple[WebbenchState, RunController |
                            options.clawbench_set, options.clawbench_ungradable)
         options = options.model_copy(update={"runner": options.runner or suite.spec.default_runner})
         # Collecting only checks the plan: the CLI and Kernel access are checked when trials run.
-        check_runner(options.runner, options.model, require_cli=not config.option.collectonly)
+        runner = check_runner(options.runner, options.model, require_cli=not config.option.collectonly)
     except (UnknownRunner, SuiteError) as exc:
         raise pytest.UsageError(str(exc)) from None
+    model_names = _harbor_model_names(config, runner.check_model(options.model), worker)
     check_arms(options.arms or tuple(suite.spec.arms), options.paired)
     check_sequential(options)
     _check_seal(options, config)
@@ -81,6 +82,7 @@ def configure_run(config: pytest.Config) -> tuple[WebbenchState, RunController |
         lock = _hold(experiment_dir)
     st = WebbenchState(options, suite, experiment_dir)
     st.judge = judge
+    st.model_names = model_names
     st.skip, st.planned = skip, planned
     st.lock_fd = None if worker else lock  # held until this process exits
     if worker:
@@ -88,6 +90,25 @@ def configure_run(config: pytest.Config) -> tuple[WebbenchState, RunController |
 
     distributed = bool(getattr(config.option, "numprocesses", None)) and dist != "no"
     return st, RunController(st, resuming, distributed)
+
+
+def _harbor_model_names(config: pytest.Config, model: str | None, worker: bool):
+    """Harbor's provider lookup for the run's model, made once by the controller (in a child
+    process: runners/model_names.py) and handed to the workers, so that no process that runs
+    trials imports litellm to make it again. None: the run has no model, or only plans."""
+    from ..runners.model_names import ModelNames, ModelNamesError, answer_from, resolve
+
+    try:
+        if worker:
+            given = config.workerinput.get("webbench_model_names")
+            names = ModelNames.model_validate(given) if given is not None else None
+        else:
+            names = resolve(model) if model is not None and not config.option.collectonly else None
+        if names is not None:
+            answer_from(names)
+    except ModelNamesError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    return names
 
 
 def _judge(options, suite, check_key: bool = True, selecting: bool = False):

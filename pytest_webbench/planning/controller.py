@@ -47,11 +47,13 @@ class RunController:
 
     @pytest.hookimpl(optionalhook=True)  # xdist hooks: the plugin also loads without xdist
     def pytest_configure_node(self, node) -> None:
-        """Every worker uses the controller's experiment id (so all compute one pair order) and
-        skips what it skips on --resume."""
+        """Every worker uses the controller's experiment id (so all compute one pair order), skips
+        what it skips on --resume, and takes Harbor's reading of the model name from the controller."""
         node.workerinput["webbench_experiment_id"] = self.st.options.experiment_id
         node.workerinput["webbench_skip"] = sorted(self.st.skip)
         node.workerinput["webbench_planned"] = sorted(self.st.planned) if self.st.planned is not None else None
+        names = self.st.model_names
+        node.workerinput["webbench_model_names"] = names.model_dump() if names is not None else None
         if self.st.options.shard and not self.resuming:
             if self.plan_dir is None:
                 import tempfile

@@ -32,6 +32,7 @@ class WebbenchState:
         self.skipped_pairs: set[str] = set()  # --sequential: pairs this process did not start (their task was decided)
         self.lock_fd: int | None = None  # the experiment's run.lock, held by the controller while it runs
         self.judge = None  # grading/judge.py's JudgeSetup: the judge of write tasks whose check does not decide (None: none)
+        self.model_names = None  # runners/model_names.py's ModelNames: Harbor's provider lookup for the run's model
 
 
 def state(config: pytest.Config) -> WebbenchState:

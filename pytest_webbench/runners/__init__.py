@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import sys
 import tomllib
 from functools import cache
 from importlib import resources
@@ -143,6 +144,11 @@ def check_preset(spec: RunnerSpec, model: str | None, require_cli: bool = True) 
     spec.check_model(model)
     module_name, _, class_name = spec.agent.partition(":")
     agent_class = getattr(importlib.import_module(module_name), class_name)  # Harbor loads here, lazily
+    cli = sys.modules.get(f"{__name__}.cli")  # loaded if the agent is one of its classes
+    if cli is not None and issubclass(agent_class, cli.PinnedCli) and not spec.uses_gateway:
+        raise UnknownRunner(f"--runner {name}: {class_name} runs only through the model gateway, which meters and "
+                            "prices its calls: give the preset a [model_api] table (provider = \"responses\", "
+                            "\"messages\" or \"chat\")")
     options_model = getattr(agent_class, "options_model", None)
     if options_model is not None and spec.options:
         try:

@@ -33,6 +33,11 @@ PI_SETTINGS = {"retry": {"enabled": False}}
 
 
 class PinnedCli:
+    """Harbor's agent with the pinned CLI. Its presets route the model through the gateway (a
+    preset without `[model_api]` is refused: runners/__init__.py), which meters and prices every
+    call, so the agents below leave Harbor's own estimate from the CLI's figures unmade: it imports
+    litellm, about 4.7 CPU s in every process that runs trials (docs/performance.md)."""
+
     preset: str
 
     async def install(self, environment) -> None:
@@ -53,6 +58,9 @@ class PinnedCli:
 class WebbenchCodex(PinnedCli, Codex):
     preset = "codex"
 
+    def _compute_cost_from_pricing(self, *args: Any, **kwargs: Any) -> float | None:
+        return None  # the gateway priced the call (PinnedCli)
+
     def _build_effective_config(self, openai_base_url: str | None = None) -> dict[str, Any]:
         config = super()._build_effective_config(openai_base_url)
         for key, value in CODEX_OFFLINE.items():
@@ -64,7 +72,13 @@ class WebbenchCodex(PinnedCli, Codex):
 
 
 class WebbenchClaude(PinnedCli, ClaudeCode):
+    """Claude Code reports its own total cost, which Harbor keeps; its per-step estimate is left
+    unmade (PinnedCli)."""
+
     preset = "claude"
+
+    def _estimate_step_costs(self, steps: list[Any]) -> float | None:
+        return None
 
 
 class WebbenchPi(PinnedCli, Pi):
