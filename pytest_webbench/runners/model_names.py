@@ -47,7 +47,8 @@ def harbor_version() -> str:
 def resolve(model: str, timeout: float = 120.0) -> ModelNames:
     """Harbor's answers for `model`, from a child process (litellm stays out of this one)."""
     try:
-        done = subprocess.run([sys.executable, "-m", __name__, model], capture_output=True, text=True, timeout=timeout)
+        done = subprocess.run([sys.executable, "-m", __name__, model], capture_output=True, text=True,
+                              timeout=timeout, check=False)
     except subprocess.TimeoutExpired:
         raise ModelNamesError(f"--model {model}: Harbor's provider lookup took over {timeout:.0f} s") from None
     if done.returncode != 0:
