@@ -32,6 +32,18 @@ def test_unknown_runner_and_unsuitable_models_are_refused():
         runner_spec("claude").check_model("claude-without-provider")
 
 
+def test_every_provider_a_preset_takes_is_one_the_gateway_speaks_in_the_preset_s_api():
+    """Else a model the preset accepts is refused later, when the gateway is checked."""
+    from pytest_webbench.gateway.providers import PROVIDERS
+
+    for preset in load_presets().values():
+        if preset.uses_gateway:
+            assert set(preset.model_providers) <= set(PROVIDERS), preset.name
+            assert set(preset.model_providers) <= set(preset.model_api), preset.name
+    with pytest.raises(UnknownRunner, match="--runner pi cannot take --model 'google/gemini-2.5-pro'"):
+        runner_spec("pi").check_model("google/gemini-2.5-pro")
+
+
 def test_options_the_pinned_harbor_agent_does_not_take_are_refused():
     codex = runner_spec("codex")
     bad = RunnerSpec.model_validate({**codex.model_dump(), "options": {"reasoning_effort": "medium", "temperature": 0.3}})
