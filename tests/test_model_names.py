@@ -56,6 +56,15 @@ def test_a_record_from_another_harbor_or_a_lookup_that_hangs_is_refused():
         resolve("openai/gpt-5", timeout=0.05)
 
 
+def test_a_lookup_that_fails_or_answers_something_else_stops_the_run_with_what_it_said(monkeypatch):
+    monkeypatch.setattr(sys, "executable", "/bin/false")
+    with pytest.raises(ModelNamesError, match=r"openai/gpt-5: Harbor's provider lookup failed \(exit 1\)"):
+        resolve("openai/gpt-5")
+    monkeypatch.setattr(sys, "executable", "/bin/echo")  # exits 0 having printed its arguments
+    with pytest.raises(ModelNamesError, match="answered '-m pytest_webbench.runners.model_names openai/gpt-5', not its record"):
+        resolve("openai/gpt-5")
+
+
 def test_a_pinned_cli_without_the_gateway_is_refused():
     """Its calls would be neither metered nor priced: the CLI agents leave pricing to the gateway."""
     codex = runner_spec("codex")

@@ -16,7 +16,7 @@ import json
 import subprocess
 import sys
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 AUTH_MODULE = "harbor.agents.agent_auth_resolution"
 RESOLVED = ("parse_model_name", "_is_litellm_provider")  # Harbor's functions that import litellm
@@ -54,7 +54,11 @@ def resolve(model: str, timeout: float = 120.0) -> ModelNames:
     if done.returncode != 0:
         raise ModelNamesError(f"--model {model}: Harbor's provider lookup failed (exit {done.returncode}): "
                               f"{done.stderr.strip()[-500:]}")
-    return ModelNames.model_validate_json(done.stdout.strip().splitlines()[-1])
+    try:
+        return ModelNames.model_validate_json((done.stdout.strip().splitlines() or [""])[-1])
+    except ValidationError as exc:
+        raise ModelNamesError(f"--model {model}: Harbor's provider lookup answered {done.stdout.strip()[-300:]!r}, "
+                              f"not its record ({exc.errors()[0]['msg']})") from None
 
 
 def answer_from(names: ModelNames) -> None:
