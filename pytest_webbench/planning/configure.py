@@ -37,7 +37,6 @@ def configure_run(config: pytest.Config) -> tuple[WebbenchState, RunController |
         runner = check_runner(options.runner, options.model, require_cli=not config.option.collectonly)
     except (UnknownRunner, SuiteError) as exc:
         raise pytest.UsageError(str(exc)) from None
-    model_names = _harbor_model_names(config, runner.check_model(options.model), worker)
     check_arms(options.arms or tuple(suite.spec.arms), options.paired)
     check_sequential(options)
     _check_seal(options, config)
@@ -55,6 +54,8 @@ def configure_run(config: pytest.Config) -> tuple[WebbenchState, RunController |
             f"--dist {dist}: webbench schedules each control/treatment pair onto one worker itself; "
             "use -n N with the default --dist load (or --unpaired)"
         )
+    # after every other check: the lookup takes a child process about 5 s, which a refused run need not wait for
+    model_names = _harbor_model_names(config, runner.check_model(options.model), worker)
     experiment_dir = options.results_dir / options.experiment_id
     skip: set[str] = set()
     planned: set[str] | None = None
