@@ -177,6 +177,39 @@ def test_a_browser_the_agent_closes_is_lost_not_replaced(browsers):
         loop.run(backend.delete_session("D"))
 
 
+def _chromium_mounts(pod) -> str:
+    """The mount table Chromium's own process sees (read from the host, as root or its user)."""
+    import subprocess
+
+    found = subprocess.run(["pgrep", "-x", "-s", str(pod.proc.pid), "chromium"], capture_output=True, text=True).stdout.split()
+    assert found, "no chromium process in the pod's session"
+    return Path(f"/proc/{found[0]}/mounts").read_text()
+
+
+def test_what_the_agent_s_code_and_pages_write_fills_a_capped_tmpfs_not_the_host_s_disk(browsers):
+    """The runner's /tmp and Chromium's profile are memory of their seal's own, capped: code out of
+    `vm` that writes without end gets ENOSPC instead of filling the host's disk, and Chromium's
+    /tmp (its profile) is a tmpfs of the cap. A page's own storage lives in the trial's context,
+    which Chromium keeps in memory."""
+    from pytest_webbench.browsers.pod import CHROMIUM_TMP_BYTES, RUNNER_TMP_BYTES
+
+    loop, backend, *_ = browsers
+    out = _run(loop, backend, f"""
+    const p = {ESCAPES["setTimeout"]};
+    const fs = p.getBuiltinModule('fs');
+    const mib = Buffer.alloc(1024 * 1024, 1);
+    let written = 0, refused = null;
+    const fd = fs.openSync('/tmp/fill', 'w');
+    try {{ for (let i = 0; i < 2 * {RUNNER_TMP_BYTES >> 20}; i++) {{ fs.writeSync(fd, mib); written++; }} }}
+    catch (e) {{ refused = e.code; }} finally {{ fs.closeSync(fd); fs.unlinkSync('/tmp/fill'); }}
+    return {{ written, refused }};""")
+    assert out["success"], out
+    found = out["result"]
+    assert found["refused"] == "ENOSPC" and found["written"] <= RUNNER_TMP_BYTES >> 20, found
+    tmp = [line.split() for line in _chromium_mounts(backend.pods["A"]).splitlines() if line.split()[1] == "/tmp"]
+    assert [(fields[2], f"size={CHROMIUM_TMP_BYTES >> 10}k" in fields[3]) for fields in tmp] == [("tmpfs", True)], tmp
+
+
 def test_the_sealed_chromium_gets_playwright_s_own_switches(tmp_path):
     """The pod starts Chromium itself (in its seal), so it must pass what Playwright's own launch
     passes: a stand-in executable records the arguments Playwright gives it."""

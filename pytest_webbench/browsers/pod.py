@@ -42,6 +42,11 @@ CDP_PORT = 9222  # inside the Chromium's seal
 SEALED_JS = Path(__file__).with_name("sealed")
 RUNNER_JS = "runner.js"
 START_TIMEOUT_SEC = 30
+# The seals' writable /tmp: memory of their own, capped, gone with the namespace. Chromium's profile
+# (its caches, and the storage a page asks for, up to a share of this) and the agent code's scratch
+# fill no disk of the host's, and leave nothing to remove.
+CHROMIUM_TMP_BYTES = 512 * 1024 * 1024
+RUNNER_TMP_BYTES = 64 * 1024 * 1024
 _REPLY_ID = re.compile(rb'\{"id":([0-9]+),')  # serveLines (sealed/webmcp.js) writes a reply's id first
 # The switches Playwright 1.65 launches Chromium with (its chromiumSwitches() and headless ones;
 # tests/test_browser_pod.py holds them to Playwright's own launch), plus this backend's own.
@@ -213,7 +218,8 @@ class BrowserPod:
         self.session_id, self.site_ports, self.chromium = session_id, sorted(set(site_ports)), chromium
         self.page_api_only = page_api_only
         self.sealed = can_seal() if sealed is None else sealed
-        self.folder = Path(tempfile.mkdtemp(prefix="webbench-pod-"))
+        # unsealed, the profile and the runner's home are host folders; sealed, each seal has its own tmpfs
+        self.folder = None if self.sealed else Path(tempfile.mkdtemp(prefix="webbench-pod-"))
         self.proc: asyncio.subprocess.Process | None = None
         self.exits: Exits | None = None
         self.devtools_path = ""  # /devtools/browser/<id>
@@ -230,17 +236,19 @@ class BrowserPod:
     # -- the Chromium ------------------------------------------------------------------------
     async def start(self) -> str:
         """Starts the Chromium; returns the endpoint the harness's driver connects to, once."""
-        profile = self.folder / "chromium"
-        profile.mkdir()
         if self.sealed:
             ro = [(p, p) for p in ("/var/cache/fontconfig",) if os.path.isdir(p)]
             if (etc := chromium_etc()) is not None:
                 ro.append((etc, "/etc/chromium"))
-            seal = Seal(workdir="/tmp", ports=self.site_ports, rw=[(str(profile), "/tmp")], ro=ro, door=True)
+            seal = Seal(workdir="/tmp", ports=self.site_ports, rw=[], ro=ro, door=True,
+                        tmpfs=[("/tmp", CHROMIUM_TMP_BYTES)])
             flags = [*chromium_switches(), f"--remote-debugging-port={CDP_PORT}", "--user-data-dir=/tmp/profile"]
             command = "exec " + " ".join(_quote(a) for a in [self.chromium, *flags, "about:blank"])
-            self.proc, self.exits = await start_sealed(seal, command, {"PATH": "/usr/bin:/bin", "HOME": "/tmp"}, profile)
+            self.proc, self.exits = await start_sealed(seal, command, {"PATH": "/usr/bin:/bin", "HOME": "/tmp"}, Path("/"))
         else:
+            assert self.folder is not None
+            profile = self.folder / "chromium"
+            profile.mkdir()
             flags = [*chromium_switches(), "--remote-debugging-port=0", f"--user-data-dir={profile / 'profile'}"]
             self.proc = await asyncio.create_subprocess_exec(
                 self.chromium, *flags, "about:blank", stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
@@ -328,18 +336,19 @@ class BrowserPod:
         if not self.alive():
             raise BackendError(f"browser session {self.session_id} lost its browser (Chromium exited)", code="browser_crashed")
         driver = playwright_driver_dir()
-        home = self.folder / f"runner-{len(list(self.folder.glob('runner-*')))}"
-        home.mkdir()
         if self.sealed:
             assert self.exits is not None and self.exits.door is not None
             door = self.exits.door
-            seal = Seal(workdir="/tmp", ports=[CDP_PORT], rw=[(str(home), "/tmp")],
+            seal = Seal(workdir="/tmp", ports=[CDP_PORT], rw=[], tmpfs=[("/tmp", RUNNER_TMP_BYTES)],
                         ro=[(str(driver), "/opt/playwright"), (str(SEALED_JS), "/opt/webbench")])
             proc, exits = await start_sealed(
                 seal, f"exec /opt/playwright/node /opt/webbench/{RUNNER_JS}", {"PATH": "/usr/bin:/bin", "HOME": "/tmp"},
-                home, stdin=True, connect=door.connect)
+                Path("/"), stdin=True, connect=door.connect)
             cdp = f"http://127.0.0.1:{CDP_PORT}"
         else:
+            assert self.folder is not None
+            home = self.folder / f"runner-{len(list(self.folder.glob('runner-*')))}"
+            home.mkdir()
             proc = await asyncio.create_subprocess_exec(
                 str(driver / "node"), str(SEALED_JS / RUNNER_JS), stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True, cwd=home,
@@ -377,7 +386,8 @@ class BrowserPod:
             self._drain.cancel()
         if self.exits is not None:
             self.exits.close()
-        shutil.rmtree(self.folder, ignore_errors=True)
+        if self.folder is not None:
+            shutil.rmtree(self.folder, ignore_errors=True)
 
 
 def _quote(arg: str) -> str:

@@ -73,6 +73,9 @@ class Seal:
     rw: list[tuple[str, str]]
     ro: list[tuple[str, str]] = field(default_factory=list)
     door: bool = False  # the harness may connect into the namespace (Door)
+    # (path inside, bytes): a tmpfs of the seal's own, capped, gone with its namespace; nothing on the
+    # host to fill or to remove (a browser's profile, the agent code's scratch)
+    tmpfs: list[tuple[str, int]] = field(default_factory=list)
 
     def argv(self, command: str | None) -> list[str]:
         """The seal around one command, or (None) a seal serving a trial's commands (sealed_shell.py)."""
@@ -84,7 +87,8 @@ class Seal:
 
     def config(self, ctl_fd: int) -> str:
         return marshal.dumps({"workdir": self.workdir, "ports": list(self.ports), "rw": [list(p) for p in self.rw],
-                              "ro": [list(p) for p in self.ro], "root_mountpoint": ROOT_MOUNTPOINT,
+                              "ro": [list(p) for p in self.ro],
+                              "tmpfs": [list(p) for p in self.tmpfs], "root_mountpoint": ROOT_MOUNTPOINT,
                               "ctl_fd": ctl_fd, "door": self.door}).hex()
 
 

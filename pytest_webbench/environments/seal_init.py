@@ -5,7 +5,7 @@ bash -c <command>`, it is the first process of fresh network, mount and PID name
 
   1. a new root on a tmpfs holding only an allowlist (`/usr`, `/etc` read-only, a minimal `/dev`, the
      namespace's own `/proc`, the trial's private folders read-write, the pinned CLIs read-only at
-     their own path), then pivot_root into it and detach the old root: the checkout, the results,
+     their own path, capped tmpfs scratch of its own where asked), then pivot_root into it and detach the old root: the checkout, the results,
      the harness's home are not hidden, they are absent;
   2. `lo` up and `127.0.0.1:<port>` bound for each allowed port (the harness's proxy and model
      gateway share one listener, so one port), before the agent exists; the listening sockets go to
@@ -150,6 +150,8 @@ def _build_root(cfg: dict, lasting: bool = False) -> None:
         _bind(src, place(dst), readonly=False)
     for src, dst in cfg["ro"]:
         _bind(src, place(dst), readonly=True)
+    for dst, size in cfg["tmpfs"]:
+        _mount("webbench-tmp", place(dst), "tmpfs", MS_NOSUID | MS_NODEV, f"mode=0755,size={size}")
     os.chdir(root)
     _check(_libc.syscall(SYS_PIVOT_ROOT[os.uname().machine], b".", b"."), "pivot_root")
     _check(_libc.umount2(b".", MNT_DETACH), "detach the old root")  # nothing left to unmount back into view
