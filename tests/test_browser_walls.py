@@ -189,8 +189,7 @@ def _chromium_mounts(pod) -> str:
 def test_what_the_agent_s_code_and_pages_write_fills_a_capped_tmpfs_not_the_host_s_disk(browsers):
     """The runner's /tmp and Chromium's profile are memory of their seal's own, capped: code out of
     `vm` that writes without end gets ENOSPC instead of filling the host's disk, and Chromium's
-    /tmp (its profile) is a tmpfs of the cap. A page's own storage lives in the trial's context,
-    which Chromium keeps in memory."""
+    /tmp, its profile (where the pages' storage goes too), is a tmpfs of the cap."""
     from pytest_webbench.browsers.pod import CHROMIUM_TMP_BYTES, RUNNER_TMP_BYTES
 
     loop, backend, *_ = browsers
