@@ -43,13 +43,13 @@ SEALED_JS = Path(__file__).with_name("sealed")
 RUNNER_JS = "runner.js"
 START_TIMEOUT_SEC = 30
 # The seals' writable /tmp: memory of their own, capped, gone with the namespace. Chromium's profile
-# (its caches, and the storage a page asks for, up to a share of this) and the agent code's scratch
-# fill no disk of the host's, and leave nothing to remove.
+# (its caches and the pages' storage) and the agent code's scratch fill no disk of the host's, and
+# leave nothing to remove.
 CHROMIUM_TMP_BYTES = 512 * 1024 * 1024
 RUNNER_TMP_BYTES = 64 * 1024 * 1024
 _REPLY_ID = re.compile(rb'\{"id":([0-9]+),')  # serveLines (sealed/webmcp.js) writes a reply's id first
 # The switches Playwright 1.65 launches Chromium with (its chromiumSwitches() and headless ones;
-# tests/test_browser_pod.py holds them to Playwright's own launch), plus this backend's own.
+# tests/test_browser_walls.py holds them to Playwright's own launch), plus this backend's own.
 PLAYWRIGHT_SWITCHES = [
     "--disable-field-trial-config", "--disable-background-networking", "--disable-background-timer-throttling",
     "--disable-backgrounding-occluded-windows", "--disable-back-forward-cache", "--disable-breakpad",

@@ -5,8 +5,8 @@ bash -c <command>`, it is the first process of fresh network, mount and PID name
 
   1. a new root on a tmpfs holding only an allowlist (`/usr`, `/etc` read-only, a minimal `/dev`, the
      namespace's own `/proc`, the trial's private folders read-write, the pinned CLIs read-only at
-     their own path, capped tmpfs scratch of its own where asked), then pivot_root into it and detach the old root: the checkout, the results,
-     the harness's home are not hidden, they are absent;
+     their own path, a capped tmpfs of its own where asked), then pivot_root into it and detach the
+     old root: the checkout, the results, the harness's home are not hidden, they are absent;
   2. `lo` up and `127.0.0.1:<port>` bound for each allowed port (the harness's proxy and model
      gateway share one listener, so one port), before the agent exists; the listening sockets go to
      the harness over an inherited socketpair, and the harness accepts on them and forwards to its
