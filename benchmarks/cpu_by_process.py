@@ -33,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from xdist_scaling import ENV, ROOT, busy_and_total_ticks, model_endpoint, tree_of  # noqa: E402
 
 TICK = os.sysconf("SC_CLK_TCK")
+SHORT_LIVED = "short-lived processes (in the run's cgroup, never sampled)"
 
 
 def kind(comm: str, cmdline: str) -> str:
@@ -76,10 +77,7 @@ def sample(pid: int, seen: dict[int, tuple[str, float]], done: threading.Event,
 
 
 def _group_usage(group: Path | None) -> float | None:
-    try:
-        return int((group / "cpuacct.usage").read_text()) / 1e9 if group else None
-    except OSError:
-        return None
+    return int((group / "cpuacct.usage").read_text()) / 1e9 if group else None
 
 
 def steady(timeline: list[tuple[float, dict[str, float], float | None]], ends: list[float]) -> tuple[int, dict[str, float]]:
@@ -93,9 +91,6 @@ def steady(timeline: list[tuple[float, dict[str, float], float | None]], ends: l
     if group0 is not None and group1 is not None:
         per[SHORT_LIVED] = max(0.0, (group1 - group0) / trials - sum(per.values()))
     return trials, per
-
-
-SHORT_LIVED = "short-lived processes (in the run's cgroup, never sampled)"
 
 
 def measure(attempts: int, k: str, latency: float, no_trace: bool,
@@ -119,7 +114,7 @@ def measure(attempts: int, k: str, latency: float, no_trace: bool,
         sampler.start()
         run.wait()
         model = _model_cpu() - model_before
-        tree = int((group / "cpuacct.usage").read_text()) / 1e9 if group else None
+        tree = _group_usage(group)
         done.set()
         sampler.join()
         wall = time.perf_counter() - started
@@ -179,7 +174,7 @@ def main() -> None:
     timeline: list = []
     ends: list[float] = []
     trials, wall, machine, totals = measure(args.attempts, args.k, args.latency, args.no_trace,
-                                            timeline if args.steady else None, ends)
+                                            *((timeline, ends) if args.steady else ()))
     whole = sum(totals.values())
     print(f"{time.strftime('%Y-%m-%d %H:%M')}, {os.cpu_count()} cores: {trials} trials in {wall:.1f} s, "
           f"the machine busy {machine:.1f} CPU s ({machine / max(trials, 1):.2f} per trial, start-up included); "
