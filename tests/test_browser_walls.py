@@ -201,10 +201,17 @@ def test_what_the_agent_s_code_and_pages_write_fills_a_capped_tmpfs_not_the_host
     const fd = fs.openSync('/tmp/fill', 'w');
     try {{ for (let i = 0; i < 2 * {RUNNER_TMP_BYTES >> 20}; i++) {{ fs.writeSync(fd, mib); written++; }} }}
     catch (e) {{ refused = e.code; }} finally {{ fs.closeSync(fd); fs.unlinkSync('/tmp/fill'); }}
-    return {{ written, refused }};""")
+    const cp = p.getBuiltinModule('child_process');
+    const sh = (c) => {{ try {{ cp.execSync(c, {{stdio: 'ignore'}}); return 'done'; }} catch (e) {{ return 'refused'; }} }};
+    // ways to lift the cap: a bigger tmpfs in its place, none at all, space claimed without writing
+    const lift = {{ remount: sh('mount -o remount,size=4g /tmp'), unmount: sh('umount -l /tmp'),
+                   fallocate: sh('fallocate -l 1G /tmp/big'), newns: sh('unshare -Urm mount -t tmpfs none /tmp') }};
+    fs.rmSync('/tmp/big', {{ force: true }});
+    return {{ written, refused, lift }};""")
     assert out["success"], out
     found = out["result"]
     assert found["refused"] == "ENOSPC" and found["written"] <= RUNNER_TMP_BYTES >> 20, found
+    assert set(found["lift"].values()) == {"refused"}, found["lift"]
     tmp = [line.split() for line in _chromium_mounts(backend.pods["A"]).splitlines() if line.split()[1] == "/tmp"]
     assert [(fields[2], f"size={CHROMIUM_TMP_BYTES >> 10}k" in fields[3]) for fields in tmp] == [("tmpfs", True)], tmp
 
