@@ -116,6 +116,8 @@ def test_the_playwright_arm_s_session_lacks_the_members_that_go_around_the_page(
     try:
         hidden = {
             "page": "return typeof page[['req', 'uest'].join('')]",
+            "browser": "return typeof browser[['newBrowser', 'CDPSession'].join('')]",
+            "context via browser": "return typeof browser.contexts()[0][['newCDP', 'Session'].join('')]",
             "context via page": "return typeof page.context()[['newCDP', 'Session'].join('')]",
             "page via locator": "return typeof page.locator('h1').page()[['ro', 'ute'].join('')]",
             "context": "return typeof context[['route', 'FromHAR'].join('')]",

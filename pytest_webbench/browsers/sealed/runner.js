@@ -55,7 +55,9 @@ const AROUND_THE_PAGE = {  // per class: Response.request() and Route-less class
   Page: new Set(['request', ...ROUTING]), BrowserContext: new Set(['request', 'newCDPSession', ...ROUTING]),
   Browser: new Set(['newBrowserCDPSession']),
 };
-// (class names as Playwright's bundle spells them, less a leading underscore)
+// (class names as Playwright's bundle spells them, less a leading underscore and the number its
+// bundler adds to a name used twice: the Browser class is `Browser2`)
+const className = (o) => o.constructor.name.replace(/^_+/, '').replace(/\d+$/, '');
 const PLAYWRIGHT_OBJECTS = new Set(['Page', 'BrowserContext', 'Browser', 'Frame', 'Locator', 'FrameLocator',
   'ElementHandle', 'Request', 'Response']);
 
@@ -63,7 +65,7 @@ function pageApiOnly(root) {
   const proxies = new WeakMap();
   const targets = new WeakMap();  // proxy -> the object it wraps
   const refuse = (target, prop) => {
-    const banned = AROUND_THE_PAGE[target.constructor.name.replace(/^_+/, '')];
+    const banned = AROUND_THE_PAGE[className(target)];
     if ((banned && banned.has(prop)) || (typeof prop === 'string' && prop.startsWith('_'))) {
       throw new Error(`${String(prop)} is not available in this arm: drive the page through Playwright's page API`);
     }
@@ -84,7 +86,7 @@ function pageApiOnly(root) {
   function wrap(v) {
     if (v instanceof Promise) return v.then(wrap);
     if (Array.isArray(v)) return v.map(wrap);
-    if (v && typeof v === 'object' && v.constructor && PLAYWRIGHT_OBJECTS.has(v.constructor.name.replace(/^_+/, ''))) {
+    if (v && typeof v === 'object' && v.constructor && PLAYWRIGHT_OBJECTS.has(className(v))) {
       if (!proxies.has(v)) {
         const proxy = new Proxy(v, handler);
         proxies.set(v, proxy);
