@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from .design.pairing import TrialKey, order_trials, pair_position
-from .planning.state import STATE_KEY, WebbenchState, item_key, state
+from .planning.state import NEXT_ITEM_KEY, STATE_KEY, WebbenchState, item_key, state
 
 BENCH_MODULE = Path(__file__).parent / "trial" / "bench.py"
 
@@ -166,6 +166,12 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     if STATE_KEY in session.config.stash and not gc.isenabled():
         gc.freeze()  # what collection made stays (the items, the suite); the collector skips it from now on
         gc.enable()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    """Which trial comes next, so the browser it needs can start while this one runs."""
+    item.stash[NEXT_ITEM_KEY] = nextitem
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -234,3 +234,51 @@ def test_the_sealed_chromium_gets_playwright_s_own_switches(tmp_path):
     given = [a for a in seen.read_text().splitlines() if a.startswith("--")]
     own = {a for a in given if a.split("=")[0] in ("--user-data-dir", "--remote-debugging-pipe", "--no-startup-window")}
     assert sorted(set(given) - own) == sorted(PLAYWRIGHT_SWITCHES + ["--enable-features=CDPScreenshotNewSurface,SkipListAccountsWithoutGaiaCookies"])
+
+
+def _chromium_cmdline(pod) -> list[str]:
+    import subprocess
+
+    found = subprocess.run(["pgrep", "-x", "-s", str(pod.proc.pid), "chromium"], capture_output=True, text=True).stdout.split()
+    return Path(f"/proc/{found[0]}/cmdline").read_text().split("\0")
+
+
+async def _made_ahead(backend):
+    return await asyncio.shield(backend._ahead[1])  # started; still the backend's to hand out
+
+
+def test_a_browser_made_ahead_serves_its_one_session_and_keeps_nothing_of_the_trial_it_waited_beside(browsers):
+    """The next trial's pod starts while this trial's agent runs (LocalBackend.make_ready). Tried as
+    that agent would: what its pages leave on the site (a cookie, storage) is not in the next
+    session's browser, no door into the pod is open until the session takes it, a pod made for
+    other sites is not taken, the arm's page-only scope holds in a pod made before its arm was
+    known, and it is the same Chromium, started the same way, as one started for the session."""
+    loop, backend, site, elsewhere = browsers
+    loop.run(backend.create_session("E", site_urls=[site]))
+    try:
+        loop.run(backend.goto("E", site + "/a"))
+        loop.run(backend.make_ready([site]))
+        left = _run(loop, backend, "await page.evaluate(() => { document.cookie = 'planted=1; max-age=9999'; "
+                                   "localStorage.setItem('planted', '1'); }); return await page.evaluate(() => document.cookie)", "E")
+        assert left["result"] == "planted=1", left
+        ahead = loop.run(_made_ahead(backend), timeout=60)
+        assert ahead.alive() and ahead._harness_door is None and ahead._spawned is not None  # started, no way in yet
+        loop.run(backend.create_session("F", page_api_only=True, site_urls=[site]))
+        assert backend.pods["F"] is ahead and backend._ahead is None  # taken, and by one session only
+        loop.run(backend.goto("F", site + "/a"))
+        seen = loop.run(backend.evaluate("F", "return [document.cookie, localStorage.getItem('planted')]"))
+        assert seen == ["", None]  # nothing of the trial it waited beside
+        scoped = _run(loop, backend, "return typeof browser[['newBrowser', 'CDPSession'].join('')]", "F")
+        assert "not available in this arm" in scoped["error"], scoped  # the playwright arm's scope, set when the session took it
+        loop.run(backend.create_session("G", site_urls=[site]))
+        assert backend.pods["G"] is not ahead
+        assert _chromium_cmdline(backend.pods["G"]) == _chromium_cmdline(ahead)  # the same browser either way
+        loop.run(backend.make_ready([elsewhere]))
+        other = loop.run(_made_ahead(backend), timeout=60)
+        loop.run(backend.create_session("H", site_urls=[site]))
+        assert backend.pods["H"] is not other and backend._ahead[1].result() is other  # made for other sites: kept for them
+    finally:
+        for session in ("E", "F", "G", "H"):
+            if session in backend.pods:
+                loop.run(backend.delete_session(session))
+        loop.run(backend._drop_ahead())

@@ -105,6 +105,10 @@ class KernelBackend:
                 trace["error"] = str(exc)
         return trace
 
+    async def make_ready(self, site_urls: list[str]) -> None:
+        """Nothing ahead: a Kernel browser is billed from its creation, and one made before its
+        trial would bill for the wait (and stand unnamed by any trial if the run stopped)."""
+
     async def delete_session(self, session_id: str) -> None:
         """Deletes the browser (a billed one keeps running otherwise): the SDK retries transient
         failures, and this tries once more after them; one already gone counts as deleted."""

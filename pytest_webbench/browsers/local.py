@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from ..environments.seal import can_seal
 from .base import TRACE_FILE, BackendError
 from .node_driver import NodeDriver
 from .pod import BrowserPod, chromium_path
@@ -30,17 +32,23 @@ class LocalBackend:
     def __init__(self) -> None:
         self.pods: dict[str, BrowserPod] = {}
         self.driver = NodeDriver()
+        # The next session's pod, started while this one's agent runs: (its site ports, its start).
+        self._ahead: tuple[list[int], asyncio.Task[BrowserPod]] | None = None
 
     async def call(self, op: str, timeout: float = 120, **args: Any) -> Any:
         return await self.driver.call(op, timeout, **args)
 
     async def create_session(self, session_id: str, page_api_only: bool = False, trace: bool = False,
                              site_urls: list[str] = ()) -> dict[str, Any]:
-        """The session's own Chromium, whose only ways out are the ports of `site_urls`."""
+        """The session's own Chromium, whose only ways out are the ports of `site_urls`: the one made
+        ready for these ports (`make_ready`) if there is one, else one started now."""
         if session_id in self.pods:
             raise BackendError(f"browser session {session_id} already exists")
-        ports = [port for url in site_urls if (port := urlsplit(url).port)]
-        pod = BrowserPod(session_id, ports, chromium_path(), page_api_only)
+        ports = _ports(site_urls)
+        pod = await self._take_ahead(ports)
+        if pod is None:
+            pod = BrowserPod(session_id, ports, chromium_path(), page_api_only)
+        pod.session_id, pod.page_api_only = session_id, page_api_only
         self.pods[session_id] = pod
         try:
             endpoint = await pod.start()
@@ -51,6 +59,42 @@ class LocalBackend:
             await pod.close()
             raise
         return {"session_id": session_id, "backend": self.name, "sealed": pod.sealed}
+
+    async def make_ready(self, site_urls: list[str]) -> None:
+        """Starts the next session's Chromium and code runner now, in seals of their own, while the
+        trial at hand runs: the next trial then does not wait half a second or more for them. Nothing
+        reaches them until that session takes them (no door is open, the runner has no session),
+        and a pod made ahead serves one session only. Sealed pods only: an unsealed Chromium's
+        port would be open on this host while another trial's agent runs."""
+        ports = _ports(site_urls)
+        if self._ahead is not None:
+            if self._ahead[0] == ports:
+                return
+            await self._drop_ahead()
+        if can_seal():
+            pod = BrowserPod("ahead", ports, chromium_path(), page_api_only=False, sealed=True)
+            self._ahead = (ports, asyncio.ensure_future(_started_ahead(pod)))
+
+    async def _take_ahead(self, ports: list[int]) -> BrowserPod | None:
+        if self._ahead is None or self._ahead[0] != ports:
+            return None
+        task = self._ahead[1]
+        self._ahead = None
+        try:
+            pod = await task
+        except Exception:  # noqa: BLE001 - the session starts its own, and fails on its own if it must
+            return None
+        if pod.alive():
+            return pod
+        await pod.close()
+        return None
+
+    async def _drop_ahead(self) -> None:
+        if self._ahead is not None:
+            task = self._ahead[1]
+            self._ahead = None
+            with contextlib.suppress(Exception):
+                await (await task).close()
 
     def _pod(self, session_id: str) -> BrowserPod:
         try:
@@ -159,7 +203,22 @@ class LocalBackend:
         return (await self.call("current_url", session=session_id))["url"]
 
     async def close(self) -> None:
+        await self._drop_ahead()
         for pod in list(self.pods.values()):
             await pod.close()
         self.pods.clear()
         await self.driver.close()
+
+
+def _ports(site_urls: list[str]) -> list[int]:
+    return sorted({port for url in site_urls if (port := urlsplit(url).port)})
+
+
+async def _started_ahead(pod: BrowserPod) -> BrowserPod:
+    try:
+        await pod.launch()
+        await pod.spawn_runner()
+    except BaseException:
+        await pod.close()
+        raise
+    return pod

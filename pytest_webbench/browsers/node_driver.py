@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from .base import BackendError
-from .pod import fail_named_call, playwright_driver
+from .code_runner import fail_named_call
+from .pod import playwright_driver
 
 DRIVER_JS = Path(__file__).with_name("driver.js")
 

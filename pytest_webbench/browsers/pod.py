@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import json
 import os
 import re
@@ -36,6 +35,7 @@ from typing import Any
 
 from ..environments.seal import Exits, Seal, can_seal, relay, start_sealed
 from .base import BackendError
+from .code_runner import Runner
 
 DEFAULT_CHROMIUM = "/usr/bin/chromium"
 CDP_PORT = 9222  # inside the Chromium's seal
@@ -47,7 +47,6 @@ START_TIMEOUT_SEC = 30
 # leave nothing to remove.
 CHROMIUM_TMP_BYTES = 512 * 1024 * 1024
 RUNNER_TMP_BYTES = 64 * 1024 * 1024
-_REPLY_ID = re.compile(rb'\{"id":([0-9]+),')  # serveLines (sealed/webmcp.js) writes a reply's id first
 # The switches Playwright 1.65 launches Chromium with (its chromiumSwitches() and headless ones;
 # tests/test_browser_walls.py holds them to Playwright's own launch), plus this backend's own.
 PLAYWRIGHT_SWITCHES = [
@@ -130,85 +129,6 @@ def playwright_driver_dir() -> Path:
     return node.parent
 
 
-def fail_named_call(pending: dict[int, asyncio.Future], line: bytes, why: str) -> None:
-    """A reply line that cannot be read fails the one call it names by its id, which serveLines
-    writes first; every other call goes on."""
-    if (named := _REPLY_ID.match(line)) and (future := pending.pop(int(named[1]), None)) and not future.done():
-        future.set_exception(BackendError(why))
-
-
-class Runner:
-    """The agent's code runner: a process speaking JSON lines, replies matched by id. Its replies
-    are the agent's own results (what its code returned), never read as the harness's facts."""
-
-    def __init__(self, proc: asyncio.subprocess.Process, exits: Exits | None) -> None:
-        self.proc, self.exits = proc, exits
-        self._pending: dict[int, asyncio.Future] = {}
-        self._ids = itertools.count(1)
-        self._stderr: list[str] = []
-        self._tasks = [asyncio.ensure_future(self._read()), asyncio.ensure_future(self._drain())]
-
-    async def _read(self) -> None:
-        assert self.proc.stdout is not None
-        while True:
-            try:
-                line = await self.proc.stdout.readline()
-            except (ValueError, asyncio.LimitOverrunError):  # a line past the limit: the runner is not ours any more
-                self.proc.kill()
-                break
-            if not line:
-                break
-            try:
-                reply = json.loads(line)
-                future = self._pending.pop(reply.get("id"), None)
-            except RecursionError:  # a value nested past Python's parser: its call fails, the runner serves on
-                fail_named_call(self._pending, line, "the code runner's reply is nested too deep to read")
-                continue
-            except (ValueError, AttributeError, TypeError):
-                continue
-            if future is not None and not future.done():
-                future.set_result(reply)
-        await self.proc.wait()
-        tail = "\n".join(self._stderr[-10:])
-        for future in self._pending.values():
-            if not future.done():
-                future.set_exception(BackendError(f"the code runner exited (code {self.proc.returncode}): {tail}"))
-        self._pending.clear()
-
-    async def _drain(self) -> None:
-        assert self.proc.stderr is not None
-        while line := await self.proc.stderr.readline():
-            self._stderr = (self._stderr + [line.decode(errors="replace").rstrip()[:500]])[-50:]
-
-    async def call(self, op: str, timeout: float, **args: Any) -> Any:
-        if self.proc.returncode is not None:
-            raise BackendError(f"the code runner has exited (code {self.proc.returncode})")
-        request_id = next(self._ids)
-        future: asyncio.Future = asyncio.get_running_loop().create_future()
-        self._pending[request_id] = future
-        assert self.proc.stdin is not None
-        self.proc.stdin.write((json.dumps({"id": request_id, "op": op, **args}) + "\n").encode())
-        await self.proc.stdin.drain()
-        try:
-            reply = await asyncio.wait_for(future, timeout)
-        except TimeoutError:
-            self._pending.pop(request_id, None)
-            raise BackendError(f"the code runner did not answer {op} within {timeout} s") from None
-        if not isinstance(reply, dict) or not reply.get("ok"):
-            error = reply.get("error") if isinstance(reply, dict) else None
-            raise BackendError(str(error or f"{op} failed")[:4000], code=str(reply.get("code"))[:64] if isinstance(reply, dict) and reply.get("code") else None)
-        return reply.get("result")
-
-    async def end(self) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        await self.proc.wait()
-        for task in self._tasks:
-            task.cancel()
-        if self.exits is not None:
-            self.exits.close()
-
-
 class BrowserPod:
     """One trial's Chromium and code runner (see the module's docstring). `sealed` False (a machine
     that cannot make namespaces) runs both as plain processes: the manifest says so."""
@@ -222,9 +142,11 @@ class BrowserPod:
         self.folder = None if self.sealed else Path(tempfile.mkdtemp(prefix="webbench-pod-"))
         self.proc: asyncio.subprocess.Process | None = None
         self.exits: Exits | None = None
+        self._devtools = ""  # Chromium's own ws:// endpoint (inside its seal, when sealed)
         self.devtools_path = ""  # /devtools/browser/<id>
         self.direct_port: int | None = None  # unsealed: Chromium's own port on this host
         self.runner: Runner | None = None
+        self._spawned: Runner | None = None  # a runner process started ahead, not yet told its session
         self.injected: dict[str, dict] = {}  # injected tool name -> {id, namespace}, for the runner's listings
         self._harness_door: asyncio.AbstractServer | None = None
         self._stderr: list[str] = []
@@ -234,8 +156,9 @@ class BrowserPod:
         self._prestart: asyncio.Future | None = None
 
     # -- the Chromium ------------------------------------------------------------------------
-    async def start(self) -> str:
-        """Starts the Chromium; returns the endpoint the harness's driver connects to, once."""
+    async def launch(self) -> None:
+        """Starts the Chromium, at about:blank, with no connection into it yet: for the trial at
+        hand, or ahead of the next one (browsers/local.py), which is the same browser either way."""
         if self.sealed:
             ro = [(p, p) for p in ("/var/cache/fontconfig",) if os.path.isdir(p)]
             if (etc := chromium_etc()) is not None:
@@ -253,12 +176,16 @@ class BrowserPod:
             self.proc = await asyncio.create_subprocess_exec(
                 self.chromium, *flags, "about:blank", stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
                 stderr=asyncio.subprocess.PIPE, env={"PATH": "/usr/bin:/bin", "HOME": str(profile)}, start_new_session=True)
-        url = await self._devtools_url()
+        self._devtools = await self._devtools_url()
         self._drain = asyncio.ensure_future(self._drain_stderr())
-        if not self.sealed:
-            return url
-        self.devtools_path = "/" + url.split("/", 3)[3]
-        return await self._open_harness_door()
+        self.devtools_path = "/" + self._devtools.split("/", 3)[3]
+
+    async def start(self) -> str:
+        """Starts the Chromium unless it runs already; returns the endpoint the harness's driver
+        connects to, once."""
+        if self.proc is None:
+            await self.launch()
+        return await self._open_harness_door() if self.sealed else self._devtools
 
     async def _devtools_url(self) -> str:
         assert self.proc is not None and self.proc.stderr is not None
@@ -332,9 +259,29 @@ class BrowserPod:
                 self.runner = await self._start_runner()
         return await self.runner.call(op, timeout, **args)
 
+    async def spawn_runner(self) -> None:
+        """Starts the code runner's process ahead: it loads Playwright and waits, connected to
+        nothing, until `init` names its session, which comes after the harness's connection."""
+        self._spawned = await self._spawn_runner()
+
     async def _start_runner(self) -> Runner:
         if not self.alive():
             raise BackendError(f"browser session {self.session_id} lost its browser (Chromium exited)", code="browser_crashed")
+        runner, self._spawned = self._spawned, None
+        if runner is not None and runner.proc.returncode is not None:
+            await runner.end()
+            runner = None
+        runner = runner or await self._spawn_runner()
+        cdp = f"http://127.0.0.1:{CDP_PORT if self.sealed else self.direct_port}"
+        try:
+            await runner.call("init", START_TIMEOUT_SEC, cdp_url=cdp, session=self.session_id,
+                              page_api_only=self.page_api_only, injected=self.injected)
+        except BaseException:
+            await runner.end()
+            raise
+        return runner
+
+    async def _spawn_runner(self) -> Runner:
         driver = playwright_driver_dir()
         if self.sealed:
             assert self.exits is not None and self.exits.door is not None
@@ -344,7 +291,6 @@ class BrowserPod:
             proc, exits = await start_sealed(
                 seal, f"exec /opt/playwright/node /opt/webbench/{RUNNER_JS}", {"PATH": "/usr/bin:/bin", "HOME": "/tmp"},
                 Path("/"), stdin=True, connect=door.connect)
-            cdp = f"http://127.0.0.1:{CDP_PORT}"
         else:
             assert self.folder is not None
             home = self.folder / f"runner-{len(list(self.folder.glob('runner-*')))}"
@@ -354,15 +300,8 @@ class BrowserPod:
                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True, cwd=home,
                 env={"PATH": "/usr/bin:/bin", "HOME": str(home), "WEBBENCH_PLAYWRIGHT_PACKAGE": str(driver / "package")},
                 limit=64 * 1024 * 1024)
-            exits, cdp = None, f"http://127.0.0.1:{self.direct_port}"
-        runner = Runner(proc, exits)
-        try:
-            await runner.call("init", START_TIMEOUT_SEC, cdp_url=cdp, session=self.session_id,
-                              page_api_only=self.page_api_only, injected=self.injected)
-        except BaseException:
-            await runner.end()
-            raise
-        return runner
+            exits = None
+        return Runner(proc, exits)
 
     async def end_agent_code(self) -> None:
         """The agent has stopped: its runner goes, and with it every connection and hook its code
@@ -377,6 +316,8 @@ class BrowserPod:
         if self._prestart is not None:
             self._prestart.cancel()
         await self.end_agent_code()
+        if self._spawned is not None:
+            await self._spawned.end()
         self._close_harness_door()
         if self.proc is not None:
             with contextlib.suppress(ProcessLookupError):

@@ -18,6 +18,8 @@ if TYPE_CHECKING:
     from ..design.suite import TrialSpec
 
 STATE_KEY = pytest.StashKey["WebbenchState"]()
+# The item this process runs after this one (None: the last), for a browser made ready ahead.
+NEXT_ITEM_KEY = pytest.StashKey["pytest.Item | None"]()
 
 
 class WebbenchState:
@@ -37,6 +39,13 @@ class WebbenchState:
 
 def state(config: pytest.Config) -> WebbenchState:
     return config.stash[STATE_KEY]
+
+
+def next_trial(item: pytest.Item) -> TrialSpec | None:
+    """The trial this process runs next, where pytest knows it (xdist's workers do too)."""
+    following = item.stash.get(NEXT_ITEM_KEY, None)
+    trial_id = getattr(getattr(following, "callspec", None), "params", {}).get("webbench_trial")
+    return state(item.config).specs.get(trial_id) if trial_id is not None else None
 
 
 def item_key(item: pytest.Item) -> TrialKey | None:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from ..design.suite import TrialSpec
-from ..planning.state import WebbenchState, state
+from ..planning.state import WebbenchState, next_trial, state
 from ..results.records import SCREENSHOT, harbor_folder, record_undeleted_browser, supersede_trial_dir
 from ..runners import runner_spec
 from .agent import AgentRunner
@@ -51,6 +51,8 @@ def browser_session(request, webbench_services: RunServices, webbench_trial: Tri
     handle = BrowserSessionHandle(session_id, start_url, webbench_services)
     try:
         handle.run(open_browser_session(webbench_services, webbench_trial, session_id, start_url, st.options.trace))
+        if (following := next_trial(request.node)) is not None:  # its browser starts while this agent runs
+            handle.run(webbench_services.backend.make_ready([webbench_services.site_urls[following.task.meta.site]]))
         yield handle
     finally:
         handle.save_screenshot(_trial_dir(st, webbench_trial) / SCREENSHOT)  # if the agent never ran
