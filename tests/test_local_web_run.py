@@ -97,7 +97,33 @@ def test_nop_runner_fails_every_item_with_the_full_denominator(pytester):
     assert all(row["pass_at_k"] == {"1": 0.0} for row in report["by_arm_task"])
 
 
+# Watches the local backend in each process, and lets the real calls through.
+WATCH_BACKEND = """
+import json, os
+from pytest_webbench.browsers import local
+
+create, make_ready = local.LocalBackend.create_session, local.LocalBackend.make_ready
+
+def log(**entry):
+    with open(f"backend-{os.environ.get('PYTEST_XDIST_WORKER', 'main')}.jsonl", "a") as f:
+        f.write(json.dumps(entry) + "\\n")
+
+async def watched_create(self, session_id, *args, site_urls=(), **kwargs):
+    ready = self._ahead is not None and self._ahead[0] == local._ports(site_urls)
+    made = await create(self, session_id, *args, site_urls=site_urls, **kwargs)
+    log(op="create", session=session_id, site_urls=list(site_urls), took_ahead=ready and self._ahead is None)
+    return made
+
+async def watched_make_ready(self, site_urls):
+    log(op="make_ready", site_urls=list(site_urls))
+    return await make_ready(self, site_urls)
+
+local.LocalBackend.create_session, local.LocalBackend.make_ready = watched_create, watched_make_ready
+"""
+
+
 def test_pairs_stay_together_and_in_order_under_xdist(pytester):
+    pytester.makeconftest(WATCH_BACKEND)
     result, exp = run(pytester, "xd", "--runner", "reference", "--attempts", "2", "-n", "2",
                       "--arms", "control,treatment", "-k", "codehub or wiki-population")
     result.assert_outcomes(passed=3 * 2 * 2)
@@ -117,6 +143,13 @@ def test_pairs_stay_together_and_in_order_under_xdist(pytester):
     assert scan.from_files == 0 and scan.dead_lines == 0
     assert [as_model(r).model_dump() for r in scan.records] == [
         ReportedTrial.model_validate(r, from_attributes=True).model_dump() for r in sorted(records, key=lambda r: r.trial_id)]
+    # each process made the next trial's browser ready while a trial ran, for that trial's site:
+    # every session but a process's first took one, and none was made after the last
+    for worker in ("gw0", "gw1"):
+        calls = [json.loads(line) for line in (pytester.path / f"backend-{worker}.jsonl").read_text().splitlines()]
+        created = [c for c in calls if c["op"] == "create"]
+        assert [c["took_ahead"] for c in created] == [False] + [True] * (len(created) - 1), calls
+        assert [c["site_urls"] for c in calls if c["op"] == "make_ready"] == [c["site_urls"] for c in created[1:]]
 
 
 def test_a_rejected_call_is_logged_and_counted(pytester, monkeypatch):

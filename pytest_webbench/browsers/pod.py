@@ -3,14 +3,15 @@
 Each trial gets its own Chromium, started in a seal (environments/seal.py): its own network, mount,
 PID, UTS and IPC namespaces; a filesystem of the system read-only and a private profile, so the
 checkout, the suite, the results and the harness's home are absent; local schemes (`file:`,
-`chrome:`, ...) refused by a managed policy; and as its only ways out, the ports of the suite's
+`chrome:`, ...) refused by a managed policy; and as its only ways out, the ports of the task's
 sites, forwarded by the harness, which counts every connection (the harness's own account of
 what the trial's browser reached).
 
 The agent's code (`execute_playwright_code`, the REPL) runs in a second seal beside it, the code
 runner (sealed/runner.js): an empty environment, nothing of the harness, and as its only way out
-the Chromium's debugging port, reached through the Chromium seal's door. It starts with the first
-call and ends when the agent stops, before the harness reads the page. Node's `vm` in the runner
+the Chromium's debugging port, reached through the Chromium seal's door. Its process may start
+ahead (it then loads Playwright and waits); it connects once told its session, after the harness's
+connection, and ends when the agent stops, before the harness reads the page. Node's `vm` in the runner
 only scopes the code; the seal is the wall.
 
 The harness's own connection (the driver's, for setup, the tool batch, WebMCP, the trace and the
