@@ -282,3 +282,20 @@ def test_a_browser_made_ahead_serves_its_one_session_and_keeps_nothing_of_the_tr
             if session in backend.pods:
                 loop.run(backend.delete_session(session))
         loop.run(backend._drop_ahead())
+
+
+def test_a_fault_in_making_the_next_browser_is_the_next_trial_s_not_this_one_s(monkeypatch, tmp_path):
+    """make_ready runs inside the trial at hand: a Chromium that cannot be found must not error it.
+    The next session, which needs that Chromium, is the one that fails, and says why."""
+    from pytest_webbench.browsers.base import BackendError
+
+    monkeypatch.setenv("WEBBENCH_CHROMIUM", str(tmp_path / "no-chromium"))
+    loop, backend = ServiceLoop(), LocalBackend()
+    try:
+        loop.run(backend.make_ready(["http://site.localhost:1"]))  # no error here
+        assert backend._ahead is None
+        with pytest.raises(BackendError, match="no Chromium at .*no-chromium"):
+            loop.run(backend.create_session("N", site_urls=["http://site.localhost:1"]))
+    finally:
+        loop.run(backend.close())
+        loop.close()

@@ -71,8 +71,12 @@ class LocalBackend:
             if self._ahead[0] == ports:
                 return
             await self._drop_ahead()
+        try:
+            chromium = chromium_path()
+        except BackendError:  # the next trial's own fault, if it still is one when it starts
+            return
         if can_seal():
-            pod = BrowserPod("ahead", ports, chromium_path(), page_api_only=False, sealed=True)
+            pod = BrowserPod("ahead", ports, chromium, page_api_only=False, sealed=True)
             self._ahead = (ports, asyncio.ensure_future(_started_ahead(pod)))
 
     async def _take_ahead(self, ports: list[int]) -> BrowserPod | None:
