@@ -309,16 +309,15 @@ class BrowserPod:
         held on the browser, before the harness reads the page."""
         async with self._start_lock:
             self.agent_ended = True
-            if self.runner is not None:
-                await self.runner.end()
-            self.runner = None
+            for runner in (self.runner, self._spawned):  # one started ahead and never used goes too
+                if runner is not None:
+                    await runner.end()
+            self.runner = self._spawned = None
 
     async def close(self) -> None:
         if self._prestart is not None:
             self._prestart.cancel()
         await self.end_agent_code()
-        if self._spawned is not None:
-            await self._spawned.end()
         self._close_harness_door()
         if self.proc is not None:
             with contextlib.suppress(ProcessLookupError):
