@@ -293,9 +293,28 @@ def test_a_fault_in_making_the_next_browser_is_the_next_trial_s_not_this_one_s(m
     loop, backend = ServiceLoop(), LocalBackend()
     try:
         loop.run(backend.make_ready(["http://site.localhost:1"]))  # no error here
+        loop.run(backend.make_ready(["http://site.localhost:99999"]))  # nor for a port no URL can have
         assert backend._ahead is None
         with pytest.raises(BackendError, match="no Chromium at .*no-chromium"):
             loop.run(backend.create_session("N", site_urls=["http://site.localhost:1"]))
     finally:
         loop.run(backend.close())
         loop.close()
+
+
+def test_a_pod_made_ahead_that_died_while_it_waited_is_made_again(browsers):
+    """Its Chromium gone (killed, or out of memory) before a session took it, the next make_ready
+    for the same sites starts another, and the dead one is closed, not handed out."""
+    import signal
+
+    loop, backend, site, _ = browsers
+    loop.run(backend.make_ready([site]))
+    dead = loop.run(_made_ahead(backend), timeout=60)
+    os.killpg(dead.proc.pid, signal.SIGKILL)
+    loop.run(asyncio.wait_for(dead.proc.wait(), 30))
+    try:
+        loop.run(backend.make_ready([site]))
+        again = loop.run(_made_ahead(backend), timeout=60)
+        assert again is not dead and again.alive() and dead._spawned is None  # the dead pod's runner went too
+    finally:
+        loop.run(backend._drop_ahead())

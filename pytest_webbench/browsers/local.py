@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import contextlib
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -46,6 +45,9 @@ class LocalBackend:
             raise BackendError(f"browser session {session_id} already exists")
         ports = _ports(site_urls)
         pod = await self._take_ahead(ports)
+        if pod is not None and session_id in self.pods:  # made while it waited for the pod
+            await pod.close()
+            raise BackendError(f"browser session {session_id} already exists")
         if pod is None:
             pod = BrowserPod(session_id, ports, chromium_path(), page_api_only)
         pod.session_id, pod.page_api_only = session_id, page_api_only
@@ -65,16 +67,16 @@ class LocalBackend:
         trial at hand runs: the next trial then does not wait half a second or more for them. Nothing
         reaches them until that session takes them (no door is open, the runner has no session),
         and a pod made ahead serves one session only. Sealed pods only: an unsealed Chromium's
-        port would be open on this host while another trial's agent runs."""
-        ports = _ports(site_urls)
+        port would be open on this host while another trial's agent runs. Whatever fails here is
+        the next trial's to meet, when it starts its own: never the trial at hand's."""
+        try:
+            ports, chromium = _ports(site_urls), chromium_path()
+        except (BackendError, ValueError):
+            return
         if self._ahead is not None:
-            if self._ahead[0] == ports:
+            if self._ahead[0] == ports and not _lost(self._ahead[1]):
                 return
             await self._drop_ahead()
-        try:
-            chromium = chromium_path()
-        except BackendError:  # the next trial's own fault, if it still is one when it starts
-            return
         if can_seal():
             pod = BrowserPod("ahead", ports, chromium, page_api_only=False, sealed=True)
             self._ahead = (ports, asyncio.ensure_future(_started_ahead(pod)))
@@ -84,21 +86,19 @@ class LocalBackend:
             return None
         task = self._ahead[1]
         self._ahead = None
-        try:
-            pod = await task
-        except Exception:  # noqa: BLE001 - the session starts its own, and fails on its own if it must
-            return None
-        if pod.alive():
+        pod = await _when_started(task)
+        if pod is not None and pod.alive():
             return pod
-        await pod.close()
-        return None
+        if pod is not None:
+            await pod.close()
+        return None  # the session starts its own, and fails on its own if it must
 
     async def _drop_ahead(self) -> None:
         if self._ahead is not None:
             task = self._ahead[1]
             self._ahead = None
-            with contextlib.suppress(Exception):
-                await (await task).close()
+            if (pod := await _when_started(task)) is not None:
+                await pod.close()
 
     def _pod(self, session_id: str) -> BrowserPod:
         try:
@@ -207,15 +207,44 @@ class LocalBackend:
         return (await self.call("current_url", session=session_id))["url"]
 
     async def close(self) -> None:
-        await self._drop_ahead()
-        for pod in list(self.pods.values()):
+        for pod in list(self.pods.values()):  # the sessions' first: a pod still starting may take its time
             await pod.close()
         self.pods.clear()
+        await self._drop_ahead()
         await self.driver.close()
 
 
 def _ports(site_urls: list[str]) -> list[int]:
     return sorted({port for url in site_urls if (port := urlsplit(url).port)})
+
+
+def _lost(task: asyncio.Task[BrowserPod]) -> bool:
+    """A pod made ahead that failed to start, or whose Chromium has exited since."""
+    return task.done() and (task.cancelled() or task.exception() is not None or not task.result().alive())
+
+
+async def _when_started(task: asyncio.Task[BrowserPod]) -> BrowserPod | None:
+    """The pod once started (None if it failed). Called off while it waits, the caller goes and
+    the pod is closed once started: a pod made ahead is never left with no one to close it."""
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        if task.cancelled():  # the start itself was called off: nothing to close
+            return None
+        task.add_done_callback(_close_started)
+        raise
+    except Exception:  # noqa: BLE001 - a pod that failed to start closed itself (_started_ahead)
+        return None
+
+
+_closing: set[asyncio.Task] = set()  # closes under way, held so they run to the end
+
+
+def _close_started(task: asyncio.Task[BrowserPod]) -> None:
+    if not task.cancelled() and task.exception() is None:
+        closing = asyncio.ensure_future(task.result().close())
+        _closing.add(closing)
+        closing.add_done_callback(_closing.discard)
 
 
 async def _started_ahead(pod: BrowserPod) -> BrowserPod:
