@@ -177,13 +177,18 @@ def test_a_browser_the_agent_closes_is_lost_not_replaced(browsers):
         loop.run(backend.delete_session("D"))
 
 
-def _chromium_mounts(pod) -> str:
-    """The mount table Chromium's own process sees (read from the host, as root or its user)."""
+def _chromium_proc(pod) -> Path:
+    """/proc of the pod's Chromium itself (read from the host, as root or its user)."""
     import subprocess
 
     found = subprocess.run(["pgrep", "-x", "-s", str(pod.proc.pid), "chromium"], capture_output=True, text=True).stdout.split()
     assert found, "no chromium process in the pod's session"
-    return Path(f"/proc/{found[0]}/mounts").read_text()
+    return Path(f"/proc/{found[0]}")
+
+
+def _chromium_mounts(pod) -> str:
+    """The mount table Chromium's own process sees."""
+    return (_chromium_proc(pod) / "mounts").read_text()
 
 
 def test_what_the_agent_s_code_and_pages_write_fills_a_capped_tmpfs_not_the_host_s_disk(browsers):
@@ -237,10 +242,7 @@ def test_the_sealed_chromium_gets_playwright_s_own_switches(tmp_path):
 
 
 def _chromium_cmdline(pod) -> list[str]:
-    import subprocess
-
-    found = subprocess.run(["pgrep", "-x", "-s", str(pod.proc.pid), "chromium"], capture_output=True, text=True).stdout.split()
-    return Path(f"/proc/{found[0]}/cmdline").read_text().split("\0")
+    return (_chromium_proc(pod) / "cmdline").read_text().split("\0")
 
 
 async def _made_ahead(backend):

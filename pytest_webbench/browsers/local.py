@@ -45,8 +45,9 @@ class LocalBackend:
             raise BackendError(f"browser session {session_id} already exists")
         ports = _ports(site_urls)
         pod = await self._take_ahead(ports)
-        if pod is not None and session_id in self.pods:  # made while it waited for the pod
-            await pod.close()
+        if session_id in self.pods:  # made while it waited for the pod
+            if pod is not None:
+                await pod.close()
             raise BackendError(f"browser session {session_id} already exists")
         if pod is None:
             pod = BrowserPod(session_id, ports, chromium_path(), page_api_only)

@@ -43,14 +43,17 @@ def state(config: pytest.Config) -> WebbenchState:
 
 def next_trial(item: pytest.Item) -> TrialSpec | None:
     """The trial this process runs next, where pytest knows it (xdist's workers do too)."""
-    following = item.stash.get(NEXT_ITEM_KEY, None)
-    trial_id = getattr(getattr(following, "callspec", None), "params", {}).get("webbench_trial")
+    trial_id = _trial_id(item.stash.get(NEXT_ITEM_KEY, None))
     return state(item.config).specs.get(trial_id) if trial_id is not None else None
+
+
+def _trial_id(item: pytest.Item | None) -> str | None:
+    return getattr(getattr(item, "callspec", None), "params", {}).get("webbench_trial")
 
 
 def item_key(item: pytest.Item) -> TrialKey | None:
     """The trial an item runs (None for an item that is not a trial)."""
-    trial_id = getattr(getattr(item, "callspec", None), "params", {}).get("webbench_trial")
+    trial_id = _trial_id(item)
     if trial_id is None:
         return None
     spec = item.config.stash[STATE_KEY].specs.get(trial_id) if STATE_KEY in item.config.stash else None

@@ -57,13 +57,18 @@ class BrowserSessionHandle:
             return None
 
 
+def trial_site_urls(services: RunServices, spec: TrialSpec) -> list[str]:
+    """The sites a trial's browser may reach: its session's, and the one made ready for it."""
+    return [services.site_urls[spec.task.meta.site]]
+
+
 async def open_browser_session(services: RunServices, spec: TrialSpec, session_id: str, start_url: str,
                                trace: bool = False) -> None:
     """A fresh context at the task's start page; in treatment, the site's tool batch registered
     before the agent starts (retried once: a registration resent replaces the first)."""
     backend = services.backend
     await backend.create_session(session_id, page_api_only=spec.policy.page_api_only, trace=trace,
-                                 site_urls=[services.site_urls[spec.task.meta.site]])
+                                 site_urls=trial_site_urls(services, spec))
     if (request := spec.task.meta.request) is not None:  # a write task: its submission is blocked and kept
         await backend.intercept_requests(session_id, request.model_dump(include={"url_pattern", "method", "body", "params"}))
     try:

@@ -42,7 +42,7 @@ def _trial_dir(st: WebbenchState, spec: TrialSpec) -> Path:
 
 @pytest.fixture
 def browser_session(request, webbench_services: RunServices, webbench_trial: TrialSpec):
-    from .browser_session import BrowserSessionHandle, open_browser_session
+    from .browser_session import BrowserSessionHandle, open_browser_session, trial_site_urls
 
     st = state(request.config)
     supersede_trial_dir(st.experiment_dir, _trial_dir(st, webbench_trial))  # a rerun starts clean
@@ -52,7 +52,7 @@ def browser_session(request, webbench_services: RunServices, webbench_trial: Tri
     try:
         handle.run(open_browser_session(webbench_services, webbench_trial, session_id, start_url, st.options.trace))
         if (following := next_trial(request.node)) is not None:  # its browser starts while this agent runs
-            handle.run(webbench_services.backend.make_ready([webbench_services.site_urls[following.task.meta.site]]))
+            handle.run(webbench_services.backend.make_ready(trial_site_urls(webbench_services, following)))
         yield handle
     finally:
         handle.save_screenshot(_trial_dir(st, webbench_trial) / SCREENSHOT)  # if the agent never ran
