@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from ..design.suite import TrialSpec
 from ..planning.state import WebbenchState
-from ..results.records import SCREENSHOT, harbor_folder
+from ..results.records import harbor_folder
 from ..runners import runner_spec
 
 if TYPE_CHECKING:
@@ -38,10 +38,12 @@ class AgentRunner:
             timeout=timeout,
         )
         self.browser.end_agent_code()
-        # the page as the agent left it, before a page check moves it; the trace ends here too
-        self.browser.save_screenshot(_trial_dir(self.st, self.spec) / SCREENSHOT)
+        # The trace ends as the agent stopped (the harness's own screenshot and reads are not the
+        # agent's steps, and would double its last frames); then the page as the agent left it,
+        # before a page check moves it.
         if self.st.options.trace:
             self.trace = self.browser.save_trace(_trial_dir(self.st, self.spec))
+        self.browser.save_screenshot(_trial_dir(self.st, self.spec))
         return self.outcome
 
     def flags(self) -> list[str]:
