@@ -10,6 +10,7 @@ import asyncio
 import json
 import os
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from starlette.applications import Starlette
@@ -320,3 +321,29 @@ def test_a_pod_made_ahead_that_died_while_it_waited_is_made_again(browsers):
         assert again is not dead and again.alive() and dead._spawned is None  # the dead pod's runner went too
     finally:
         loop.run(backend._drop_ahead())
+
+
+def test_the_final_screenshot_is_a_lossless_webp_of_the_page(browsers, tmp_path):
+    """The final screenshot is stored as WebP (a third of a PNG's size for a page of text), and
+    lossless: the same pixels as Playwright's PNG of the same page. Bytes that are no image are kept
+    as they came, named for what they are."""
+    import base64
+    import io
+
+    from PIL import Image, ImageChops
+
+    from pytest_webbench.results.records import final_screenshot
+    from pytest_webbench.trial.browser_session import BrowserSessionHandle, lossless_webp
+
+    loop, backend, _, _ = browsers
+    handle = BrowserSessionHandle("B", "", SimpleNamespace(backend=backend, loop=loop))
+    handle.save_screenshot(tmp_path)
+    saved = final_screenshot(tmp_path)
+    assert saved is not None and saved.name == "final-screenshot.webp"
+    png = base64.b64decode(loop.run(backend.computer_action("B", [{"type": "screenshot"}]))["results"][0]["image"])
+    with Image.open(saved) as webp, Image.open(io.BytesIO(png)) as reference:
+        assert webp.format == "WEBP" and reference.format == "PNG"
+        assert webp.size == reference.size == tuple(loop.run(backend.evaluate("B", "return [innerWidth, innerHeight]")))
+        assert ImageChops.difference(webp.convert("RGB"), reference.convert("RGB")).getbbox() is None  # not one pixel differs
+    assert saved.stat().st_size < len(png) / 2
+    assert lossless_webp(b"not an image") == b"not an image"

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from ..results.records import TrialRecord, final_screenshot, trial_dir
+from ..results.records import SCREENSHOT_TYPES, TrialRecord, final_screenshot, trial_dir
 
 PROPERTY = "webbench"
 COLUMNS = ("Task", "Attempt", "Arm", "Calls", "Tokens", "Agent s", "Stop reason")
@@ -63,7 +63,8 @@ def screenshot_extra(folder: Path | None) -> list[dict]:
 
     if folder is None or (shot := final_screenshot(folder)) is None:
         return []
-    return [extras.png(base64.b64encode(shot.read_bytes()).decode(), name="final screenshot")]
+    return [extras.image(base64.b64encode(shot.read_bytes()).decode(), name="final screenshot",
+                         mime_type=SCREENSHOT_TYPES[shot.name], extension=shot.suffix.lstrip("."))]
 
 
 class HtmlColumns:

@@ -209,12 +209,19 @@ class TrialRecord(PlannedTrial):
     finished_at: str = Field(default_factory=lambda: datetime.now(UTC).isoformat())
 
 
-SCREENSHOT = "final-screenshot.png"  # in a trial's Harbor folder: the page as the agent left it
+# In a trial's Harbor folder, the page as the agent left it, lossless: WebP (trial/browser_session.py),
+# or the backend's PNG as it came if that could not be converted.
+SCREENSHOT_TYPES = {"final-screenshot.webp": "image/webp", "final-screenshot.png": "image/png"}
+
+
+def screenshot_name(image: bytes) -> str:
+    """The file a final screenshot goes to, by what its bytes are."""
+    return "final-screenshot.webp" if image[:4] == b"RIFF" and image[8:12] == b"WEBP" else "final-screenshot.png"
 
 
 def final_screenshot(folder: Path) -> Path | None:
-    """A trial's final screenshot (PNG: lossless, and no larger than a JPEG of a page of text)."""
-    return folder / SCREENSHOT if (folder / SCREENSHOT).exists() else None
+    """A trial's final screenshot, if it has one (its type: SCREENSHOT_TYPES[path.name])."""
+    return next((folder / name for name in SCREENSHOT_TYPES if (folder / name).exists()), None)
 
 
 def harbor_folder(experiment_dir: Path, arm: str, trial_id: str) -> Path:

@@ -11,7 +11,7 @@ import pytest
 
 from ..design.suite import TrialSpec
 from ..planning.state import WebbenchState, next_trial, state
-from ..results.records import SCREENSHOT, harbor_folder, record_undeleted_browser, supersede_trial_dir
+from ..results.records import harbor_folder, record_undeleted_browser, supersede_trial_dir
 from ..runners import runner_spec
 from .agent import AgentRunner
 from .recorder import RECORDER_KEY, TrialRecorder
@@ -55,7 +55,7 @@ def browser_session(request, webbench_services: RunServices, webbench_trial: Tri
             handle.run(webbench_services.backend.make_ready(trial_site_urls(webbench_services, following)))
         yield handle
     finally:
-        handle.save_screenshot(_trial_dir(st, webbench_trial) / SCREENSHOT)  # if the agent never ran
+        handle.save_screenshot(_trial_dir(st, webbench_trial))  # if the agent never ran
         try:
             handle.run(webbench_services.backend.delete_session(session_id), timeout=60)
         except Exception as exc:  # noqa: BLE001 - whatever went wrong, a billed browser must not be forgotten

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ..design.pairing import PAIRED_ARMS
-from ..results.records import TrialRecord, atomic_write
+from ..results.records import SCREENSHOT_TYPES, TrialRecord, atomic_write
 from .frames import frame_bytes, thumbnail
 from .index_pages import INDEX_PAGE_ROWS, IndexInputs, page, pair_page_name, trial_page_name, write_index
 from .timeline import Timeline, build_timeline
@@ -76,7 +76,7 @@ class Pictures:
     def final(self, timeline: Timeline) -> str:
         path = timeline.screenshot_path
         if self.embed:
-            return f"data:image/png;base64,{base64.b64encode(path.read_bytes()).decode()}"
+            return f"data:{SCREENSHOT_TYPES[path.name]};base64,{base64.b64encode(path.read_bytes()).decode()}"
         return os.path.relpath(path, self.pages)
 
 
