@@ -92,6 +92,38 @@ def test_a_folder_that_is_a_link_is_not_followed(tmp_path, outside):
     assert "symbolic link" in refused["/logs/agent"]
 
 
+
+def test_harbor_s_check_before_it_copies_out_runs_nothing_and_follows_no_link(tmp_path, outside, monkeypatch):
+    """Harbor asks is_dir of each artifact before it copies it out (by default a `test -d` command):
+    the environment answers from the host folders, as copy_out reads them, running no command. A
+    planted link is neither a folder nor a file, whatever it points at, nor is a path through one."""
+    env = _env(tmp_path)
+    paths = ["/app", "/app/out", "/app/answer.json", "/app/dir-link", "/app/file-link", "/app/via/x.txt",
+             "/app/pipe", "/app/missing", "/app/answer.json/below", "/logs/artifacts"]
+
+    async def no_command(*args, **kwargs):
+        raise AssertionError("a command was run")
+
+    async def scenario():
+        await env.start(force_build=False)
+        try:
+            monkeypatch.setattr(env, "exec", no_command)
+            app = env.host_path("/app")
+            (app / "out").mkdir()
+            (app / "out" / "x.txt").write_text("x")
+            (app / "answer.json").write_text("{}")
+            (app / "dir-link").symlink_to(outside)
+            (app / "file-link").symlink_to(outside / "keys.env")
+            (app / "via").symlink_to(app / "out")  # a link among the parents
+            os.mkfifo(app / "pipe")
+            return {p: (await env.is_dir(p), await env.is_file(p)) for p in paths}
+        finally:
+            await env.stop(delete=True)
+
+    seen = asyncio.run(scenario())
+    assert seen == {"/app": (True, False), "/app/out": (True, False), "/app/answer.json": (False, True),
+                    **{p: (False, False) for p in paths[3:-1]}, "/logs/artifacts": (False, False)}
+
 def test_harbor_s_write_back_replaces_a_planted_link_instead_of_writing_through_it(tmp_path, outside):
     """After the agent runs, Harbor uploads the trial's agent folder back to /logs/agent: a link
     the agent left at trajectory.json (or a folder link at images/) must not carry that write out."""

@@ -158,6 +158,29 @@ def copy_out(root: Path, inside: str, dest: Path, max_file_bytes: int = MAX_FILE
     return result
 
 
+def kind_below(root: Path, inside: str) -> int | None:
+    """The file type (`stat.S_IFMT`) of what is at `inside` below `root`, read without following a
+    link on the way or at the end (a link is a link, whatever it points at); None if nothing is
+    there, or a link or file stands where a folder on the way should be."""
+    parts = PurePosixPath(inside).parts
+    root_fd = os.open(root, _DIR)
+    try:
+        if not parts:
+            return stat.S_IFDIR
+        try:
+            parent = _open_dir_below(root_fd, parts[:-1])
+        except (FileNotFoundError, FileRefused):
+            return None
+    finally:
+        os.close(root_fd)
+    try:
+        return stat.S_IFMT(os.stat(parts[-1], dir_fd=parent, follow_symlinks=False).st_mode)
+    except FileNotFoundError:
+        return None
+    finally:
+        os.close(parent)
+
+
 def _link(dir_fd: int, name: str) -> str:
     try:
         target = os.readlink(name, dir_fd=dir_fd)

@@ -32,6 +32,7 @@ import json
 import os
 import shutil
 import signal
+import stat
 import tempfile
 from pathlib import Path, PurePosixPath
 
@@ -39,7 +40,7 @@ from harbor.environments.base import BaseEnvironment, ExecResult
 from harbor.environments.capabilities import EnvironmentCapabilities
 from harbor.models.task.config import NetworkMode, NetworkPolicy
 
-from .files import CopyResult, FileRefused, Refusal, copy_in, copy_in_dirs, copy_out
+from .files import CopyResult, FileRefused, Refusal, copy_in, copy_in_dirs, copy_out, kind_below
 from .seal import Seal, can_seal, unshare_command
 from .sealed_shell import Finished, SealedShell, read_bounded
 from .seal_init import mount_tmpfs, unmount
@@ -230,6 +231,15 @@ class HostEnvironment(BaseEnvironment):
             self._copied(copy_out(self.root, self.inside(source_dir), Path(target_dir)), source_dir)
         except FileNotFoundError:
             return
+
+    # Harbor asks before each file it copies out (`test -d`: a shell command each, 25 ms unsealed);
+    # the folders are on this host, so the answer is read here, as copy_out reads them: no link
+    # followed, so a planted link is neither a folder nor a file, and copy_out refuses it.
+    async def is_dir(self, path: str, user: str | int | None = None) -> bool:
+        return kind_below(self.root, self.inside(path)) == stat.S_IFDIR
+
+    async def is_file(self, path: str, user: str | int | None = None) -> bool:
+        return kind_below(self.root, self.inside(path)) == stat.S_IFREG
 
     def _copied(self, result: CopyResult, source: str) -> None:
         """Refusals, named by environment path, in the trial's results (rewritten whole each time)."""
