@@ -263,7 +263,8 @@ const OPS = {
   async screenshot({ session: id }) {
     const s = session(id);
     const cdp = await s.cdpFor(W.currentPage(s));
-    return { image: (await cdp.send('Page.captureScreenshot', { format: 'png' })).data };
+    const shot = await W.withTimeout(cdp.send('Page.captureScreenshot', { format: 'png' }), 25000, 'the final screenshot');
+    return { image: shot.data };
   },
 
   // For grading: read a page in the session's context (its cookies, so its cart) in a new tab,

@@ -175,7 +175,7 @@ def kind_below(root: Path, inside: str) -> int | None:
         os.close(root_fd)
     try:
         return stat.S_IFMT(os.stat(parts[-1], dir_fd=parent, follow_symlinks=False).st_mode)
-    except FileNotFoundError:
+    except OSError:  # not there, a name too long, a folder the agent made unreadable
         return None
     finally:
         os.close(parent)

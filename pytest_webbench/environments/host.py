@@ -234,7 +234,8 @@ class HostEnvironment(BaseEnvironment):
 
     # Harbor asks before each file it copies out (`test -d`: a shell command each, 25 ms unsealed);
     # the folders are on this host, so the answer is read here, as copy_out reads them: no link
-    # followed, so a planted link is neither a folder nor a file, and copy_out refuses it.
+    # followed, so a planted link is neither a folder nor a file, and copy_out refuses it. Like
+    # the downloads, it sees the trial's folders only: a path elsewhere (/usr) is neither.
     async def is_dir(self, path: str, user: str | int | None = None) -> bool:
         return kind_below(self.root, self.inside(path)) == stat.S_IFDIR
 

@@ -58,21 +58,28 @@ class BrowserSessionHandle:
             return None
 
 
+MAX_WEBP_PIXELS = 16_000_000  # a screenshot larger than this (a window the agent made huge) stays a PNG
+
+
 def lossless_webp(png: bytes) -> bytes:
     """A backend's PNG as a lossless WebP: the same pixels in a third or less of the bytes for a page
     of text (local-web: 12 KB against 40 KB; a JPEG would be larger, and lossy). Chromium's own
     lossless WebP is larger than its PNG here, so Pillow (a dependency for the trace's thumbnails)
-    encodes it: about 35 ms. An image it cannot read is kept as it came."""
+    encodes it: about 35 ms. Anything else (not a PNG, too large to decode here, not encodable) is
+    kept as it came."""
     import io
 
-    from PIL import Image, UnidentifiedImageError
+    from PIL import Image
 
     try:
-        with Image.open(io.BytesIO(png)) as image:
+        with Image.open(io.BytesIO(png), formats=["PNG"]) as image:
+            if image.width * image.height > MAX_WEBP_PIXELS:
+                return png
             out = io.BytesIO()
-            image.save(out, format="WEBP", lossless=True, method=1)  # higher methods: no smaller here, slower
+            # exact: the colour under a transparent pixel is kept too; methods above 1 are no smaller here, only slower
+            image.save(out, format="WEBP", lossless=True, exact=True, method=1)
             return out.getvalue()
-    except (UnidentifiedImageError, OSError, ValueError):
+    except Exception:  # noqa: BLE001 - the picture is for people: whatever Pillow makes of it, the PNG stays
         return png
 
 
