@@ -313,8 +313,9 @@ def test_a_read_only_results_disk_is_refused_before_anything_runs(pytester):
 @pytest.mark.seal
 def test_a_results_disk_that_fills_mid_run_stops_it_whole_and_resume_finishes_it(pytester):
     results = pytester.path / "small"
-    # room for the plan and a trial or two (a trial leaves its trace, screenshot, logs and pages), not for six
-    _mount_tmpfs(results, "900k")
+    # room for the plan and a trial or two (a trial leaves its trace, screenshot, logs and pages: ~140 KB
+    # of tmpfs pages here, the whole run 860 KB), not for six
+    _mount_tmpfs(results, "400k")
     try:
         full = pytester.runpytest_subprocess("-p", "no:cacheprovider", f"--results-dir={results}", "--suite", str(LOCAL_WEB),
                                              "--runner", "reference", "-k", "shop-price or wiki-population", "--experiment-id", "full")
