@@ -75,6 +75,15 @@ def _open_dir_below(root_fd: int, parts: tuple[str, ...], create: bool = False) 
         raise
 
 
+def _open_below(root: Path, parts: tuple[str, ...], create: bool = False) -> int:
+    """The folder at `parts` below the folder `root` (the harness's own), as `_open_dir_below`."""
+    root_fd = os.open(root, _DIR)
+    try:
+        return _open_dir_below(root_fd, parts, create)
+    finally:
+        os.close(root_fd)
+
+
 def _copy_fd(src_fd: int, dst_fd: int, limit: int) -> int:
     copied = 0
     while chunk := os.read(src_fd, min(_CHUNK, limit - copied + 1)):
@@ -126,11 +135,7 @@ def copy_out(root: Path, inside: str, dest: Path, max_file_bytes: int = MAX_FILE
     if not parts:
         raise FileRefused("nothing to copy")
     result = CopyResult()
-    root_fd = os.open(root, _DIR)
-    try:
-        src_parent = _open_dir_below(root_fd, parts[:-1])
-    finally:
-        os.close(root_fd)
+    src_parent = _open_below(root, parts[:-1])
     name = parts[-1]
     try:
         info = os.stat(name, dir_fd=src_parent, follow_symlinks=False)
@@ -163,16 +168,12 @@ def kind_below(root: Path, inside: str) -> int | None:
     link on the way or at the end (a link is a link, whatever it points at); None if nothing is
     there, or a link or file stands where a folder on the way should be."""
     parts = PurePosixPath(inside).parts
-    root_fd = os.open(root, _DIR)
+    if not parts:
+        return stat.S_IFDIR
     try:
-        if not parts:
-            return stat.S_IFDIR
-        try:
-            parent = _open_dir_below(root_fd, parts[:-1])
-        except (FileNotFoundError, FileRefused):
-            return None
-    finally:
-        os.close(root_fd)
+        parent = _open_below(root, parts[:-1])
+    except (FileNotFoundError, FileRefused):
+        return None
     try:
         return stat.S_IFMT(os.stat(parts[-1], dir_fd=parent, follow_symlinks=False).st_mode)
     except OSError:  # not there, a name too long, a folder the agent made unreadable
@@ -235,32 +236,23 @@ def copy_in(source: Path, root: Path, inside: str) -> None:
     parts = PurePosixPath(inside).parts
     if not parts:
         raise FileRefused("no destination")
-    root_fd = os.open(root, _DIR)
-    try:
-        if source.is_dir():
-            target = _open_dir_below(root_fd, parts, create=True)
-            try:
-                _write_tree(source, target)
-            finally:
-                os.close(target)
-        else:
-            parent = _open_dir_below(root_fd, parts[:-1], create=True)
-            try:
-                _write_file(source, parent, parts[-1])
-            finally:
-                os.close(parent)
-    finally:
-        os.close(root_fd)
+    if source.is_dir():
+        target = _open_below(root, parts, create=True)
+        try:
+            _write_tree(source, target)
+        finally:
+            os.close(target)
+    else:
+        parent = _open_below(root, parts[:-1], create=True)
+        try:
+            _write_file(source, parent, parts[-1])
+        finally:
+            os.close(parent)
 
 
 def copy_in_dirs(root: Path, inside: str) -> None:
     """Makes the folders of `inside` below `root`, refusing planted links among them."""
-    parts = PurePosixPath(inside).parts
-    root_fd = os.open(root, _DIR)
-    try:
-        os.close(_open_dir_below(root_fd, parts, create=True))
-    finally:
-        os.close(root_fd)
+    os.close(_open_below(root, PurePosixPath(inside).parts, create=True))
 
 
 def _write_file(source: Path, dir_fd: int, name: str) -> None:
