@@ -34,6 +34,32 @@ def test_task_mean_interval_is_student_s_paired_t_on_the_sleep_data():
     assert not r.floored and r.tasks == 10 and r.pairs == 500
 
 
+def test_task_mean_difference_between_runs_by_hand():
+    # x minus y per task: 8/10 - 5/10, 5/10 - 5/10, 9/10 - 3/10 = 0.3, 0, 0.6; mean 0.3, between-task
+    # variance (0 + 0.09 + 0.09) / 2 = 0.09, over 3 tasks 0.03. The floor, each side's p = (x+1)/(n+2):
+    # (0.75*0.25 + 0.5*0.5)/10 + (0.5*0.5 + 0.5*0.5)/10 + (10/12*2/12 + 4/12*8/12)/10 = 0.129861, over
+    # 9 = 0.014429, below 0.03. t(0.975, 2) = 4.302653; the two-sided p at t = 0.3 / sqrt(0.03) with 2
+    # degrees of freedom is 1 - t / sqrt(t^2 + 2) = 0.225403.
+    r = sa.task_mean_difference([((8, 10), (5, 10)), ((5, 10), (5, 10)), ((9, 10), (3, 10))])
+    se = math.sqrt(0.03)
+    assert r.estimate == pytest.approx(0.3) and r.standard_error == pytest.approx(se) and not r.floored
+    assert (r.low, r.high) == pytest.approx((0.3 - 4.302653 * se, 1.0), abs=1e-6)  # the top cut at 1
+    assert r.p_value == pytest.approx(1 - 0.3 / se / math.sqrt(0.3 ** 2 / 0.03 + 2), abs=1e-9)
+    assert r.p_value == pytest.approx(0.225403, abs=1e-6) and r.tasks == 3 and r.pairs == 60
+    # a side without trials leaves its task out; fewer than two tasks left: no interval
+    assert sa.task_mean_difference([((8, 10), (5, 10)), ((0, 0), (5, 10))]) is None
+
+
+def test_task_mean_difference_weighs_every_task_alike_however_many_trials_it_got():
+    # the same rate on each task in both runs (90% and 10%), the trials split 20/10 in one and 10/20 in
+    # the other: trials pooled over tasks make it 19/30 against 11/30 (Newcombe's interval excludes 0);
+    # the mean over tasks finds no difference at all
+    r = sa.task_mean_difference([((9, 10), (18, 20)), ((2, 20), (1, 10))])
+    assert r.estimate == pytest.approx(0.0, abs=1e-12) and r.low < 0 < r.high and r.p_value == pytest.approx(1.0)
+    pooled = sa.newcombe_difference(11, 30, 19, 30)
+    assert pooled.high < 0  # what the comparison's headline used to print
+
+
 def test_task_mean_interval_by_hand_where_the_floor_sets_the_width():
     # task means 2/3, 1/3, 3/4: estimate 7/12; between-task variance 0.04861 / 3 = 0.0162 is below the
     # floor, (3/5/3 + 2/5/3 + 4/6/4) / 9 = 0.5 / 9, so the standard error is sqrt(1/18)

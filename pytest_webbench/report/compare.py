@@ -1,18 +1,21 @@
 """Two experiments side by side (e.g. two models with the runner fixed): unpaired across runs.
 
 Trials of different runs share no pairs, so each arm's pass rate is compared as two independent
-binomial rates: the difference with Newcombe's interval and Fisher's exact p, overall (page and
-pinned tasks) and per task (Holm-adjusted over the tasks), and, since the runs share tasks, a
-Cochran-Mantel-Haenszel test stratified by task per arm, over the page and pinned tasks both ran.
+binomial rates. The headline (page and pinned tasks both ran) is each run's mean rate over those
+tasks, every task weighted equally as in each run's own report, and their difference with a t
+interval over the tasks' differences (`task_mean_difference`): trials pooled over tasks would weigh
+a task by how many trials it got, and two runs with the same rate on every task could differ.
+Per task: Newcombe's interval and Fisher's exact p (Holm-adjusted over the tasks); and, since the
+runs share tasks, a Cochran-Mantel-Haenszel test stratified by task per arm.
 """
 
 from __future__ import annotations
 
 from pydantic import BaseModel
 
-from ..stats import ASSUMPTIONS, holm
+from ..stats import ASSUMPTIONS, holm, task_mean_difference
 from .build import HEADLINE_GRADING, Rate, Report
-from .rates import rate
+from .rates import mean_over_tasks
 from .format import ci, pct, pval, signed_pct
 from .unpaired import StratifiedEffect, UnpairedRow, rate_difference, rates_row, stratified_effect
 
@@ -29,12 +32,13 @@ class RateComparison(BaseModel):
     difference: float | None  # b minus a
     ci_low: float | None
     ci_high: float | None
-    fisher_p: float | None
-    fisher_p_holm: float | None = None  # per-task rows: Holm-adjusted over the arm's tasks
+    p_value: float | None
+    test: str  # "fisher" (with Newcombe's interval): a task; "t over tasks": a headline over two or more
+    p_holm: float | None = None  # per-task rows: Holm-adjusted over the arm's tasks
 
 
 class Comparison(BaseModel):
-    schema_version: int = 2  # 2: stratified (CMH per arm), fisher_p_holm
+    schema_version: int = 3  # 2: stratified (CMH per arm); 3: the headline a mean over tasks, p_value and test
     a: str
     b: str
     a_label: str
@@ -47,17 +51,28 @@ class Comparison(BaseModel):
 
 
 def _compare(arm: str, task: str | None, a: Rate, b: Rate) -> RateComparison:
-    return RateComparison(arm=arm, task=task, a=a, b=b, **rate_difference(b, a))
+    d = rate_difference(b, a)
+    return RateComparison(arm=arm, task=task, a=a, b=b, difference=d["difference"], ci_low=d["ci_low"],
+                          ci_high=d["ci_high"], p_value=d["fisher_p"], test="fisher")
 
 
 def _label(report: Report) -> str:
     return f"{report.experiment_id} ({report.runner}, {report.model or 'default model'})"
 
 
-def _shared_headline(report: Report, arm: str, shared: set[str]) -> Rate:
-    """An arm's passes over the headline tasks both runs planned (its trials pooled)."""
-    rows = [r for r in report.by_arm_task if r.arm == arm and r.task in shared and r.grading in HEADLINE_GRADING and not r.placebo]
-    return rate(sum(r.rate.passes for r in rows), sum(r.rate.n for r in rows))
+def _headline(a: Report, b: Report, arm: str, shared: set[str]) -> RateComparison:
+    """An arm's headline in each run: the mean of its rates over the headline tasks both ran, every
+    task weighted equally; B - A as the mean of the tasks' differences (one task: that task's row)."""
+    b_rates = {r.task: r.rate for r in b.by_arm_task if r.arm == arm}
+    tasks = [(r.rate, b_rates[r.task]) for r in a.by_arm_task
+             if r.arm == arm and r.task in shared and r.task in b_rates and r.grading in HEADLINE_GRADING and not r.placebo
+             and r.rate.n and b_rates[r.task].n]
+    a_rate = mean_over_tasks([(x.passes, x.n) for x, _ in tasks])
+    b_rate = mean_over_tasks([(y.passes, y.n) for _, y in tasks])
+    if (effect := task_mean_difference([((y.passes, y.n), (x.passes, x.n)) for x, y in tasks])) is None:
+        return _compare(arm, None, a_rate, b_rate)
+    return RateComparison(arm=arm, task=None, a=a_rate, b=b_rate, difference=effect.estimate, ci_low=effect.low,
+                          ci_high=effect.high, p_value=effect.p_value, test="t over tasks")
 
 
 def compare_reports(a: Report, b: Report) -> Comparison:
@@ -67,8 +82,7 @@ def compare_reports(a: Report, b: Report) -> Comparison:
     if not shared:
         raise CompareError(f"{a.experiment_id} (suite {a.suite}) and {b.experiment_id} (suite {b.suite}) share no task: "
                            "there is nothing to compare")
-    rows = [_compare(arm, None, _shared_headline(a, arm, shared), _shared_headline(b, arm, shared))
-            for arm in a.headline if arm in b.headline]
+    rows = [_headline(a, b, arm, shared) for arm in a.headline if arm in b.headline]
     b_rows = {(r.arm, r.task): r for r in b.by_arm_task}
     strata: dict[str, list[UnpairedRow]] = {}
     for row in a.by_arm_task:
@@ -78,8 +92,8 @@ def compare_reports(a: Report, b: Report) -> Comparison:
                 strata.setdefault(row.arm, []).append(rates_row(row.task, "B", "A", other.rate, row.rate))
     for arm in {r.arm for r in rows}:
         per_task = [r for r in rows if r.arm == arm and r.task is not None]
-        for r, adjusted in zip(per_task, holm([r.fisher_p for r in per_task])):
-            r.fisher_p_holm = adjusted
+        for r, adjusted in zip(per_task, holm([r.p_value for r in per_task])):
+            r.p_holm = adjusted
     stratified = {arm: effect for arm, tasks in sorted(strata.items()) if (effect := stratified_effect(tasks))}
     return Comparison(a=a.experiment_id, b=b.experiment_id, a_label=_label(a), b_label=_label(b), rows=rows,
                       stratified=stratified, shared_tasks=sorted(shared), left_out=sorted(a_tasks ^ b_tasks))
@@ -89,13 +103,16 @@ def render_comparison(c: Comparison) -> str:
     out = [f"# webbench comparison: {c.a} vs {c.b}", "", f"A = {c.a_label}; B = {c.b_label}.", "",
            f"Compared on the {len(c.shared_tasks)} task(s) both runs planned"
            + (f"; left out, as only one run planned them: {', '.join(c.left_out)}." if c.left_out else "."), "",
-           "| arm | task | A passes | A rate (95% CI) | B passes | B rate (95% CI) | B - A (95% Newcombe CI) | Fisher p (Holm) |",
+           "The headline row is each run's mean rate over the graded tasks both ran, every task weighted equally, "
+           "and B - A the mean of the tasks' differences with a t interval and test over them; a task row has "
+           "Newcombe's interval and Fisher's exact p (Holm-adjusted over the arm's tasks).", "",
+           "| arm | task | A passes | A rate (95% CI) | B passes | B rate (95% CI) | B - A (95% CI) | p (Holm) |",
            "|---|---|---|---|---|---|---|---|"]
     for r in c.rows:
-        holm_p = "" if r.task is None else f" ({pval(r.fisher_p_holm)})"
+        holm_p = "" if r.task is None else f" ({pval(r.p_holm)})"
         out.append(f"| {r.arm} | {r.task or '**headline** (graded tasks both ran)'} | {r.a.passes}/{r.a.n} | {pct(r.a.rate)} ({ci(r.a)}) "
                    f"| {r.b.passes}/{r.b.n} | {pct(r.b.rate)} ({ci(r.b)}) | {signed_pct(r.difference)} "
-                   f"({signed_pct(r.ci_low)} to {signed_pct(r.ci_high)}) | {pval(r.fisher_p)}{holm_p} |")
+                   f"({signed_pct(r.ci_low)} to {signed_pct(r.ci_high)}) | {pval(r.p_value)}{holm_p} |")
     if c.stratified:
         out += ["", "Stratified by task, over the graded tasks both runs planned, placebo left out:", ""]
         for arm, s in c.stratified.items():

@@ -4,7 +4,7 @@ coverage and test's error rate measured by simulation (benchmarks/stats_calibrat
 
 - distributions.py: the normal, binomial, hypergeometric, chi-square and t functions they use
 - binomial.py: Clopper-Pearson and Wilson, exact McNemar and its power, sign test, pass@k, Newcombe and Fisher (unpaired)
-- pooled.py: the mean paired effect over tasks (a t interval over the tasks' differences) and its MDE
+- pooled.py: the mean effect over tasks (a t interval over the tasks' differences, paired or between runs) and its MDE
 - stratified.py: Cochran-Mantel-Haenszel over tasks, Holm's adjustment
 - sequential.py: the per-task stopping rule of sequential runs
 
@@ -13,10 +13,14 @@ coverage and test's error rate measured by simulation (benchmarks/stats_calibrat
 
 from .binomial import (
     Interval, fisher_exact_p, mcnemar_exact, mcnemar_mde, mcnemar_power, newcombe_difference, pass_at_k, pass_hat_k,
-    sign_test, wilson, clopper_pearson,
+    sign_test, timed, wilson, clopper_pearson,
 )
-from .pooled import TaskMeanEffect, mde_task_mean, task_mean_interval, task_mean_rate
+from .pooled import TaskMeanEffect, mde_task_mean, task_mean_difference, task_mean_interval, task_mean_rate
 from .stratified import CMHResult, cmh_test, holm
+
+# measured exactly by benchmarks/stats_conditions.py --only newcombe (docs/statistics.md)
+NEWCOMBE_COVERAGE = ("Newcombe's interval (Wilson's limits) is approximate: its exact coverage falls to 83-88% where one "
+                     "rate is near 0 and the other near 1 (3-20 trials per arm), and to 93.8% with one rate in both.")
 
 ASSUMPTIONS = {
     "rate": "Pass-rate intervals (per arm and task, and the headline per arm) are exact Clopper-Pearson 95% intervals: "
@@ -36,8 +40,10 @@ ASSUMPTIONS = {
     "sensitivity": "Sensitivity: the same pooled interval with every errored pair's errored trial counted as a "
                    "failure, beside the one that leaves errored pairs out; if they disagree, the faults matter.",
     "playwright": "Playwright arm vs control: unpaired (different trials, not pairs); per task Fisher's exact test "
-                  "and Newcombe's interval, pooled over tasks the Cochran-Mantel-Haenszel test and the "
-                  "Mantel-Haenszel risk difference (Sato variance).",
+                  "(never over its level) and Newcombe's interval, pooled over tasks the Cochran-Mantel-Haenszel test "
+                  "and the Mantel-Haenszel risk difference (Sato variance). " + NEWCOMBE_COVERAGE + " The Mantel-Haenszel "
+                  "interval assumes one difference common to the tasks: where it differs between tasks it covered as "
+                  "little as 92.4% in simulation (docs/statistics.md); the CMH p-value beside it holds its level.",
     "cmh": "Cochran-Mantel-Haenszel: within each task the two arms (or runs) are independent binomial samples; "
            "the test assumes no effect in every task; the risk difference estimates an effect common to the tasks.",
     "holm": "Per-task p-values are shown raw and Holm-adjusted, each test its own family over the tasks of its "
@@ -48,13 +54,15 @@ ASSUMPTIONS = {
                   "the chance of any false claim about a task is at most alpha; the boundary is exact for a look after "
                   "every pair up to the cap, on attempts 1..k in order whatever order pairs ended in. Its anytime "
                   "p-value is valid at any stop and is what Holm over tasks adjusts.",
-    "compare": "Two runs compared: unpaired (different runs share no pairs); per arm and task Fisher's exact test "
-               "and Newcombe's interval, and over the tasks both ran the Cochran-Mantel-Haenszel test.",
+    "compare": "Two runs compared: unpaired (different runs share no pairs). The headline difference is the mean over "
+               "the tasks both ran of each task's rate difference, every task weighted equally, with a t interval over "
+               "the tasks (tasks independent draws; floored within each task); per arm and task Fisher's exact test "
+               "and Newcombe's interval, and over the tasks both ran the Cochran-Mantel-Haenszel test. " + NEWCOMBE_COVERAGE,
     "pass_k": "pass@k / pass^k: unbiased estimates from the attempts made (Chen et al. 2021), attempts exchangeable within a task.",
 }
 
 __all__ = [
     "ASSUMPTIONS", "CMHResult", "Interval", "cmh_test", "fisher_exact_p", "holm", "mcnemar_exact",
-    "mcnemar_mde", "mcnemar_power", "newcombe_difference", "pass_at_k", "pass_hat_k", "sign_test", "wilson", "clopper_pearson",
-    "TaskMeanEffect", "mde_task_mean", "task_mean_interval", "task_mean_rate",
+    "mcnemar_mde", "mcnemar_power", "newcombe_difference", "pass_at_k", "pass_hat_k", "sign_test", "timed", "wilson", "clopper_pearson",
+    "TaskMeanEffect", "mde_task_mean", "task_mean_difference", "task_mean_interval", "task_mean_rate",
 ]

@@ -88,6 +88,27 @@ def task_mean_rate(passes_by_task: Sequence[tuple[int, int]], confidence: float 
     return _t_over_tasks([x / n for x, n in tasks], floors, sum(n for _, n in tasks), confidence, 0.0)
 
 
+def task_mean_difference(rates_by_task: Sequence[tuple[tuple[int, int], tuple[int, int]]],
+                         confidence: float = 0.95) -> TaskMeanEffect | None:
+    """Interval for the mean over tasks of one arm's (or run's) pass rate minus another's, from
+    independent trials (no pairs): `rates_by_task` holds ((passes, trials) of x, (passes, trials)
+    of y) per task. The same t interval over the tasks' differences as the paired one, each task's
+    variance floored at px(1 - px) / nx + py(1 - py) / ny with p taken as (passes + 1) / (trials + 2),
+    so every task weighs the same however many trials it got (a pooled count would weigh them by
+    their trials and could show a difference no task has). Tasks where either side has no trial are
+    left out; None without two tasks left."""
+    tasks = [(x, y) for x, y in rates_by_task if x[1] > 0 and y[1] > 0]
+    if len(tasks) < 2:
+        return None
+
+    def floor(passes: int, n: int) -> float:
+        p = (passes + 1) / (n + 2)
+        return p * (1 - p) / n
+
+    return _t_over_tasks([x[0] / x[1] - y[0] / y[1] for x, y in tasks], [floor(*x) + floor(*y) for x, y in tasks],
+                         sum(x[1] + y[1] for x, y in tasks), confidence, -1.0)
+
+
 def mde_task_mean(effect: TaskMeanEffect, alpha: float = 0.05, power: float = 0.8) -> float | None:
     """Smallest mean difference the task-mean t test detects with the given power at this run's size
     and spread: (t(1 - alpha/2) + t(power)) x its standard error, t with tasks - 1 degrees of freedom
