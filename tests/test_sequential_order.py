@@ -114,3 +114,40 @@ def test_every_cap_sequential_accepts_can_declare_an_effect(attempts):
     rule = rule_for(attempts)
     for t_only, c_only in ((1.0, 0.0), (0.0, 1.0)):
         assert rule.operating_characteristics(t_only, c_only)["effect"] == pytest.approx(1.0)
+
+
+WALK = {"T": PairOutcome(False, True), "C": PairOutcome(True, False), "N": PairOutcome(False, False),
+        "f": PairOutcome(True, True, 10.0, 5.0), "s": PairOutcome(True, True, 5.0, 10.0)}
+
+
+def _walk(letters: str) -> TaskPairs:
+    return TaskPairs(attempts=list(range(1, len(letters) + 1)), pairs=[WALK[k] for k in letters])
+
+
+def test_an_effect_once_reached_stands_while_the_other_endpoint_runs_on():
+    # pass/fail crosses the boundary at pair 13 (treatment 8 of 8 discordant) while speed is still
+    # undecided; by pair 18 the split has fallen back under it and speed stops for futility. The task
+    # is an effect for treatment, as its anytime p-value (under alpha / 2) says, never "futility".
+    rule = rule_for(20)
+    assert decision_on(rule, "t", _walk("TsTsTTNssTTsT")) is None  # speed not yet stopped
+    d = decision_on(rule, "t", _walk("TsTsTTNssTTsTTCsCf"))
+    assert rule.decide(d.control_only, d.treatment_only, d.pairs) == "futility"  # what the last look alone says
+    assert (d.outcome, d.favours, d.speed) == ("effect", "treatment", "futility")
+    assert d.p_value <= rule.alpha < 0.05
+
+
+def test_a_decision_is_an_effect_exactly_when_its_anytime_p_value_is_under_alpha():
+    rng = random.Random(31)
+    rule, fell_back = rule_for(20), 0
+    for _ in range(3000):
+        weights = [rng.random() for _ in WALK]
+        letters, d = "", None
+        while d is None:  # every task is decided by the cap
+            letters += rng.choices(list(WALK), weights)[0]
+            d = decision_on(rule, "t", _walk(letters))
+        pairs = _walk(letters).pairs
+        for verdict, p, steps in ((d.outcome, d.p_value, [q.step for q in pairs]),
+                                  (d.speed, d.speed_p_value, [q.speed_step for q in pairs])):
+            assert (verdict == "effect") == (p <= rule.alpha), (letters, verdict, p)
+            fell_back += verdict == "effect" and rule.decide(steps.count(-1), steps.count(1), len(steps)) != "effect"
+    assert fell_back > 0  # walks that crossed and fell back were among them

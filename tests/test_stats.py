@@ -109,3 +109,20 @@ def test_clopper_pearson_closed_forms_and_scipy():
     # never narrower than Wilson's at the same counts
     for x, n in [(1, 3), (2, 3), (5, 10), (40, 50)]:
         assert clopper_pearson(x, n).low <= wilson(x, n).low and clopper_pearson(x, n).high >= wilson(x, n).high
+
+
+@pytest.mark.parametrize("seconds, usable", [(5.0, True), (1e-6, True), (0.0, False), (-3.0, False),
+                                             (math.inf, False), (math.nan, False), (None, False)])
+def test_only_a_positive_finite_agent_time_enters_a_speed_comparison(seconds, usable):
+    from types import SimpleNamespace
+
+    from pytest_webbench.planning.stopping import PairOutcome
+    from pytest_webbench.report.paired import paired_row
+    from pytest_webbench.stats import timed
+
+    assert timed(seconds) is usable
+    # the other trial took 10 s: an unusable time is no win for either arm, in the report and the rule alike
+    assert PairOutcome(True, True, 10.0, seconds).speed_step == (1 if usable else 0)
+    pair = [SimpleNamespace(outcome="passed", pair_id="p", answer=None, timings=SimpleNamespace(agent_sec=s)) for s in (10.0, seconds)]
+    row = paired_row("t", False, "page", [], [tuple(pair)])
+    assert (row.treatment_faster, row.control_faster, len(row.speedups)) == ((1, 0, 1) if usable else (0, 0, 0))

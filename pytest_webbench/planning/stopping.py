@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..design.pairing import TrialKey
+from ..stats import timed
 from ..results.decisions import SequentialPlan, TaskDecision, not_run, read_decision, write_decision
 
 ALPHA = 0.05  # the chance of any false claim about a task (pass/fail or speed)
@@ -75,7 +76,7 @@ class PairOutcome:
     @property
     def speed_step(self) -> int:
         """+1: both passed and treatment was faster; -1: control was; 0 otherwise (ties dropped)."""
-        if not (self.control_passed and self.treatment_passed and self.control_sec and self.treatment_sec):
+        if not (self.control_passed and self.treatment_passed and timed(self.control_sec) and timed(self.treatment_sec)):
             return 0
         return (self.treatment_sec < self.control_sec) - (self.control_sec < self.treatment_sec)
 
@@ -134,22 +135,36 @@ def task_pairs(experiment_dir: Path, task: str, attempts: int) -> TaskPairs:
     return prefix_pairs(by_attempt, attempts)
 
 
+def _verdict(rule, steps: list[int]) -> tuple[str, str | None]:
+    """One endpoint's verdict on its walk (+1 favours treatment, -1 control, per pair in attempt order)
+    and the arm an effect favours. An effect once reached stands: the error bound already counts
+    every crossing up to the cap, and the anytime p-value is the walk's best, so a walk that crossed
+    and fell back is an effect, never "futility" beside a p-value under alpha."""
+    control = treatment = 0
+    for pairs, step in enumerate(steps, 1):
+        control += step < 0
+        treatment += step > 0
+        if rule.decide(control, treatment, pairs) == "effect":
+            return "effect", "treatment" if treatment > control else "control"
+    return rule.decide(control, treatment, len(steps)), None
+
+
 def decision_on(rule, task: str, seen: TaskPairs) -> TaskDecision | None:
     """The rule applied to the pairs seen: a decision once both endpoints have stopped, else None."""
     pairs = len(seen.pairs)
     if pairs == 0:
         return None
     c_only, t_only, t_fast, c_fast = seen.counts
-    outcome = rule.decide(c_only, t_only, pairs)
-    speed = rule.decide_speed(t_fast, c_fast, pairs)
+    steps, speed_steps = [p.step for p in seen.pairs], [p.speed_step for p in seen.pairs]
+    outcome, favours = _verdict(rule, steps)
+    speed, speed_favours = _verdict(rule, speed_steps)
     if outcome == "continue" or speed == "continue":  # a task stops once both endpoints have
         return None
     return TaskDecision(
-        task=task, outcome=outcome, favours=_favours(outcome, t_only, c_only), speed=speed,
-        speed_favours=_favours(speed, t_fast, c_fast), pairs=pairs, attempts=seen.attempts,
-        last_attempt=seen.last_attempt, control_only=c_only, treatment_only=t_only, treatment_faster=t_fast,
-        control_faster=c_fast, p_value=rule.anytime_p([p.step for p in seen.pairs]),
-        speed_p_value=rule.anytime_p([p.speed_step for p in seen.pairs]),
+        task=task, outcome=outcome, favours=favours, speed=speed, speed_favours=speed_favours, pairs=pairs,
+        attempts=seen.attempts, last_attempt=seen.last_attempt, control_only=c_only, treatment_only=t_only,
+        treatment_faster=t_fast, control_faster=c_fast, p_value=rule.anytime_p(steps),
+        speed_p_value=rule.anytime_p(speed_steps),
     )
 
 
@@ -162,10 +177,6 @@ def decide_task(experiment_dir: Path, task: str, attempts: int) -> TaskDecision 
     return None if decision is None else write_decision(experiment_dir, decision)
 
 
-def _favours(verdict: str, treatment: int, control: int) -> str | None:
-    if verdict != "effect":
-        return None
-    return "treatment" if treatment > control else "control"
 def skip_reason(decision: TaskDecision) -> str:
     return (f"not run: task {decision.task} was decided after {decision.pairs} pair(s) "
             f"({decision.outcome}{' for ' + decision.favours if decision.favours else ''}; speed {decision.speed})")

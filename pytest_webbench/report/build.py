@@ -34,7 +34,7 @@ from .writes import WriteGroupRow, WriteRow, write_groups, write_rows
 # with control (Fisher, Newcombe, CMH); per-task p-values carry Holm's adjustment. 3: browsers_not_deleted.
 REPORT_SCHEMA = 6
 HEADLINE_GRADING = ("page", "pinned", "request", "verifier")
-FEW_ATTEMPTS = 5  # below this a run screens for large effects only
+FEW_ATTEMPTS = 6  # below this a run screens for large effects only: 5 pairs all one way give p = 2 / 2^5 = 0.0625
 NOT_A_PASS = ("failed", "errored", "missing")
 
 
@@ -184,7 +184,8 @@ def build_report(manifest: RunManifest, records: list[TrialRecord], problems: li
         broken_pairs=manifest.broken_pairs, browsers_not_deleted=list(browsers_not_deleted or []),
         problems=problems, assumptions=ASSUMPTIONS,
         caveat=(f"With {manifest.attempts} attempt(s) per task and arm this run screens for large effects only: a null "
-                "result here is weak evidence of no effect (see the minimum detectable effect)."
+                "result here is weak evidence of no effect (see the minimum detectable effect), and no task's McNemar or sign "
+                "test can reach p < 0.05 with fewer than 6 pairs (all one way give p = 0.0625 at 5)."
                 if manifest.attempts < FEW_ATTEMPTS else None),
     )
     report._whole_lists = listed

@@ -9,7 +9,7 @@ from statistics import median
 from pydantic import BaseModel, Field
 
 from ..results.records import TrialRecord
-from ..stats import holm, mcnemar_exact, mde_task_mean, sign_test, task_mean_interval
+from ..stats import holm, mcnemar_exact, mde_task_mean, sign_test, task_mean_interval, timed
 from .rates import Rate, rate
 
 Pair = tuple[TrialRecord | None, TrialRecord | None]
@@ -102,7 +102,7 @@ def paired_row(task: str, placebo: bool, grading: str, agree_on: list[str], pair
         if c_passed and t_passed:
             both += 1
             c_sec, t_sec = c.timings.agent_sec, t.timings.agent_sec
-            if c_sec and t_sec:
+            if timed(c_sec) and timed(t_sec):
                 speedups.append(round(c_sec / t_sec, 6))
                 t_fast += t_sec < c_sec
                 c_fast += c_sec < t_sec
