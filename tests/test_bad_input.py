@@ -360,3 +360,46 @@ def test_task_files_parse_as_the_standard_librarys_toml_reader_parses_them():
     assert len(files) > 20
     for path in files:
         assert _read_toml(path) == tomllib.loads(path.read_text(encoding="utf-8")), path
+
+
+@pytest.mark.parametrize("old, new, field, why", [
+    ("timeout_sec = 600", "timeout_sec = nan", "agent.timeout_sec", "finite"),
+    ("timeout_sec = 600", "timeout_sec = inf", "agent.timeout_sec", "finite"),
+    ("spend_limit_usd = 1.0", "spend_limit_usd = inf", "metadata.webbench.spend_limit_usd", "finite"),
+    ("turn_cap = 30", 'turn_cap = "30"', "metadata.webbench.turn_cap", "integer"),
+    ("shortcut = false", 'shortcut = "no"', "metadata.webbench.shortcut", "boolean"),
+    ('start_path = "/"', 'start_path = "@example.invalid/"', "metadata.webbench.start_path", "pattern"),
+    ('start_path = "/"', 'start_path = "nope"', "metadata.webbench.start_path", "pattern"),
+    ("equals = 17.49", 'equals = "seventeen"', "metadata.webbench.answer.price", "is not a number"),
+    ("equals = 17.49", "equals = 17.49\nminimum = 100.0\nmaximum = 1.0", "metadata.webbench.answer.price", "above maximum"),
+    ("equals = 17.49", "equals = 17.49\nminimum = 20.0", "metadata.webbench.answer.price", "below the minimum"),
+    ("equals = 17.49", "one_of = []", "metadata.webbench.answer.price", "empty list"),
+    ("equals = 17.49", 'equals = 17.49\npattern = "["', "metadata.webbench.answer.price", "only a string"),
+    ('type = "number"\nequals = 17.49', 'type = "string"\npattern = "["', "metadata.webbench.answer.price", "not a regular expression"),
+    ('type = "number"\nequals = 17.49', 'type = "string"\npattern = "1[0-9]"\nequals = "17.49"', "metadata.webbench.answer.price",
+     "does not match the pattern"),
+])
+def test_a_task_rule_no_answer_could_meet_or_a_value_of_another_type_is_refused_naming_the_field(tmp_path, old, new, field, why):
+    """Found by a review of bad inputs: each of these loaded, and then failed every trial (a right
+    answer included, as the agent's fault), errored it after the agent ran, or left a manifest that
+    could not be read back (JSON has no inf). A value of another type is refused, not converted."""
+    from pytest_webbench.design.suite import SuiteError, load_suite
+
+    suite = _copy_suite(tmp_path)
+    task = suite / "tasks" / "shop-price" / "task.toml"
+    assert old in task.read_text()
+    task.write_text(task.read_text().replace(old, new))
+    with pytest.raises(SuiteError) as refused:
+        load_suite(suite)
+    assert str(refused.value).startswith(f"{task}: {field}"), str(refused.value)
+    assert why in str(refused.value)
+
+
+@pytest.mark.parametrize("given", ["nan,0", "1,inf", "1,2,nan", "-1,2", "1", "a,b"])
+def test_a_model_price_that_could_not_hold_a_spend_cap_is_refused(given):
+    """nan slipped past the negative check, and a spend compared with a nan limit never reaches it."""
+    from pytest_webbench.gateway.providers import GatewayConfigError, parse_price
+
+    with pytest.raises(GatewayConfigError, match=r"--model-price .*INPUT,OUTPUT\[,CACHED_INPUT\]"):
+        parse_price(given)
+    assert parse_price("1.25,10").output == pytest.approx(10 / 1e6)

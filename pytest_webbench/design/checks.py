@@ -3,14 +3,19 @@ stops, and the request a write task's submission must be (ClawBench's `eval_sche
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+JSON_TYPES: dict[str, tuple[type, ...]] = {
+    "string": (str,), "integer": (int,), "number": (int, float), "boolean": (bool,), "array": (list,), "object": (dict,),
+}
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)  # "30" is no minimum, "no" no boolean
 
 
 class FieldRule(_Strict):
@@ -32,6 +37,43 @@ class FieldRule(_Strict):
     @property
     def pins_a_value(self) -> bool:
         return self.equals is not None or self.one_of is not None
+
+    def is_of_type(self, value: Any) -> bool:
+        """JSON's types as the rule names them (true is no number, though Python's bool is an int)."""
+        return isinstance(value, JSON_TYPES[self.type]) and not (self.type in ("integer", "number") and isinstance(value, bool))
+
+    @model_validator(mode="after")
+    def _some_answer_can_pass(self) -> "FieldRule":
+        """A rule no answer could meet would fail every agent, the right ones included, as a wrong
+        answer; a pattern Python cannot compile would error every trial after the agent ran."""
+        if self.pattern is not None:
+            if self.type != "string":
+                raise ValueError(f"pattern: only a string can match one, and this field is a {self.type}")
+            try:
+                re.compile(self.pattern)
+            except re.error as exc:
+                raise ValueError(f"pattern {self.pattern!r}: not a regular expression ({exc})") from None
+        for name in ("minimum", "maximum"):
+            if (bound := getattr(self, name)) is not None:
+                if self.type not in ("integer", "number"):
+                    raise ValueError(f"{name}: only a number has one, and this field is a {self.type}")
+                if not math.isfinite(bound):
+                    raise ValueError(f"{name}: {bound} is not a finite number")
+        if self.minimum is not None and self.maximum is not None and self.minimum > self.maximum:
+            raise ValueError(f"minimum {self.minimum} is above maximum {self.maximum}: no answer could pass")
+        if self.min_items is not None and (self.type != "array" or self.min_items < 0):
+            raise ValueError(f"min_items: {self.min_items} on a {self.type} (only an array has items, at least 0 of them)")
+        if self.one_of is not None and not self.one_of:
+            raise ValueError("one_of: an empty list, so no answer could pass")
+        for value in [self.equals] if self.equals is not None else self.one_of or []:
+            why = (f"is not a {self.type}" if not self.is_of_type(value)
+                   else f"does not match the pattern {self.pattern!r}" if self.pattern is not None and not re.fullmatch(self.pattern, value)
+                   else f"is below the minimum {self.minimum}" if self.minimum is not None and value < self.minimum
+                   else f"is above the maximum {self.maximum}" if self.maximum is not None and value > self.maximum
+                   else None)
+            if why:
+                raise ValueError(f"{'equals' if self.equals is not None else 'one_of'}: {value!r} {why}, so no answer could match it")
+        return self
 
 
 class PageCheck(_Strict):

@@ -72,7 +72,7 @@ class ClawBenchCase(BaseModel):
     instruction: str
     metadata: CaseMetadata | None = None
     eval_schema: EvalSchema
-    time_limit: float = Field(ge=1)  # minutes
+    time_limit: float = Field(ge=1, allow_inf_nan=False)  # minutes
     extra_info: list[ExtraFile] = Field(default_factory=list)
 
     @property
@@ -150,7 +150,7 @@ class ClawBenchSource(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     turn_cap: int = Field(200, gt=0)
-    spend_limit_usd: float = Field(5.0, ge=0)
+    spend_limit_usd: float = Field(5.0, ge=0, allow_inf_nan=False)
     docker_image: str = "node:22-bookworm"
     # A folder of the suite's own cases in ClawBench's format (each may add a solution/ for the
     # reference runner), instead of the package's case sets.

@@ -8,6 +8,7 @@ says how the task is graded and limited. Harbor's own `TaskConfig` validates eve
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import re
 from dataclasses import dataclass
@@ -40,18 +41,18 @@ class SuiteError(Exception):
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)  # "30" is no turn cap, "no" no boolean
 
 
 class WebbenchMeta(_Strict):
     site: str
-    start_path: str = "/"
+    start_path: str = Field("/", pattern=r"^/[^\s\\]*$")  # a path on the site: "@host" or "x" after its origin would leave it
     grading: GradingMode
     answer: dict[str, FieldRule] = Field(default_factory=dict)  # not for request or verifier grading
     page: PageCheck | None = None
     request: RequestCheck | None = None  # grading "request": the submission the browser intercepts
     turn_cap: int = Field(gt=0, description="browser calls the proxy lets through")
-    spend_limit_usd: float = Field(ge=0)
+    spend_limit_usd: float = Field(ge=0, allow_inf_nan=False)
     token_limit: int | None = Field(None, gt=0, description="model tokens (input + output) the gateway lets through")
     placebo: bool = False
     # Whether the injected batch offers a shortcut over control's own tools. False where the site's
@@ -251,6 +252,8 @@ def _check_limits(config_path: Path, harbor_config) -> None:
         for key, value in values.items():
             if not isinstance(value, (int, float)) or isinstance(value, bool):
                 continue
+            if not math.isfinite(value):  # the manifest could not hold it (JSON has no inf or nan)
+                raise SuiteError(config_path, f"{section}.{key}", f"{value}: must be a finite number")
             if key.endswith("timeout_sec") and value <= 0:
                 raise SuiteError(config_path, f"{section}.{key}", f"{value}: a timeout must be above 0 seconds")
             if key in ("cpus", "memory_mb", "storage_mb", "gpus") and value < 0:

@@ -3,6 +3,7 @@ so this module loads no web server (the gateway's own modules import aiohttp and
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from .meter import Price, price_from_table
@@ -41,7 +42,7 @@ def parse_price(text: str) -> Price:
         parts = [float(p) for p in text.split(",")]
     except ValueError:
         parts = []
-    if len(parts) not in (2, 3) or any(p < 0 for p in parts):
+    if len(parts) not in (2, 3) or any(not math.isfinite(p) or p < 0 for p in parts):  # nan would never reach a cap
         raise GatewayConfigError(f"--model-price {text!r}: give INPUT,OUTPUT[,CACHED_INPUT] in dollars per million tokens")
     return Price(parts[0] / 1e6, parts[1] / 1e6, parts[2] / 1e6 if len(parts) == 3 else None)
 

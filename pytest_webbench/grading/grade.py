@@ -10,10 +10,6 @@ from ..design.checks import FieldRule
 from ..design.suite import WebbenchMeta
 from .answer import AnswerError, parse_answer
 
-_TYPES: dict[str, tuple[type, ...]] = {
-    "string": (str,), "integer": (int,), "number": (int, float), "boolean": (bool,), "array": (list,), "object": (dict,),
-}
-
 
 @dataclass
 class Grade:
@@ -60,7 +56,7 @@ def check_field(key: str, rule: FieldRule, value: Any, page_value: Any) -> str |
     """None when the field passes, else what is wrong with it."""
     if value is None:
         return f"{key}: missing"
-    if not isinstance(value, _TYPES[rule.type]) or (rule.type in ("integer", "number") and isinstance(value, bool)):
+    if not rule.is_of_type(value):
         return f"{key}: expected a {rule.type}, got {value!r}"
     if rule.pattern is not None and (not isinstance(value, str) or not re.fullmatch(rule.pattern, value)):
         return f"{key}: {value!r} does not match {rule.pattern!r}"
