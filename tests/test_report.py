@@ -490,3 +490,25 @@ def test_a_smaller_index_removes_its_numbered_pages_and_no_trial_s_page(tmp_path
     write_index(pages, inputs, 1, {p.name for p in pages.iterdir()})
     assert sorted(p.name for p in pages.iterdir()) == ["index-2.html", "index-2.htmlx", "index-a1-control.html", "index.html"]
     assert (pages / "index-a1-control.html").read_text() == "old" and "t-a1-control" in (pages / "index.html").read_text()
+
+
+def test_a_comparison_overwrites_nothing_it_did_not_write_and_never_writes_into_a_run(tmp_path, capsys):
+    """Found by a review of bad inputs: --out A/manifest.md wrote the comparison's JSON over A's
+    manifest, and --out any/file.md replaced whatever was there."""
+    a = write_synthetic_run(tmp_path, "a")
+    b = write_synthetic_run(tmp_path, "b", playwright_all_pass=True)
+    before = {p: p.read_bytes() for d in (a, b) for p in d.rglob("*") if p.is_file()}
+    precious = tmp_path / "notes.md"
+    precious.write_text("my notes\n")
+    for argv, why in [([a, b, "--out", a / "manifest.md"], "is inside the run"),
+                      ([a, b, "--out", b / "sub" / "cmp.md"], "is inside the run"),
+                      ([a, b, "--out", precious], "exists and is not a comparison"),
+                      ([a, b, "--out", tmp_path / "cmp.json"], "give a .md path"),
+                      ([a, a], "are one run")]:
+        assert report_main([str(x) for x in argv]) == 2
+        assert why in capsys.readouterr().err
+    assert {p: p.read_bytes() for d in (a, b) for p in d.rglob("*") if p.is_file()} == before
+    assert precious.read_text() == "my notes\n"
+    assert report_main([str(a), str(b), "--out", str(tmp_path / "cmp.md")]) == 0
+    assert report_main([str(a), str(b), "--out", str(tmp_path / "cmp.md")]) == 0  # its own comparison, written again
+    assert report_main([str(tmp_path / "notes.md")]) == 2 and "no such folder" in capsys.readouterr().err

@@ -189,3 +189,40 @@ def test_a_partial_merge_keeps_the_whole_plan_and_refuses_a_plan_naming_no_trial
     with pytest.raises(MergeError, match=r"must be named for its experiment, .*out4/cut"):
         merge_shards(tmp_path / "out4" / "merged", good[:1], partial=True)  # --resume cut would not find it
     assert not (tmp_path / "out4").exists()
+
+
+def test_a_record_or_trial_folder_in_two_shards_is_refused_before_anything_is_merged(tmp_path):
+    """Found by a review of bad inputs: the merge laid the shards over each other, so a stray copy of
+    a trial's record in another shard silently replaced the one its own shard wrote."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_report import _manifest
+
+    from pytest_webbench.report.merge import MergeError, merge_shards
+    from pytest_webbench.results.records import write_manifest
+
+    whole = _manifest("cut")
+    half = len(whole.trials) // 2
+    own, other = whole.trials[0].trial_id, whole.trials[half].trial_id
+    dirs = []
+    for i, trials in ((1, whole.trials[:half]), (2, whole.trials[half:])):
+        directory = tmp_path / f"s{i}" / "cut"
+        write_manifest(directory, whole.model_copy(update={"shard": f"{i}/2", "trials": trials,
+                                                           "plan": [t.trial_id for t in whole.trials]}))
+        (directory / "trials").mkdir()
+        (directory / "trials" / "index.jsonl").write_text("")  # each shard has its own index: rebuilt, not refused
+        (directory / "jobs" / "control").mkdir(parents=True)
+        (directory / "jobs" / "control" / "result.json").write_text("{}")  # Harbor's job file: one per shard
+        dirs.append(directory)
+    (dirs[0] / "trials" / f"{own}.json").write_text('{"detail": "its own shard"}')
+    (dirs[1] / "trials" / f"{own}.json").write_text('{"detail": "a stray copy"}')
+    with pytest.raises(MergeError, match=rf"trials/{own}.json is in both .*s1/cut and .*s2/cut"):
+        merge_shards(tmp_path / "out" / "cut", dirs)
+    (dirs[0] / "trials" / f"{own}.json").unlink()
+    with pytest.raises(MergeError, match=rf"a record of {own}, which .*s1/cut ran"):
+        merge_shards(tmp_path / "out" / "cut", dirs)
+    (dirs[1] / "trials" / f"{own}.json").unlink()
+    for directory in dirs:
+        (directory / "jobs" / "control" / other).mkdir()
+    with pytest.raises(MergeError, match=rf"jobs/control/{other} is in both"):
+        merge_shards(tmp_path / "out" / "cut", dirs)
+    assert not (tmp_path / "out").exists()  # refused before anything was written

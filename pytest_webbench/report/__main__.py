@@ -69,9 +69,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.out:
         parser.error("--out is for comparing two runs")
     directory = args.experiment_dirs[0]
+    if not directory.is_dir():
+        print(f"error: {directory}: no such folder (an experiment's folder holds its manifest.json and trials/)", file=sys.stderr)
+        return 2
     try:
         report = write_report(directory, keep=_READ)
-    except (FileNotFoundError, ManifestError) as exc:
+    except (OSError, ManifestError) as exc:  # no such folder, a file where it or its trials folder should be
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print("\n".join(headline_lines(report) + paired_lines(report)))
@@ -90,10 +93,45 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _refused_out(a_dir: Path, b_dir: Path, out: Path | None) -> str | None:
+    """Why the comparison must not be written where asked: comparing changes neither run, and
+    overwrites nothing it did not write itself."""
+    if a_dir.resolve() == b_dir.resolve():
+        return f"{a_dir} and {b_dir} are one run: compare two runs"
+    if out is None:
+        return None
+    if out.suffix == ".json":
+        return f"--out {out}: the Markdown goes there and its JSON beside it, so give a .md path"
+    for target in (out, out.with_suffix(".json")):
+        resolved = target.resolve()
+        for run in (a_dir, b_dir):
+            if resolved.is_relative_to(run.resolve()):
+                return f"--out {out}: {target} is inside the run {run}, and comparing changes neither run"
+        if target.exists() and not _a_comparison(target):
+            return f"--out {out}: {target} exists and is not a comparison this command wrote; nothing was overwritten"
+    return None
+
+
+def _a_comparison(path: Path) -> bool:
+    from .compare import Comparison
+
+    try:
+        text = path.read_text()
+        if path.suffix == ".json":
+            Comparison.model_validate_json(text)
+            return True
+        return text.startswith("# webbench comparison: ")
+    except (OSError, ValueError):
+        return False
+
+
 def compare_main(a_dir: Path, b_dir: Path, out: Path | None) -> int:
+    if why := _refused_out(a_dir, b_dir, out):
+        print(f"error: {why}", file=sys.stderr)
+        return 2
     try:
         a, b = build_report_from_dir(a_dir), build_report_from_dir(b_dir)
-    except (FileNotFoundError, ManifestError) as exc:
+    except (OSError, ManifestError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     try:

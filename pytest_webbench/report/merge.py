@@ -17,10 +17,10 @@ import shutil
 from pathlib import Path
 
 from ..design.pairing import TrialKey, broken_pairs, order_trials
-from ..results.record_index import rebuild_index
+from ..results.record_index import INDEX, rebuild_index
 from ..results.claims import ExperimentExists, claim_experiment_dir, resume_command
-from ..results.records import (SUITE_CHECK, UNDELETED_DIR, RunManifest, SuiteCheck, planned_trials, read_manifest,
-                               write_manifest, write_suite_check)
+from ..results.records import (SUITE_CHECK, UNDELETED_DIR, ManifestError, RunManifest, SuiteCheck, planned_trials,
+                               read_manifest, write_manifest, write_suite_check)
 
 SAME = ("experiment_id", "suite", "runner", "model", "browser", "environment", "attempts", "arms", "paired", "content_hashes")
 
@@ -61,6 +61,7 @@ def merge_shards(out_dir: Path, shard_dirs: list[Path], partial: bool = False) -
                 raise MergeError(f"trial {trial.trial_id} is in both {owner[trial.trial_id]} and {directory}")
             owner[trial.trial_id] = directory
     keys = _whole_plan(shard_dirs, manifests, set(owner), need_plan=bool(missing))
+    _check_files_are_their_own(shard_dirs, owner)
 
     try:
         out = claim_experiment_dir(out_dir.parent, out_dir.name)
@@ -86,8 +87,35 @@ def merge_shards(out_dir: Path, shard_dirs: list[Path], partial: bool = False) -
 def _read(directory: Path) -> RunManifest:
     try:
         return read_manifest(directory)
-    except FileNotFoundError as exc:
+    except (OSError, ManifestError) as exc:
         raise MergeError(str(exc)) from None
+
+
+def _check_files_are_their_own(shard_dirs: list[Path], owner: dict[str, Path]) -> None:
+    """Every trial's files come from one shard, and a shard's records are of its own trials: the
+    copy lays the shards over each other, so a record or trial folder in two shards (a stray copy)
+    would silently replace what the trial's own shard wrote. (Harbor's job-level files, one per arm
+    in each shard, and the records' index are not a trial's: the last copy stands, the index is
+    rebuilt.)"""
+    origin: dict[Path, Path] = {}
+
+    def claim(relative: Path, directory: Path) -> None:
+        if relative in origin:
+            raise MergeError(f"{relative} is in both {origin[relative]} and {directory}: each trial's files come "
+                             "from the one shard that ran it; nothing was merged")
+        origin[relative] = directory
+
+    for directory in shard_dirs:
+        trials, jobs = directory / "trials", directory / "jobs"
+        for path in sorted(trials.rglob("*")) if trials.is_dir() else ():
+            if not path.is_dir() and path.name != INDEX:
+                claim(path.relative_to(directory), directory)
+        for trial_folder in sorted(jobs.glob("*/*")) if jobs.is_dir() else ():
+            if trial_folder.is_dir():
+                claim(trial_folder.relative_to(directory), directory)
+        for record in trials.glob("*.json"):
+            if owner.get(record.stem, directory) != directory:
+                raise MergeError(f"{record}: a record of {record.stem}, which {owner[record.stem]} ran; nothing was merged")
 
 
 def _suite_checks(shard_dirs: list[Path]) -> SuiteCheck | None:
