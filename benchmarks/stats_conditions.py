@@ -2,7 +2,7 @@
 stopping, and pairs ending out of order under -n. Part of benchmarks/stats_calibration.py (its
 sections 4 and 5); runnable alone:
 
-    python benchmarks/stats_conditions.py [--reps 1000] [--tasks-sim 4000]
+    python benchmarks/stats_conditions.py [--reps 1000] [--tasks-sim 4000] [--only conditions|saving|newcombe]
 
 Every figure calls the product's own functions (stats/, planning/stopping.py) on simulated records,
 so what is measured is what a report prints.
@@ -39,7 +39,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pytest_webbench.planning.stopping import decision_on, prefix_pairs, rule_for  # noqa: E402
 from pytest_webbench.stats import (  # noqa: E402
-    clopper_pearson, cmh_test, fisher_exact_p, holm, mcnemar_exact, newcombe_difference, sign_test, task_mean_interval, task_mean_rate,
+    clopper_pearson, cmh_test, fisher_exact_p, holm, mcnemar_exact, newcombe_difference, sign_test, task_mean_difference,
+    task_mean_interval, task_mean_rate,
 )
 
 ALPHA = 0.05
@@ -135,11 +136,14 @@ def simulate(population: str, mode: str, tasks: int, reps: int, rng) -> dict[str
     null = POPULATIONS[population][1] == 0.0
     hits = {k: 0 for k in ("pooled_cover", "pooled_reject", "cp_cover", "cp_units", "headline_cover", "mcnemar",
                            "mcnemar_units", "mcnemar_holm", "sign", "sign_units", "sign_holm", "newcombe_cover",
-                           "fisher", "cmh", "mh_cover", "seq_claim")}
+                           "fisher", "cmh", "mh_cover", "seq_claim", "runs_same", "runs_tools", "runs_pooled")}
     for _ in range(reps):
         rates = [task_rates(rng, population) for _ in range(tasks)]
         counts = pair_counts(mode, tasks, rng) if mode in ("equal", "unequal") else [CAP] * tasks
         runs = [run_task(rng, pc, pt, n, mode) for (pc, pt), n in zip(rates, counts)]
+        # a second run of the same tasks, as `python -m pytest_webbench.report A B` compares two: its own
+        # counts (fixed counts shuffled between the tasks; a sequential run stops where it stops)
+        again = [run_task(rng, pc, pt, n, mode) for (pc, pt), n in zip(rates, rng.permutation(counts))]
         groups, mc_p, sign_p, tables = [], [], [], []
         per_task = []
         for (pc, pt), ps in zip(rates, runs):
@@ -159,6 +163,16 @@ def simulate(population: str, mode: str, tasks: int, reps: int, rng) -> dict[str
             hits["newcombe_cover"] += nd.low <= 0 <= nd.high  # playwright and control share a rate
             hits["fisher"] += fisher_exact_p(sum(ws), len(ws), sum(cs), len(cs)) <= ALPHA
             tables.append([[sum(ws), len(ws) - sum(ws)], [sum(cs), len(cs) - sum(cs)]])
+        def passes(ps, arm):
+            return sum(p[arm]["outcome"] == "passed" for p in ps), len(ps)
+
+        same = task_mean_difference([(passes(b, 0), passes(a, 0)) for a, b in zip(runs, again)])  # control, twice
+        hits["runs_same"] += same.low <= 0 <= same.high
+        tools = task_mean_difference([(passes(b, 1), passes(a, 0)) for a, b in zip(runs, again)])  # B's treatment
+        hits["runs_tools"] += tools.low <= target <= tools.high
+        a_all, b_all = [passes(a, 0) for a in runs], [passes(b, 0) for b in again]
+        old = newcombe_difference(sum(x for x, _ in b_all), sum(n for _, n in b_all), sum(x for x, _ in a_all), sum(n for _, n in a_all))
+        hits["runs_pooled"] += old.low <= 0 <= old.high  # trials pooled over tasks, as the headline once was
         pooled = task_mean_interval(groups)
         hits["pooled_cover"] += pooled.low <= target <= pooled.high
         hits["pooled_reject"] += pooled.p_value <= ALPHA
@@ -177,7 +191,8 @@ def simulate(population: str, mode: str, tasks: int, reps: int, rng) -> dict[str
            "mcnemar": hits["mcnemar"] / hits["mcnemar_units"], "mcnemar_holm": hits["mcnemar_holm"] / reps,
            "sign": hits["sign"] / hits["sign_units"], "sign_holm": hits["sign_holm"] / reps,
            "newcombe_cover": hits["newcombe_cover"] / hits["cp_units"], "fisher": hits["fisher"] / hits["cp_units"],
-           "cmh": hits["cmh"] / reps, "mh_cover": hits["mh_cover"] / reps, "null": null, "reps": reps,
+           "cmh": hits["cmh"] / reps, "mh_cover": hits["mh_cover"] / reps, "null": null, "pooled_null": target == 0.0, "reps": reps,
+           "runs_same": hits["runs_same"] / reps, "runs_tools": hits["runs_tools"] / reps, "runs_pooled": hits["runs_pooled"] / reps,
            "units": hits["cp_units"]}
     return out
 
@@ -187,7 +202,10 @@ COLUMNS = [("pooled_cover", "pooled interval coverage", "reps", "cover"), ("pool
            ("mcnemar", "McNemar task", "units", "test"), ("mcnemar_holm", "McNemar Holm FWER", "reps", "test"),
            ("sign", "sign task", "units", "speed"), ("sign_holm", "sign Holm FWER", "reps", "speed"),
            ("newcombe_cover", "Newcombe task (pw vs c)", "units", "cover"), ("fisher", "Fisher task (pw vs c)", "units", "pw"),
-           ("cmh", "CMH (pw vs c)", "reps", "pw"), ("mh_cover", "MH difference (pw vs c)", "reps", "cover")]
+           ("cmh", "CMH (pw vs c)", "reps", "pw"), ("mh_cover", "MH difference (pw vs c)", "reps", "cover"),
+           ("runs_same", "two runs, one model: headline B - A", "reps", "cover"),
+           ("runs_tools", "two runs, B with tools: headline B - A", "reps", "cover"),
+           ("runs_pooled", "two runs, one model: trials pooled (replaced)", "reps", "cover")]
 
 
 def _se(p: float, n: int) -> float:
@@ -212,7 +230,8 @@ def print_conditions(reps: int, rng) -> None:
                     v, n = r[key], r["reps"] if unit == "reps" else r["units"]
                     if kind == "cover":
                         flag = "!" if v < 0.935 else ""
-                    elif kind in ("speed", "pw") or (kind == "test" and r["null"]):
+                    elif kind in ("speed", "pw") or (kind == "test" and r["null"]) or (key == "pooled_reject" and r["pooled_null"]):
+                        # mixed-0.4: every task has an effect, their mean is 0: the pooled test's column is its type-I error
                         flag = "!" if v > ALPHA + 2 * _se(ALPHA, n) else " (I)"
                     else:
                         flag = ""
@@ -295,18 +314,54 @@ def print_saving(tasks_sim: int, rng, workers_list=(1, 8)) -> None:
     print()
 
 
+# -- Newcombe's interval per task, exactly -------------------------------------------------------------------
+
+def print_newcombe_exact(trials=(3, 5, 10, 20)) -> None:
+    """The coverage of the product's Newcombe interval (one task: an arm against control, or one run
+    against another) computed exactly, every outcome weighted by its binomial chance, over rates 0.01
+    to 0.99 in both arms: its worst case, and its worst with both arms at one rate (the playwright
+    arm against control when they do not differ)."""
+    from scipy.stats import binom
+
+    grid = np.round(np.arange(1, 100) / 100, 2)
+    print("## 6. Newcombe's interval per task: exact coverage (rates 0.01-0.99 in each arm)\n")
+    print("| trials per arm | worst coverage | at rates (arm, reference) | worst with one rate in both | at rate |")
+    print("|---|---|---|---|---|")
+    for n in trials:
+        low, high = np.empty((n + 1, n + 1)), np.empty((n + 1, n + 1))
+        for x in range(n + 1):
+            for y in range(n + 1):
+                interval = newcombe_difference(x, n, y, n)
+                low[x, y], high[x, y] = interval.low, interval.high
+        pmf = binom.pmf(np.arange(n + 1)[None, :], n, grid[:, None])  # [rate, passes]
+        worst, at, worst_null, at_null = 1.0, None, 1.0, None
+        for i, p1 in enumerate(grid):
+            diff = p1 - grid  # against every reference rate
+            covered = (low[None] <= diff[:, None, None] + 1e-12) & (diff[:, None, None] - 1e-12 <= high[None])
+            coverage = np.einsum("x,jy,jxy->j", pmf[i], pmf, covered)
+            j = int(np.argmin(coverage))
+            if coverage[j] < worst:
+                worst, at = float(coverage[j]), (float(p1), float(grid[j]))
+            if coverage[i] < worst_null:
+                worst_null, at_null = float(coverage[i]), float(p1)
+        print(f"| {n} | {100 * worst:.1f}% | {at[0]:.2f}, {at[1]:.2f} | {100 * worst_null:.1f}% | {at_null:.2f} |")
+    print()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=1000)
     parser.add_argument("--tasks-sim", type=int, default=4000)
     parser.add_argument("--seed", type=int, default=28)
-    parser.add_argument("--only", choices=("conditions", "saving"))
+    parser.add_argument("--only", choices=("conditions", "saving", "newcombe"))
     args = parser.parse_args()
     rng = np.random.default_rng(args.seed)
-    if args.only != "saving":
+    if args.only in (None, "conditions"):
         print_conditions(args.reps, rng)
-    if args.only != "conditions":
+    if args.only in (None, "saving"):
         print_saving(args.tasks_sim, rng)
+    if args.only in (None, "newcombe"):
+        print_newcombe_exact()
 
 
 if __name__ == "__main__":
