@@ -294,7 +294,7 @@ def test_the_index_s_structs_have_the_models_fields_types_and_defaults():
         assert [f.name for f in msgspec.structs.fields(struct)] == list(model.model_fields), model
         assert {f.name for f in msgspec.structs.fields(struct) if f.required} == {
             name for name, info in model.model_fields.items() if info.is_required()}, model
-    required = {"trial_id": "t1-a1-control", "task": "t1", "attempt": 1, "arm": "control", "outcome": "failed"}
+    required = {"trial_id": "t1-a1-control", "task": "t1", "attempt": 1, "arm": "control", "experiment_id": "e", "outcome": "failed"}
     decoded = msgspec.json.decode(json.dumps(required), type=indexed_struct(ReportedTrial))
     _same_attributes(decoded, ReportedTrial(**required))
     other = msgspec.json.decode(json.dumps(required), type=indexed_struct(ReportedTrial))

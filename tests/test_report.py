@@ -512,3 +512,35 @@ def test_a_comparison_overwrites_nothing_it_did_not_write_and_never_writes_into_
     assert report_main([str(a), str(b), "--out", str(tmp_path / "cmp.md")]) == 0
     assert report_main([str(a), str(b), "--out", str(tmp_path / "cmp.md")]) == 0  # its own comparison, written again
     assert report_main([str(tmp_path / "notes.md")]) == 2 and "no such folder" in capsys.readouterr().err
+
+
+def test_a_record_another_run_wrote_is_left_out_of_the_report_and_of_what_resume_counts_done(tmp_path):
+    """Found by a review of bad inputs: a record file copied in from another run (or written under a
+    schema this version does not know) was counted as this run's, by the report and by --resume."""
+    from pytest_webbench.planning.resume import trials_to_skip
+
+    run_dir = write_synthetic_run(tmp_path)
+    honest = build_report_from_dir(run_dir)
+    path = run_dir / "trials" / "alpha-a2-control.json"  # failed; its pair's treatment passed
+    record = json.loads(path.read_text())
+    assert trials_to_skip(run_dir, False, move_aside=False) >= {"alpha-a2-control", "alpha-a2-treatment"}
+    for change in ({"experiment_id": "OTHER"}, {"schema_version": 99}):
+        path.write_text(json.dumps({**record, **change, "outcome": "passed", "reward": 1.0}))
+        report = build_report_from_dir(run_dir)
+        assert any("alpha-a2-control" in p and "another run or under a schema" in p for p in report.problems)
+        control = next(r for r in report.by_arm_task if (r.arm, r.task) == ("control", "alpha"))
+        before = next(r for r in honest.by_arm_task if (r.arm, r.task) == ("control", "alpha"))
+        assert (control.passed, control.missing) == (before.passed, before.missing + 1)  # not a pass: missing
+        done = trials_to_skip(run_dir, False, move_aside=False)
+        assert "alpha-a2-control" not in done and "alpha-a2-treatment" not in done  # the pair runs again whole
+        assert path.exists()  # --collect-only's listing moves nothing aside
+
+
+def test_resume_moves_a_half_pair_aside_only_when_it_runs(tmp_path):
+    from pytest_webbench.planning.resume import trials_to_skip
+
+    run_dir = write_synthetic_run(tmp_path)  # gamma a3: control recorded, treatment missing
+    half = run_dir / "trials" / "gamma-a3-control.json"
+    assert "gamma-a3-control" not in trials_to_skip(run_dir, False, move_aside=False) and half.exists()
+    assert "gamma-a3-control" not in trials_to_skip(run_dir, False) and not half.exists()
+    assert (run_dir / "trials" / "superseded" / "gamma-a3-control.json").exists()

@@ -30,12 +30,14 @@ def check_plan(manifest: RunManifest, suite_name: str, content_hashes: dict[str,
                           "a run uses exactly the files it started with")
 
 
-def trials_to_skip(experiment_dir: Path, rerun_errored: bool) -> set[str]:
+def trials_to_skip(experiment_dir: Path, rerun_errored: bool, move_aside: bool = True) -> set[str]:
     """Trial ids already done. Incomplete pairs are not done: their recorded member is moved
-    aside (kept) so the pair runs again whole."""
+    aside (kept) so the pair runs again whole; without `move_aside` (--collect-only: what would
+    run is listed, nothing runs) it stays where it is."""
     manifest = read_manifest(experiment_dir)
     records = {r.trial_id: r for r in read_trial_records(experiment_dir)[0]}
-    done = {tid for tid, r in records.items() if not (rerun_errored and r.outcome == "errored")}
+    done = {tid for tid, r in records.items()  # a record another run wrote (a file copied in) does not count
+            if r.experiment_id == manifest.experiment_id and not (rerun_errored and r.outcome == "errored")}
     members: dict[str, list[str]] = {}
     for trial in manifest.trials:
         if trial.pair_id:
@@ -44,7 +46,7 @@ def trials_to_skip(experiment_dir: Path, rerun_errored: bool) -> set[str]:
     for pair in members.values():
         if not all(tid in done for tid in pair):
             for tid in pair:
-                if tid in records:
+                if tid in records and move_aside:
                     supersede_record(experiment_dir, tid)
                     moved = True
                 done.discard(tid)
@@ -53,10 +55,9 @@ def trials_to_skip(experiment_dir: Path, rerun_errored: bool) -> set[str]:
     return done
 
 
-
-def resumed_trials(experiment_dir: Path, suite, rerun_errored: bool) -> tuple[set[str], set[str]]:
+def resumed_trials(experiment_dir: Path, suite, rerun_errored: bool, move_aside: bool = True) -> tuple[set[str], set[str]]:
     """Checks the suite against the run's manifest, then says which trials the plan holds and
     which of them are done (the controller decides and tells the workers, so all agree)."""
     manifest = read_manifest(experiment_dir)
     check_plan(manifest, suite.name, suite.content_hashes)
-    return {t.trial_id for t in manifest.trials}, trials_to_skip(experiment_dir, rerun_errored)
+    return {t.trial_id for t in manifest.trials}, trials_to_skip(experiment_dir, rerun_errored, move_aside)

@@ -12,12 +12,14 @@ import gc
 from contextlib import contextmanager
 from operator import attrgetter
 from pathlib import Path
+from typing import get_args
 
 from pydantic import BaseModel, Field, PrivateAttr
 
 from ..results.harbor_jobs import read_job_problems
 from ..results.record_index import RecordScan, scan_records
-from ..results.records import RunManifest, TrialRecord, UndeletedBrowser, read_manifest, read_suite_check, read_undeleted_browsers
+from ..results.records import (RecordSchema, RunManifest, TrialRecord, UndeletedBrowser, read_manifest, read_suite_check,
+                               read_undeleted_browsers)
 from ..results.decisions import read_decisions
 from ..stats import ASSUMPTIONS
 from .arms import ArmTaskRow, ArmUsage, arm_task_rows, arm_usage
@@ -103,6 +105,11 @@ class Report(BaseModel):
 
 def build_report(manifest: RunManifest, records: list[TrialRecord], problems: list[str] | None = None,
                  browsers_not_deleted: list[UndeletedBrowser] | None = None, decisions: dict | None = None) -> Report:
+    known = get_args(RecordSchema)
+    if foreign := sorted(r.trial_id for r in records if r.experiment_id != manifest.experiment_id or r.schema_version not in known):
+        problems = [*(problems or []), f"{len(foreign)} record(s) written by another run or under a schema this version does "
+                    f"not know, left out: {', '.join(foreign[:10])}" + (" ..." if len(foreign) > 10 else "")]
+        records = [r for r in records if r.experiment_id == manifest.experiment_id and r.schema_version in known]
     by_id = {r.trial_id: r for r in records}
     # A sequential run's trials after their task was decided are not run: out of every denominator, not missing.
     skipped = not_run_trials(manifest, decisions or {}, by_id.keys())

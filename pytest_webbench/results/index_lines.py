@@ -28,7 +28,7 @@ from typing import Any, Literal, get_args, get_origin
 import msgspec
 from pydantic import BaseModel, Field
 
-from .records import BrowserCalls, JudgeRecord, PlannedTrial, Timings, Tokens, Wall
+from .records import RECORD_SCHEMA, BrowserCalls, JudgeRecord, PlannedTrial, Timings, Tokens, Wall
 
 Stamp = tuple[int, int, int, int]  # inode, size, mtime_ns, ctime_ns
 
@@ -37,6 +37,8 @@ class ReportedTrial(PlannedTrial):
     """The fields of a TrialRecord the report reads (the instruction, raw answer and page value
     are left on disk), so a report over 100,000 trials stays small in memory."""
 
+    schema_version: int = RECORD_SCHEMA  # the report leaves out one this harness does not know (records.RecordSchema)
+    experiment_id: str  # the report leaves out a record another run wrote (a file copied in)
     outcome: str
     stop_reason: str | None = None
     detail: str = ""
