@@ -72,6 +72,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
+    for option in ("suite", "resume"):  # given, but empty (a shell variable that was not set): not "no run"
+        if (value := config.getoption(option, None)) is not None and not value.strip():
+            raise pytest.UsageError(f"--{option} is empty: name a suite (or the experiment ID to resume)")
     if not (config.getoption("suite", None) or config.getoption("resume", None)):
         return
     # Loading the suite and collecting its items make tens of thousands of objects that live to

@@ -403,3 +403,81 @@ def test_a_model_price_that_could_not_hold_a_spend_cap_is_refused(given):
     with pytest.raises(GatewayConfigError, match=r"--model-price .*INPUT,OUTPUT\[,CACHED_INPUT\]"):
         parse_price(given)
     assert parse_price("1.25,10").output == pytest.approx(10 / 1e6)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--suite="], "--suite is empty"),
+    (["--resume="], "--resume is empty"),
+    (["--suite", str(LOCAL_WEB), "--proxy-listen", "127.0.0.1:99999"], "a port from 0 to 65535"),
+    (["--suite", str(LOCAL_WEB), "--proxy-url", "http://127.0.0.1:{bad}"], "its one placeholder is {port}"),
+    (["--suite", str(LOCAL_WEB), "--proxy-url", "127.0.0.1:{port}"], "give an http:// or https:// URL"),
+    (["--suite", str(LOCAL_WEB), "--arms", ","], "no arm named"),
+    (["--suite", str(LOCAL_WEB), "--resume-errored"], "--resume-errored goes with --resume"),
+    (["--suite", str(LOCAL_WEB), "--publish-project", "p"], "--publish-project goes with --publish"),
+    (["--suite", str(LOCAL_WEB), "--runner", "nop", "--model-price", "1,2"], "--runner nop calls no model: drop --model-price"),
+    (["--suite", str(LOCAL_WEB), "--sequential", "--attempts", "9", "--arms", "playwright"], "make none"),
+])
+def test_an_option_that_would_be_ignored_or_turned_into_something_else_is_refused(pytester, args, message):
+    """Found by a review of bad inputs: each of these ran (an empty --suite as no run at all, so
+    pytest ran the project's own tests), was dropped silently, or crashed a trial or the session."""
+    result = _run(pytester, "--collect-only", *args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str() + result.stderr.str()
+    assert message in result.stderr.str()
+    assert not (pytester.path / "results").exists()
+
+
+def test_an_empty_results_dir_is_refused_not_put_at_the_project_s_root(pytester):
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--results-dir=", "--suite", str(LOCAL_WEB), "--collect-only")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR and "--results-dir is empty" in result.stderr.str()
+    assert not (pytester.path / "results").exists()
+
+
+@pytest.mark.parametrize("damage, field, message", [
+    ("dir", "task.toml: (file)", "cannot be read"),
+    ("self-link", "task.toml: (file)", "cannot be read"),
+    ("latin-1", "instruction.md: (file)", "not UTF-8 text"),
+    ("empty", "instruction.md: (file)", "empty"),
+    ("no arms", "suite.toml: arms", "empty"),
+])
+def test_an_unreadable_task_file_or_a_suite_without_arms_is_a_clear_refusal(tmp_path, damage, field, message):
+    from pytest_webbench.design.suite import SuiteError, load_suite
+
+    suite = _copy_suite(tmp_path)
+    task = suite / "tasks" / "shop-price"
+    if damage == "dir":
+        (task / "task.toml").unlink()
+        (task / "task.toml").mkdir()
+    elif damage == "self-link":
+        (task / "task.toml").unlink()
+        (task / "task.toml").symlink_to(task / "task.toml")
+    elif damage == "latin-1":
+        (task / "instruction.md").write_bytes("Trouvez le prix affich\xe9.".encode("latin-1"))
+    elif damage == "empty":
+        (task / "instruction.md").write_text(" \n")
+    else:
+        text = (suite / "suite.toml").read_text()
+        (suite / "suite.toml").write_text(text.replace('arms = ["control", "treatment", "playwright"]', "arms = []"))
+    with pytest.raises(SuiteError) as refused:
+        load_suite(suite)
+    assert field in str(refused.value) and message in str(refused.value), str(refused.value)
+
+
+def test_an_arm_the_suite_does_not_run_is_refused(pytester, tmp_path):
+    suite = _copy_suite(tmp_path)
+    text = (suite / "suite.toml").read_text()
+    (suite / "suite.toml").write_text(text.replace('arms = ["control", "treatment", "playwright"]', 'arms = ["control", "treatment"]'))
+    result = _run(pytester, "--suite", str(suite), "--arms", "playwright", "--collect-only")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str()
+    assert "runs in control, treatment, not playwright" in result.stderr.str()
+
+
+def test_a_bad_ini_attempts_and_a_suite_s_unknown_default_runner_name_where_they_were_set(pytester, tmp_path):
+    pytester.makeini("[pytest]\nwebbench_attempts = abc\n")  # --suite=PATH: pytest takes a separate PATH as the root's guide
+    result = _run(pytester, f"--suite={LOCAL_WEB}", "--collect-only")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR and "webbench_attempts (ini) = 'abc'" in result.stderr.str()
+    pytester.makeini("[pytest]\n")
+    suite = _copy_suite(tmp_path)
+    (suite / "suite.toml").write_text((suite / "suite.toml").read_text().replace('name = "local-web"', 'name = "local-web"\ndefault_runner = "bogus"'))
+    result = _run(pytester, f"--suite={suite}", "--collect-only")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str()
+    assert f"the suite's default_runner, {suite / 'suite.toml'}" in result.stderr.str()

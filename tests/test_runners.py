@@ -55,6 +55,17 @@ def test_options_the_pinned_harbor_agent_does_not_take_are_refused():
         check_preset(wrong_type, None)
 
 
+@pytest.mark.parametrize("agent", ["no.such.module:Agent", "pytest_webbench.runners:NoSuchClass", "pytest_webbench.runners",
+                                   "pytest_webbench.runners:check_preset"])
+def test_a_preset_whose_agent_cannot_be_loaded_is_a_clear_refusal(agent):
+    """A preset of the user's own naming an agent that is not there crashed the session (found by a
+    review of bad inputs)."""
+    nop = runner_spec("nop")
+    bad = RunnerSpec.model_validate({**nop.model_dump(), "agent": agent})
+    with pytest.raises(UnknownRunner, match=rf"--runner nop: agent '{agent}': (cannot be loaded|give MODULE:CLASS)"):
+        check_preset(bad, None)
+
+
 def test_a_missing_cli_says_how_to_install_it(tmp_path, monkeypatch):
     monkeypatch.setenv("WEBBENCH_NPM_PREFIX", str(tmp_path))
     problem = cli_problem(runner_spec("codex").cli)

@@ -14,6 +14,10 @@ JSON_TYPES: dict[str, tuple[type, ...]] = {
 }
 
 
+# Python's own: named groups, back-references by name, comments, atomic groups, inline flags, \A and \Z
+PYTHON_ONLY_REGEX = re.compile(r"\(\?P[<=]|\(\?#|\(\?>|\(\?[aiLmsux]+\)|(?<!\\)\\[AZ]")
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)  # "30" is no minimum, "no" no boolean
 
@@ -105,4 +109,7 @@ class RequestCheck(_Strict):
             re.compile(value)
         except re.error as exc:
             raise ValueError(f"not a regular expression: {exc}") from None
+        if python_only := PYTHON_ONLY_REGEX.search(value):  # the browser reads it as JavaScript, which refuses these
+            raise ValueError(f"{python_only.group(0)!r} is Python's regular-expression syntax, not JavaScript's "
+                             "(the browser matches url_pattern as a JavaScript RegExp)")
         return value

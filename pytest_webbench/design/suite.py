@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Literal
 
 import rtoml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .checks import FieldRule, PageCheck, RequestCheck  # noqa: F401 - FieldRule re-exported
 from .arms import ARM_POLICIES, ArmName, ArmPolicy, arm_policy
@@ -132,14 +132,16 @@ class SuiteFile(_Strict):
     # The tasks are ClawBench's cases, read from the installed package (design/clawbench.py), not tasks_dir.
     clawbench: ClawBenchSource | None = None
 
-    @model_validator(mode="after")
-    def _arms(self) -> SuiteFile:
-        if len(set(self.arms)) != len(self.arms):
-            raise ValueError("arms: listed twice")
-        unknown = set(self.arms) - set(ARM_POLICIES)
-        if unknown:
-            raise ValueError(f"arms: unknown {sorted(unknown)}")
-        return self
+    @field_validator("arms")
+    @classmethod
+    def _arms(cls, arms: list[str]) -> list[str]:
+        if not arms:
+            raise ValueError("empty; a suite runs in at least one arm")
+        if len(set(arms)) != len(arms):
+            raise ValueError("an arm is listed twice")
+        if unknown := set(arms) - set(ARM_POLICIES):
+            raise ValueError(f"unknown {sorted(unknown)}")
+        return arms
 
 
 class Task(BaseModel):
@@ -242,6 +244,20 @@ def _read_toml(path: Path) -> dict:
         raise SuiteError(path, "(file)", "missing") from None
     except (rtoml.TomlParsingError, UnicodeDecodeError) as exc:
         raise SuiteError(path, "(file)", f"not valid TOML: {exc}") from None
+    except OSError as exc:  # a folder where the file should be, a link to itself
+        raise SuiteError(path, "(file)", f"cannot be read: {exc.strerror or exc}") from None
+
+
+def _read_instruction(path: Path) -> str:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise SuiteError(path, "(file)", f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except OSError as exc:
+        raise SuiteError(path, "(file)", f"cannot be read: {exc.strerror or exc}") from None
+    if not text.strip():
+        raise SuiteError(path, "(file)", "empty: the agent would be given no task")
+    return text
 
 
 def _check_limits(config_path: Path, harbor_config) -> None:
@@ -294,7 +310,7 @@ def load_task(task_dir: Path, suite: SuiteFile) -> Task:
     if not TASK_NAME.match(name):
         raise SuiteError(task_dir, "(name)", "task folder names are lowercase letters, digits and hyphens")
     return Task(
-        name=name, path=task_dir, instruction=instruction_path.read_text(encoding="utf-8"), meta=meta,
+        name=name, path=task_dir, instruction=_read_instruction(instruction_path), meta=meta,
         timeout_sec=harbor_config.agent.timeout_sec or 600.0,
         agent_network_mode=agent_policy.network_mode.value, agent_allowed_hosts=tuple(agent_policy.allowed_hosts),
     )

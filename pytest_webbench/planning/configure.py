@@ -36,9 +36,14 @@ def configure_run(config: pytest.Config) -> tuple[WebbenchState, RunController |
         # Collecting only checks the plan: the CLI and Kernel access are checked when trials run.
         runner = check_runner(options.runner, options.model, require_cli=not config.option.collectonly)
     except (UnknownRunner, SuiteError) as exc:
-        raise pytest.UsageError(str(exc)) from None
+        where = f" (the suite's default_runner, {suite.path / 'suite.toml'})" if isinstance(exc, UnknownRunner) and \
+            not (config.getoption("runner") or config.getini("webbench_runner")) else ""
+        raise pytest.UsageError(f"{exc}{where}") from None
+    if options.arms and (foreign := [a for a in options.arms if a not in suite.spec.arms]):
+        raise pytest.UsageError(f"--arms {','.join(options.arms)}: suite {suite.name} runs in {', '.join(suite.spec.arms)}, "
+                                f"not {', '.join(foreign)}")
     check_arms(options.arms or tuple(suite.spec.arms), options.paired)
-    check_sequential(options)
+    check_sequential(options, options.arms or tuple(suite.spec.arms))
     _check_seal(options, config)
     _check_agent_network(options, suite)
     judge = _judge(options, suite, check_key=not config.option.collectonly, selecting=bool(config.option.keyword))
@@ -68,7 +73,8 @@ def configure_run(config: pytest.Config) -> tuple[WebbenchState, RunController |
 
         lock = _hold(experiment_dir)  # before anything of the run is read or moved
         try:
-            planned, skip = resumed_trials(experiment_dir, suite, config.getoption("resume_errored"))
+            planned, skip = resumed_trials(experiment_dir, suite, config.getoption("resume_errored"),
+                                           move_aside=not config.option.collectonly)  # listing what would run moves nothing
         except ResumeError as exc:
             raise pytest.UsageError(str(exc)) from None
     else:
@@ -153,6 +159,12 @@ def _check_gateway(options) -> None:
 
     runner = runner_spec(options.runner)
     if not runner.uses_gateway:
+        # recorded in the manifest, and never used: the run's model's price and endpoint (a judge of
+        # its own has its own), and --allow-unpriced unless a judge model of its own is named
+        unused = [name for name, value in (("--model-price", options.model_price), ("--model-base-url", options.model_base_url),
+                                           ("--allow-unpriced", options.allow_unpriced and not options.judge_model)) if value]
+        if unused:
+            raise pytest.UsageError(f"--runner {options.runner} calls no model: drop {', '.join(unused)}")
         return
     model = runner.check_model(options.model)
     try:

@@ -71,9 +71,13 @@ def results_dir(config: pytest.Config) -> Path:
     """--results-dir relative to where pytest was started (as --html and --junitxml are); the ini
     value relative to the project's root. The root is no guide for an option: the plugin's own test
     module is among pytest's arguments, so the root can be the package's folder."""
-    if given := config.getoption("results_dir"):
+    if (given := config.getoption("results_dir")) is not None:
+        if not given.strip():  # not the project's root, nor the ini's default: refused
+            raise pytest.UsageError("--results-dir is empty: name the folder the results go to")
         return config.invocation_params.dir / given
-    return config.rootpath / config.getini("webbench_results_dir")
+    if not (ini := config.getini("webbench_results_dir")).strip():
+        raise pytest.UsageError("webbench_results_dir (ini) is empty: name the folder the results go to")
+    return config.rootpath / ini
 
 
 def options_from_config(config: pytest.Config) -> RunOptions:
@@ -87,6 +91,9 @@ def options_from_config(config: pytest.Config) -> RunOptions:
             f"test paths are not run with --suite or --resume (got {' '.join(config.option.file_or_dir)}): the suite's "
             "trials are the run; pick them with -k. (Give --results-dir as --results-dir=DIR: as a separate word an "
             "existing directory is read as a test path.)")
+    for option, needs in (("resume_errored", "resume"), ("publish_project", "publish")):
+        if get(option) and not get(needs):  # it would do nothing, silently
+            raise pytest.UsageError(f"--{option.replace('_', '-')} goes with --{needs}")
     attempts = get("attempts")
     if attempts is not None and attempts < 1:
         raise pytest.UsageError(f"--attempts {attempts}: a run needs at least 1 attempt per task and arm")
@@ -116,11 +123,11 @@ def options_from_config(config: pytest.Config) -> RunOptions:
         return RunOptions(
             suite=given["suite"],
             runner=_runner_name(given["runner"] or config.getini("webbench_runner")),
-            model=given["model"], attempts=given["attempts"] or int(config.getini("webbench_attempts")),
+            model=given["model"], attempts=given["attempts"] or _ini_attempts(config),
             arms=given["arms"], paired=given["paired"] is not False, sequential=bool(given["sequential"]),
             experiment_id=experiment_id,
             results_dir=results_dir(config), model_base_url=given["model_base_url"], shard=given["shard"],
-            environment=environment, proxy_listen=_proxy_listen(get("proxy_listen")), proxy_url=get("proxy_url"),
+            environment=environment, proxy_listen=_proxy_listen(get("proxy_listen")), proxy_url=_proxy_url(get("proxy_url")),
             allow_unsealed=bool(get("allow_unsealed")), model_price=given.get("model_price"),
             allow_unpriced=bool(given.get("allow_unpriced")), trace=given.get("trace") is not False,
             browser=given["browser"] or config.getini("webbench_browser"),
@@ -131,9 +138,23 @@ def options_from_config(config: pytest.Config) -> RunOptions:
         raise pytest.UsageError(f"webbench options: {exc}") from None
 
 
-def check_sequential(options: RunOptions) -> None:
+def _ini_attempts(config: pytest.Config) -> int:
+    text = config.getini("webbench_attempts")
+    try:
+        attempts = int(text)
+    except ValueError:
+        attempts = 0
+    if attempts < 1:
+        raise pytest.UsageError(f"webbench_attempts (ini) = {text!r}: give a whole number of attempts, at least 1")
+    return attempts
+
+
+def check_sequential(options: RunOptions, arms: tuple[str, ...]) -> None:
     if options.sequential and not options.paired:
         raise pytest.UsageError("--sequential decides each task on its control/treatment pairs: drop --unpaired")
+    if options.sequential and not set(PAIRED_ARMS) <= set(arms):
+        raise pytest.UsageError(f"--sequential decides each task on its control/treatment pairs, and the run's arms "
+                                f"({','.join(arms)}) make none")
     if options.sequential:
         from .stopping import ALPHA, smallest_cap
 
@@ -155,9 +176,11 @@ def check_arms(arms: tuple[str, ...], paired: bool) -> None:
 
 
 def _arms(text: str | None) -> tuple[str, ...] | None:
-    if not text:
+    if text is None:
         return None
     arms = tuple(a.strip() for a in text.split(",") if a.strip())
+    if not arms:  # "--arms ," is no arm, not every arm
+        raise pytest.UsageError(f"--arms {text!r}: no arm named; choose from {', '.join(ARM_CHOICES)}")
     for arm in arms:
         if arm not in ARM_CHOICES:
             raise pytest.UsageError(f"--arms: unknown arm {arm!r}; choose from {', '.join(ARM_CHOICES)}")
@@ -224,9 +247,25 @@ def _proxy_listen(text: str | None) -> tuple[str, int]:
         return ("127.0.0.1", 0)
     host, _, port = text.rpartition(":")
     try:
-        return (host or "127.0.0.1", int(port))
+        number = int(port)
     except ValueError:
-        raise pytest.UsageError(f"--proxy-listen {text!r}: give HOST:PORT, e.g. 0.0.0.0:8765") from None
+        number = -1
+    if not 0 <= number <= 65535:
+        raise pytest.UsageError(f"--proxy-listen {text!r}: give HOST:PORT, a port from 0 to 65535, e.g. 0.0.0.0:8765")
+    return (host or "127.0.0.1", number)
+
+
+def _proxy_url(text: str | None) -> str | None:
+    """What agents are given for the proxy: an http(s) URL whose only placeholder is {port}."""
+    if text is None:
+        return None
+    try:
+        filled = text.format(port=8765)
+    except (KeyError, IndexError, ValueError) as exc:
+        raise pytest.UsageError(f"--proxy-url {text!r}: its one placeholder is {{port}} ({exc!r} is not)") from None
+    if not re.fullmatch(r"https?://[^/\s]+(/\S*)?", filled):
+        raise pytest.UsageError(f"--proxy-url {text!r}: give an http:// or https:// URL, e.g. http://host.docker.internal:{{port}}")
+    return text
 
 
 def _check_environment(environment: str, proxy_url: str | None) -> None:

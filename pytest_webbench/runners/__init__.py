@@ -142,8 +142,13 @@ def check_runner(name: str, model: str | None, require_cli: bool = True) -> Runn
 def check_preset(spec: RunnerSpec, model: str | None, require_cli: bool = True) -> RunnerSpec:
     name = spec.name
     spec.check_model(model)
-    module_name, _, class_name = spec.agent.partition(":")
-    agent_class = getattr(importlib.import_module(module_name), class_name)  # Harbor loads here, lazily
+    module_name, colon, class_name = spec.agent.partition(":")
+    try:
+        agent_class = getattr(importlib.import_module(module_name), class_name) if colon and class_name else None
+    except (ImportError, AttributeError) as exc:  # Harbor loads here, lazily
+        raise UnknownRunner(f"--runner {name}: agent {spec.agent!r}: cannot be loaded ({exc})") from None
+    if not isinstance(agent_class, type):
+        raise UnknownRunner(f"--runner {name}: agent {spec.agent!r}: give MODULE:CLASS, a Harbor agent's class")
     cli = sys.modules.get(f"{__name__}.cli")  # loaded if the agent is one of its classes
     if cli is not None and issubclass(agent_class, cli.PinnedCli) and not spec.uses_gateway:
         raise UnknownRunner(f"--runner {name}: {class_name} runs only through the model gateway, which meters and "
