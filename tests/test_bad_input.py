@@ -363,6 +363,9 @@ def test_task_files_parse_as_the_standard_librarys_toml_reader_parses_them():
 
 
 @pytest.mark.parametrize("old, new, field, why", [
+    ("timeout_sec = 600", "timout_sec = 60", "agent.timout_sec", "not a field of Harbor's [agent]"),  # a typo: the default stayed
+    ("[agent]", "[agent]\nbogus = 1", "agent.bogus", "not a field of Harbor's [agent]"),
+    ('schema_version = "1.4"', 'schema_version = "1.4"\nextra_section = 1', "extra_section", "not a field of Harbor's task.toml"),
     ("timeout_sec = 600", "timeout_sec = nan", "agent.timeout_sec", "finite"),
     ("timeout_sec = 600", "timeout_sec = inf", "agent.timeout_sec", "finite"),
     ("spend_limit_usd = 1.0", "spend_limit_usd = inf", "metadata.webbench.spend_limit_usd", "finite"),

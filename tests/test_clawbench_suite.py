@@ -38,7 +38,10 @@ def manifest_of(pytester, experiment: str) -> dict:
 
 
 @pytest.mark.parametrize("options, gradable", [((), 129), (("--clawbench-set", "v1"), 70), (("--clawbench-set", "v1-lite"), 12),
-                                                (("--clawbench-set", "v1", "--clawbench-ungradable"), 152)])
+                                                (("--clawbench-set", "v1", "--clawbench-ungradable"), 152),
+                                                # names with capitals or underscores, no metadata: planned all the same
+                                                (("--clawbench-set", "environmental-observation"), 12),
+                                                (("--clawbench-set", "claw-eval"), 19)])
 def test_collect_only_plans_every_gradable_case_in_each_arm_it_can_run(pytester, options, gradable):
     result = run(pytester, "--suite", str(CLAWBENCH), *options, "--experiment-id", "cb", "--collect-only", "-q")
     assert result.ret == 0, result.stderr.str()

@@ -142,7 +142,7 @@ def load_cases(case_set: str = DEFAULT_CASE_SET, root: Path | None = None, own: 
 # every worker and every run; the cases stay the source.
 
 SHARED_USER = ("runtime", "shared", "alex_green_personal_info.json")  # the dummy user every case acts for
-CONVERTER_VERSION = "2"  # bump when the folders below change shape
+CONVERTER_VERSION = "3"  # bump when the folders below change shape
 
 
 class ClawBenchSource(BaseModel):
@@ -161,15 +161,36 @@ def site_name(platform: str) -> str:
     return re.sub(r"[^a-z0-9-]+", "-", platform.lower()).strip("-") or "site"
 
 
+def task_name(case: ClawBenchCase) -> str:
+    """The case's Harbor task (and folder) name: lowercase letters, digits and hyphens, as every
+    suite's task names are (claw-eval's cases carry capitals, environmental-observation's underscores)."""
+    return re.sub(r"[^a-z0-9-]+", "-", case.name.lower()).strip("-")
+
+
+# the first host a pattern names, its dots and hyphens escaped or not
+_PATTERN_HOST = re.compile(r"https?://((?:(?:[a-z0-9]|\\?-)+\\?\.)+[a-z]{2,})(?![a-z0-9-])", re.IGNORECASE)
+
+
+def case_site(case: ClawBenchCase) -> tuple[str, str, str]:
+    """(site name, title, host) where the case's agent starts: the first site its metadata names, under
+    its platform's name; a case without metadata (environmental-observation's), the host its request
+    pattern names."""
+    if case.metadata is not None and case.metadata.sites_involved:
+        host = case.metadata.sites_involved[0].removeprefix("https://").removeprefix("http://").strip("/")
+        return site_name(case.metadata.platform), case.metadata.platform, host
+    if found := _PATTERN_HOST.search(case.eval_schema.url_pattern):
+        host = found.group(1).replace("\\", "").lower()
+        return site_name(host), host, host
+    raise ClawBenchError(f"{case.folder / 'task.json'}: metadata.sites_involved: no site, and eval_schema.url_pattern "
+                         "names no host to start at")
+
+
 def case_sites(cases: list[ClawBenchCase]) -> dict[str, dict]:
-    """A public site per platform, at the first host the case involves (where its agent starts)."""
+    """A public site per platform (or host), at the first host a case of it involves (where its agent starts)."""
     sites: dict[str, dict] = {}
     for case in cases:
-        if case.metadata is None or not case.metadata.sites_involved:
-            continue
-        host = case.metadata.sites_involved[0].removeprefix("https://").removeprefix("http://").strip("/")
-        sites.setdefault(site_name(case.metadata.platform), {
-            "title": case.metadata.platform, "modelled_on": f"https://{host}", "base_url": f"https://{host}"})
+        name, title, host = case_site(case)
+        sites.setdefault(name, {"title": title, "modelled_on": f"https://{host}", "base_url": f"https://{host}"})
     return sites
 
 
@@ -185,7 +206,7 @@ def case_task(case: ClawBenchCase, source: ClawBenchSource, batches: dict[str, s
     """The case's task.toml (as a dict for Harbor's TaskConfig), its instruction and the files it
     gives its agent ((source path, name, description) each)."""
     meta = case.metadata
-    site = site_name(meta.platform) if meta else "site"
+    site = case_site(case)[0]
     given = [(installed_root().parents[1].joinpath(*SHARED_USER), "alex_green_personal_info.json",
               "the dummy user's personal information")]
     for item in case.extra_info:
@@ -207,7 +228,7 @@ def case_task(case: ClawBenchCase, source: ClawBenchSource, batches: dict[str, s
         webbench["tool_batch"] = site
     config = {
         "schema_version": "1.4",
-        "task": {"name": f"clawbench/{case.name}", "description": (meta.description if meta else case.instruction)[:500]},
+        "task": {"name": f"clawbench/{task_name(case)}", "description": (meta.description if meta else case.instruction)[:500]},
         "agent": {"timeout_sec": case.time_limit * 60, "network_mode": "no-network"},
         "environment": {"docker_image": source.docker_image, "workdir": "/app"},
         "metadata": {"webbench": {k: v for k, v in webbench.items() if v is not None},
@@ -246,6 +267,11 @@ def tasks_folder(case_set: str, ungradable: bool, source: ClawBenchSource, batch
     cases = [c for c in load_cases(case_set, own=own) if ungradable or c.gradable]
     if not cases:
         raise ClawBenchError(f"ClawBench case set {case_set!r} has no gradable case (add --clawbench-ungradable)")
+    named: dict[str, ClawBenchCase] = {}
+    for case in cases:
+        if (other := named.setdefault(task_name(case), case)) is not case:
+            raise ClawBenchError(f"{case.folder / 'task.json'}: its task name {task_name(case)!r} is also "
+                                 f"{other.folder / 'task.json'}'s: each case needs a name of its own")
     key = hashlib.sha256(json.dumps([PINNED_VERSION, CONVERTER_VERSION, case_set, ungradable, source.model_dump(),
                                      sorted(batches.items(), key=str), _digest(own) if own else None],
                                     default=str).encode()).hexdigest()[:16]
@@ -256,7 +282,7 @@ def tasks_folder(case_set: str, ungradable: bool, source: ClawBenchSource, batch
         building = Path(tempfile.mkdtemp(prefix=f".{case_set}-", dir=cache))
         try:
             for case in cases:
-                _write_case(case, building / case.name, source, batches)
+                _write_case(case, building / task_name(case), source, batches)
             os.rename(building, final)  # another process may have won the race: its folders are the same
         except OSError:
             if not final.is_dir():

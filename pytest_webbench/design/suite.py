@@ -8,7 +8,6 @@ says how the task is graded and limited. Harbor's own `TaskConfig` validates eve
 from __future__ import annotations
 
 import hashlib
-import math
 import os
 import re
 from dataclasses import dataclass
@@ -20,6 +19,7 @@ import rtoml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .checks import FieldRule, PageCheck, RequestCheck  # noqa: F401 - FieldRule re-exported
+from .harbor_sections import bad_limit, unknown_key
 from .arms import ARM_POLICIES, ArmName, ArmPolicy, arm_policy
 from .clawbench import ClawBenchError, ClawBenchSource
 from .pairing import TrialKey
@@ -260,22 +260,6 @@ def _read_instruction(path: Path) -> str:
     return text
 
 
-def _check_limits(config_path: Path, harbor_config) -> None:
-    """Harbor's model takes any number for a limit; a timeout of 0 or less, or a negative resource,
-    would fail every trial as if the agent had, so it is refused here, naming the field."""
-    for section in ("agent", "verifier", "environment"):
-        values = getattr(harbor_config, section).model_dump()
-        for key, value in values.items():
-            if not isinstance(value, (int, float)) or isinstance(value, bool):
-                continue
-            if not math.isfinite(value):  # the manifest could not hold it (JSON has no inf or nan)
-                raise SuiteError(config_path, f"{section}.{key}", f"{value}: must be a finite number")
-            if key.endswith("timeout_sec") and value <= 0:
-                raise SuiteError(config_path, f"{section}.{key}", f"{value}: a timeout must be above 0 seconds")
-            if key in ("cpus", "memory_mb", "storage_mb", "gpus") and value < 0:
-                raise SuiteError(config_path, f"{section}.{key}", f"{value}: must not be negative")
-
-
 def load_task(task_dir: Path, suite: SuiteFile) -> Task:
     from harbor.models.task.config import TaskConfig as HarborTaskConfig
 
@@ -285,7 +269,8 @@ def load_task(task_dir: Path, suite: SuiteFile) -> Task:
         harbor_config = HarborTaskConfig.model_validate(raw)
     except ValidationError as exc:
         raise _validation_error(config_path, exc) from None
-    _check_limits(config_path, harbor_config)
+    if problem := unknown_key(raw, HarborTaskConfig) or bad_limit(harbor_config):
+        raise SuiteError(config_path, *problem)
     webbench = harbor_config.metadata.get("webbench")
     if not isinstance(webbench, dict):
         raise SuiteError(config_path, "metadata.webbench", f"missing: every task needs a [metadata.webbench] table with {NEEDED_KEYS}")
