@@ -484,3 +484,13 @@ def test_a_bad_ini_attempts_and_a_suite_s_unknown_default_runner_name_where_they
     result = _run(pytester, f"--suite={suite}", "--collect-only")
     assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str()
     assert f"the suite's default_runner, {suite / 'suite.toml'}" in result.stderr.str()
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]])
+def test_a_selection_of_no_trial_claims_no_experiment(pytester, workers):
+    """-k that matches nothing left an experiment of no trials behind, its ID taken (found by a
+    review of bad inputs); now pytest's own "no tests ran", and nothing under the results."""
+    result = _run(pytester, "--suite", str(LOCAL_WEB), "--runner", "nop", "-k", "no-such-task", *workers)
+    assert result.ret == pytest.ExitCode.NO_TESTS_COLLECTED, result.stdout.str()
+    results = pytester.path / "results"
+    assert not results.exists() or not any(results.iterdir())

@@ -43,7 +43,14 @@ class RunController:
                 pytest.exit(problem, returncode=pytest.ExitCode.USAGE_ERROR)
 
         if not self.resuming and not self.distributed:  # resuming: the manifest holds the original plan
-            self._write_manifest([k for item in session.items if (k := item_key(item))])
+            keys = [k for item in session.items if (k := item_key(item))]
+            if not keys:  # -k chose nothing: no experiment of no trials is claimed
+                from ..results.claims import release_claim
+
+                release_claim(self.st.experiment_dir)
+                pytest.exit(f"-k {session.config.option.keyword!r} selects no trial of suite {self.st.suite.name}: "
+                            "nothing was planned", returncode=pytest.ExitCode.NO_TESTS_COLLECTED)
+            self._write_manifest(keys)
 
     @pytest.hookimpl(optionalhook=True)  # xdist hooks: the plugin also loads without xdist
     def pytest_configure_node(self, node) -> None:
@@ -66,6 +73,10 @@ class RunController:
         if self.resuming or (self.st.experiment_dir / "manifest.json").exists():
             return  # written already (or kept as planned, when resuming)
         keys = [TrialKey.parse(i.rsplit("[", 1)[1].rstrip("]")) for i in ids if "[" in i]
+        if not keys:  # -k chose nothing: pytest says no tests ran, and no experiment is claimed
+            from ..results.claims import release_claim
+
+            return release_claim(self.st.experiment_dir)
         opts = self.st.options
         if self.plan_dir is not None:  # the node wrote the whole plan before it reported its collection
             import json
