@@ -2,7 +2,7 @@
 stopping, and pairs ending out of order under -n. Part of benchmarks/stats_calibration.py (its
 sections 4 and 5); runnable alone:
 
-    python benchmarks/stats_conditions.py [--reps 1000] [--tasks-sim 4000] [--only conditions|saving|newcombe]
+    python benchmarks/stats_conditions.py [--reps 1000] [--tasks-sim 4000] [--only conditions|saving|newcombe|errors]
 
 Every figure calls the product's own functions (stats/, planning/stopping.py) on simulated records,
 so what is measured is what a report prints.
@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import heapq
+import itertools
 import math
 import sys
 from pathlib import Path
@@ -348,12 +349,60 @@ def print_newcombe_exact(trials=(3, 5, 10, 20)) -> None:
     print()
 
 
+# -- errored trials --------------------------------------------------------------------------------------
+
+ERRORS = {  # name: (chance a trial errors whatever it would have done, a treatment trial that would fail, a control that would pass)
+    "random 10%": (0.10, 0.0, 0.0),
+    "treatment's failures 30%": (0.0, 0.30, 0.0),
+    "control's passes 30%": (0.0, 0.0, 0.30),
+}
+
+
+def print_errors(reps: int, rng, tasks: int = 10) -> None:
+    """The pooled interval (pairs with an errored trial left out) and its sensitivity line (every
+    errored trial a failure), the report's own pooled_effect on simulated records, against the
+    population's effect on what the trials would have done: errors at random, and errors that hit
+    one arm's failures or the other's passes (a fault that strikes where a task is hard)."""
+    from types import SimpleNamespace
+
+    from pytest_webbench.report.paired import pooled_effect
+
+    print(f"## 7. Errored trials: the pooled interval and its sensitivity line ({tasks} tasks, {reps} runs per row)\n")
+    print("| errors | pairs per task | population | pooled interval coverage (errored pairs left out) | sensitivity line coverage (errored as failures) | either covers |")
+    print("|---|---|---|---|---|---|")
+    for (name, (anywhere, t_fail, c_pass)), pairs in itertools.product(ERRORS.items(), (5, 20)):
+        for population in ("null-0.5", "shift-0.2"):
+            target = population_effect(population)
+            main = sens = either = 0
+            for _ in range(reps):
+                by_task = {}
+                for task in range(tasks):
+                    pc, pt = task_rates(rng, population)
+                    recorded = []
+                    for _ in range(pairs):
+                        c, t, _ = pair(rng, pc, pt)
+                        c_err = rng.random() < anywhere or (c["outcome"] == "passed" and rng.random() < c_pass)
+                        t_err = rng.random() < anywhere or (t["outcome"] == "failed" and rng.random() < t_fail)
+                        recorded.append((SimpleNamespace(outcome="errored" if c_err else c["outcome"]),
+                                         SimpleNamespace(outcome="errored" if t_err else t["outcome"])))
+                    by_task[str(task)] = recorded
+                effect = pooled_effect(by_task)
+                covered = effect is not None and effect.ci_low is not None and effect.ci_low <= target <= effect.ci_high
+                s = effect.errored_as_failures if effect is not None else None
+                s_covered = covered if s is None else (s.ci_low is not None and s.ci_low <= target <= s.ci_high)
+                main, sens, either = main + covered, sens + s_covered, either + (covered or s_covered)
+            print(f"| {name} | {pairs} | {population} | {100 * main / reps:.1f}{'!' if main / reps < 0.935 else ''} | "
+                  f"{100 * sens / reps:.1f}{'!' if sens / reps < 0.935 else ''} | {100 * either / reps:.1f} |")
+            sys.stdout.flush()
+    print()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=1000)
     parser.add_argument("--tasks-sim", type=int, default=4000)
     parser.add_argument("--seed", type=int, default=28)
-    parser.add_argument("--only", choices=("conditions", "saving", "newcombe"))
+    parser.add_argument("--only", choices=("conditions", "saving", "newcombe", "errors"))
     args = parser.parse_args()
     rng = np.random.default_rng(args.seed)
     if args.only in (None, "conditions"):
@@ -362,6 +411,8 @@ def main() -> None:
         print_saving(args.tasks_sim, rng)
     if args.only in (None, "newcombe"):
         print_newcombe_exact()
+    if args.only in (None, "errors"):
+        print_errors(args.reps, rng)
 
 
 if __name__ == "__main__":
