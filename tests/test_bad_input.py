@@ -494,3 +494,75 @@ def test_a_selection_of_no_trial_claims_no_experiment(pytester, workers):
     assert result.ret == pytest.ExitCode.NO_TESTS_COLLECTED, result.stdout.str()
     results = pytester.path / "results"
     assert not results.exists() or not any(results.iterdir())
+
+
+def test_a_resumed_run_s_own_options_are_not_refused_again(tmp_path):
+    """A run begun before a refusal existed keeps its recorded options: --resume takes them from its
+    manifest, where the user cannot drop them (found by a review)."""
+    from pytest_webbench.planning.configure import _check_gateway
+    from pytest_webbench.planning.options import RunOptions
+
+    options = RunOptions(suite="local-web", runner="reference", allow_unpriced=True, experiment_id="x", results_dir=tmp_path)
+    with pytest.raises(pytest.UsageError, match="calls no model: drop --allow-unpriced"):
+        _check_gateway(options)
+    _check_gateway(options, resuming=True)
+
+
+@pytest.mark.parametrize("rule, loads", [
+    ({"type": "string", "equals": "LHR", "pattern": "[a-z]{3}", "casefold": True}, True),  # "lhr" passes
+    ({"type": "string", "equals": "LHR", "pattern": "[a-z]{3}"}, False),
+    ({"type": "number", "equals": float("nan")}, False),
+    ({"type": "number", "one_of": [1.0, float("inf")]}, False),
+    ({"type": "number", "one_of": [1, 500], "maximum": 100}, False),  # 500 can never match: refused, named
+])
+def test_a_rule_is_refused_only_where_a_value_can_never_match(rule, loads):
+    from pydantic import ValidationError
+
+    from pytest_webbench.design.checks import FieldRule
+
+    if loads:
+        FieldRule(**rule)
+    else:
+        with pytest.raises(ValidationError, match="can ever match it"):
+            FieldRule(**rule)
+
+
+def test_an_answer_of_nan_or_infinity_is_no_number():
+    """Python's JSON reader takes NaN, which passed every bound of a number rule (found by a review)."""
+    from pytest_webbench.design.checks import FieldRule
+    from pytest_webbench.grading.answer import parse_answer
+    from pytest_webbench.grading.grade import check_field
+
+    rule = FieldRule(type="number", minimum=0, maximum=100)
+    for raw in ('{"score": NaN}', '{"score": Infinity}'):
+        assert check_field("score", rule, parse_answer(raw)["score"], None) == f"score: expected a number, got {parse_answer(raw)['score']!r}"
+    assert check_field("score", rule, 42.5, None) is None
+
+
+@pytest.mark.parametrize("pattern, refused", [
+    ("x*+y", True), ("a{2}+", True), ("(a)?(?(1)b|c)", True), (r"(?i)shop\.localhost", True), (r"\Ashop", True),
+    (r"\(?P<x", False), (r"x+\+", False), (r"^https?://shop\.localhost(:\d+)?/cart$", False), (r"(?=a)\d+", False),
+])
+def test_a_request_pattern_the_browser_s_javascript_refuses_is_refused_at_load(pattern, refused):
+    from pydantic import ValidationError
+
+    from pytest_webbench.design.checks import RequestCheck
+
+    if refused:
+        with pytest.raises(ValidationError, match="is Python's regular-expression syntax, not JavaScript's"):
+            RequestCheck(url_pattern=pattern, method="POST")
+    else:
+        RequestCheck(url_pattern=pattern, method="POST")
+
+
+def test_harbor_s_legacy_keys_still_load(tmp_path):
+    """Harbor renames `version` and maps `[environment] memory`; its validators do so in the dict
+    they are given, so the unknown-key check reads the file as written (found by a review)."""
+    from pytest_webbench.design.suite import load_suite
+
+    suite = _copy_suite(tmp_path)
+    task = suite / "tasks" / "shop-price" / "task.toml"
+    text = task.read_text().replace('schema_version = "1.4"', 'version = "1.4"')
+    task.write_text(text.replace('workdir = "/app"', 'workdir = "/app"\nmemory = "2G"'))
+    loaded = next(t for t in load_suite(suite).tasks if t.name == "shop-price")
+    assert loaded.name == "shop-price"

@@ -221,6 +221,17 @@ def test_a_record_or_trial_folder_in_two_shards_is_refused_before_anything_is_me
     with pytest.raises(MergeError, match=rf"a record of {own}, which .*s1/cut ran"):
         merge_shards(tmp_path / "out" / "cut", dirs)
     (dirs[1] / "trials" / f"{own}.json").unlink()
+    (dirs[1] / "trials" / "zz-stray.json").write_text('{"detail": "a record under a name of no trial"}')
+    with pytest.raises(MergeError, match=r"zz-stray.json: a record of no trial of this run"):
+        merge_shards(tmp_path / "out" / "cut", dirs)
+    (dirs[1] / "trials" / "zz-stray.json").unlink()
+    (dirs[0] / "trials" / "superseded").mkdir()  # names alike but for case: one file on a case-insensitive disk
+    (dirs[0] / "trials" / "superseded" / "x.json").write_text("{}")
+    (dirs[1] / "trials" / "superseded").mkdir()
+    (dirs[1] / "trials" / "superseded" / "X.json").write_text("{}")
+    with pytest.raises(MergeError, match=r"trials/superseded/X.json is in both"):
+        merge_shards(tmp_path / "out" / "cut", dirs)
+    (dirs[1] / "trials" / "superseded" / "X.json").unlink()
     for directory in dirs:
         (directory / "jobs" / "control" / other).mkdir()
     with pytest.raises(MergeError, match=rf"jobs/control/{other} is in both"):

@@ -14,8 +14,9 @@ JSON_TYPES: dict[str, tuple[type, ...]] = {
 }
 
 
-# Python's own: named groups, back-references by name, comments, atomic groups, inline flags, \A and \Z
-PYTHON_ONLY_REGEX = re.compile(r"\(\?P[<=]|\(\?#|\(\?>|\(\?[aiLmsux]+\)|(?<!\\)\\[AZ]")
+# Python's own, each where no backslash escapes it: named groups, back-references by name, comments,
+# atomic groups, conditionals, inline flags, possessive quantifiers, \A and \Z
+PYTHON_ONLY_REGEX = re.compile(r"(?<!\\)(?:\\\\)*(\(\?P[<=]|\(\?#|\(\?>|\(\?\(|\(\?[aiLmsux]+\)|[*+?}]\+|\\[AZ])")
 
 
 class _Strict(BaseModel):
@@ -43,8 +44,11 @@ class FieldRule(_Strict):
         return self.equals is not None or self.one_of is not None
 
     def is_of_type(self, value: Any) -> bool:
-        """JSON's types as the rule names them (true is no number, though Python's bool is an int)."""
-        return isinstance(value, JSON_TYPES[self.type]) and not (self.type in ("integer", "number") and isinstance(value, bool))
+        """JSON's types as the rule names them: true is no number, though Python's bool is an int, and
+        nor are NaN and Infinity, which Python's JSON reader takes (NaN passes every bound)."""
+        if self.type in ("integer", "number"):
+            return isinstance(value, JSON_TYPES[self.type]) and not isinstance(value, bool) and math.isfinite(value)
+        return isinstance(value, JSON_TYPES[self.type])
 
     @model_validator(mode="after")
     def _some_answer_can_pass(self) -> "FieldRule":
@@ -70,13 +74,16 @@ class FieldRule(_Strict):
         if self.one_of is not None and not self.one_of:
             raise ValueError("one_of: an empty list, so no answer could pass")
         for value in [self.equals] if self.equals is not None else self.one_of or []:
+            # with casefold the answer is compared folded, but the pattern reads it as written: any case may pass
             why = (f"is not a {self.type}" if not self.is_of_type(value)
-                   else f"does not match the pattern {self.pattern!r}" if self.pattern is not None and not re.fullmatch(self.pattern, value)
+                   else f"does not match the pattern {self.pattern!r}"
+                   if self.pattern is not None and not self.casefold and not re.fullmatch(self.pattern, value)
                    else f"is below the minimum {self.minimum}" if self.minimum is not None and value < self.minimum
                    else f"is above the maximum {self.maximum}" if self.maximum is not None and value > self.maximum
                    else None)
             if why:
-                raise ValueError(f"{'equals' if self.equals is not None else 'one_of'}: {value!r} {why}, so no answer could match it")
+                raise ValueError(f"{'equals' if self.equals is not None else 'one_of'}: {value!r} {why}, so no answer can ever "
+                                 "match it")
         return self
 
 
@@ -110,6 +117,6 @@ class RequestCheck(_Strict):
         except re.error as exc:
             raise ValueError(f"not a regular expression: {exc}") from None
         if python_only := PYTHON_ONLY_REGEX.search(value):  # the browser reads it as JavaScript, which refuses these
-            raise ValueError(f"{python_only.group(0)!r} is Python's regular-expression syntax, not JavaScript's "
+            raise ValueError(f"{python_only.group(1)!r} is Python's regular-expression syntax, not JavaScript's "
                              "(the browser matches url_pattern as a JavaScript RegExp)")
         return value

@@ -269,6 +269,9 @@ def tasks_folder(case_set: str, ungradable: bool, source: ClawBenchSource, batch
         raise ClawBenchError(f"ClawBench case set {case_set!r} has no gradable case (add --clawbench-ungradable)")
     named: dict[str, ClawBenchCase] = {}
     for case in cases:
+        if not task_name(case):
+            raise ClawBenchError(f"{case.folder / 'task.json'}: its folder's name {case.name!r} has no letter or digit a "
+                                 "task name can keep (a-z, 0-9)")
         if (other := named.setdefault(task_name(case), case)) is not case:
             raise ClawBenchError(f"{case.folder / 'task.json'}: its task name {task_name(case)!r} is also "
                                  f"{other.folder / 'task.json'}'s: each case needs a name of its own")

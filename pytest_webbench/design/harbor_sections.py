@@ -14,8 +14,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-# deprecated keys Harbor's own validators still take and map onto current fields
-HARBOR_LEGACY_KEYS = {"environment": {"allow_internet", "memory", "storage"}}
+# deprecated keys Harbor's own validators still take and map onto current fields ("" is the top level)
+HARBOR_LEGACY_KEYS = {"": {"version"}, "environment": {"allow_internet", "memory", "storage"}}
 LIMIT_SECTIONS = ("agent", "verifier", "environment")
 
 
@@ -34,7 +34,7 @@ def unknown_key(raw: dict, model: type[BaseModel]) -> tuple[str, str] | None:
     """The first key of the file (top level, or in a section that is a model of its own) that
     Harbor's model does not have: (field, message)."""
     for key, value in raw.items():
-        if key not in _names(model):
+        if key not in _names(model) | HARBOR_LEGACY_KEYS[""]:
             return key, f"not a field of Harbor's task.toml ({', '.join(sorted(_names(model)))}): a typo would leave the default"
         section = _section_model(model.model_fields[key].annotation) if key in model.model_fields else None
         if section is None or not isinstance(value, dict) or key == "metadata":

@@ -7,6 +7,7 @@ says how the task is graded and limited. Harbor's own `TaskConfig` validates eve
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import os
 import re
@@ -265,11 +266,12 @@ def load_task(task_dir: Path, suite: SuiteFile) -> Task:
 
     config_path = task_dir / "task.toml"
     raw = _read_toml(config_path)
+    written = copy.deepcopy(raw)  # Harbor's validators rename legacy keys in the dict they are given
     try:
         harbor_config = HarborTaskConfig.model_validate(raw)
     except ValidationError as exc:
         raise _validation_error(config_path, exc) from None
-    if problem := unknown_key(raw, HarborTaskConfig) or bad_limit(harbor_config):
+    if problem := unknown_key(written, HarborTaskConfig) or bad_limit(harbor_config):
         raise SuiteError(config_path, *problem)
     webbench = harbor_config.metadata.get("webbench")
     if not isinstance(webbench, dict):

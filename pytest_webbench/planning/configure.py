@@ -37,13 +37,14 @@ def configure_run(config: pytest.Config) -> tuple[WebbenchState, RunController |
         runner = check_runner(options.runner, options.model, require_cli=not config.option.collectonly)
     except (UnknownRunner, SuiteError) as exc:
         where = f" (the suite's default_runner, {suite.path / 'suite.toml'})" if isinstance(exc, UnknownRunner) and \
-            not (config.getoption("runner") or config.getini("webbench_runner")) else ""
+            not (config.getoption("runner") or config.getini("webbench_runner") or resuming) else ""
         raise pytest.UsageError(f"{exc}{where}") from None
-    if options.arms and (foreign := [a for a in options.arms if a not in suite.spec.arms]):
+    # a resumed run's options are its manifest's, accepted when it began: refusing them now would strand it
+    if options.arms and not resuming and (foreign := [a for a in options.arms if a not in suite.spec.arms]):
         raise pytest.UsageError(f"--arms {','.join(options.arms)}: suite {suite.name} runs in {', '.join(suite.spec.arms)}, "
                                 f"not {', '.join(foreign)}")
     check_arms(options.arms or tuple(suite.spec.arms), options.paired)
-    check_sequential(options, options.arms or tuple(suite.spec.arms))
+    check_sequential(options, options.arms or tuple(suite.spec.arms), resuming)
     _check_seal(options, config)
     _check_agent_network(options, suite)
     judge = _judge(options, suite, check_key=not config.option.collectonly, selecting=bool(config.option.keyword))
@@ -52,7 +53,7 @@ def configure_run(config: pytest.Config) -> tuple[WebbenchState, RunController |
         _preflight_environment(options.environment)
     if not worker:
         _check_proxy_ports(options, config)
-    _check_gateway(options)
+    _check_gateway(options, resuming)
     dist = config.getoption("dist", "no")
     if options.paired and dist not in ("no", "load"):
         raise pytest.UsageError(
@@ -151,7 +152,7 @@ def _judge(options, suite, check_key: bool = True, selecting: bool = False):
                       upstream=options.judge_base_url or (None if options.judge_model else options.model_base_url))
 
 
-def _check_gateway(options) -> None:
+def _check_gateway(options, resuming: bool = False) -> None:
     """A real agent's model requests go through the gateway: its provider must be one the gateway
     speaks, and its model priced (or unpriced runs allowed), before any trial starts."""
     from ..gateway.providers import GatewayConfigError, model_price, provider_of
@@ -163,7 +164,7 @@ def _check_gateway(options) -> None:
         # its own has its own), and --allow-unpriced unless a judge model of its own is named
         unused = [name for name, value in (("--model-price", options.model_price), ("--model-base-url", options.model_base_url),
                                            ("--allow-unpriced", options.allow_unpriced and not options.judge_model)) if value]
-        if unused:
+        if unused and not resuming:
             raise pytest.UsageError(f"--runner {options.runner} calls no model: drop {', '.join(unused)}")
         return
     model = runner.check_model(options.model)

@@ -149,10 +149,10 @@ def _ini_attempts(config: pytest.Config) -> int:
     return attempts
 
 
-def check_sequential(options: RunOptions, arms: tuple[str, ...]) -> None:
+def check_sequential(options: RunOptions, arms: tuple[str, ...], resuming: bool = False) -> None:
     if options.sequential and not options.paired:
         raise pytest.UsageError("--sequential decides each task on its control/treatment pairs: drop --unpaired")
-    if options.sequential and not set(PAIRED_ARMS) <= set(arms):
+    if options.sequential and not resuming and not set(PAIRED_ARMS) <= set(arms):
         raise pytest.UsageError(f"--sequential decides each task on its control/treatment pairs, and the run's arms "
                                 f"({','.join(arms)}) make none")
     if options.sequential:

@@ -31,8 +31,8 @@ from .unpaired import StratifiedEffect, UnpairedRow, adjust_unpaired_rows, rates
 from .writes import WriteGroupRow, WriteRow, write_groups, write_rows
 
 # 6: each trial list holds its first LISTED trials, with every list's length in listed_totals (the
-# trials index in pages/ lists them all). 4: the pooled paired interval is the design-effect Tango score interval (never zero-width), over
-# the headline tasks only (task_names), with a sensitivity line; the playwright arm is compared
+# trials index in pages/ lists them all). 5: the pooled paired interval is a t interval over the tasks' differences. 4: the pooled
+# paired interval (then Tango's score interval with a design effect, never zero-width) over the headline tasks only (task_names), with a sensitivity line; the playwright arm is compared
 # with control (Fisher, Newcombe, CMH); per-task p-values carry Holm's adjustment. 3: browsers_not_deleted.
 REPORT_SCHEMA = 6
 HEADLINE_GRADING = ("page", "pinned", "request", "verifier")

@@ -97,13 +97,13 @@ def _check_files_are_their_own(shard_dirs: list[Path], owner: dict[str, Path]) -
     would silently replace what the trial's own shard wrote. (Harbor's job-level files, one per arm
     in each shard, and the records' index are not a trial's: the last copy stands, the index is
     rebuilt.)"""
-    origin: dict[Path, Path] = {}
+    origin: dict[str, Path] = {}  # by the path casefolded: on a case-insensitive disk Alpha and alpha are one file
 
     def claim(relative: Path, directory: Path) -> None:
-        if relative in origin:
-            raise MergeError(f"{relative} is in both {origin[relative]} and {directory}: each trial's files come "
+        if (key := str(relative).casefold()) in origin:
+            raise MergeError(f"{relative} is in both {origin[key]} and {directory}: each trial's files come "
                              "from the one shard that ran it; nothing was merged")
-        origin[relative] = directory
+        origin[key] = directory
 
     for directory in shard_dirs:
         trials, jobs = directory / "trials", directory / "jobs"
@@ -114,7 +114,9 @@ def _check_files_are_their_own(shard_dirs: list[Path], owner: dict[str, Path]) -
             if trial_folder.is_dir():
                 claim(trial_folder.relative_to(directory), directory)
         for record in trials.glob("*.json"):
-            if owner.get(record.stem, directory) != directory:
+            if record.stem not in owner:
+                raise MergeError(f"{record}: a record of no trial of this run; nothing was merged")
+            if owner[record.stem] != directory:
                 raise MergeError(f"{record}: a record of {record.stem}, which {owner[record.stem]} ran; nothing was merged")
 
 

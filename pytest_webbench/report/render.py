@@ -10,7 +10,7 @@ from .format import TASK_ROWS, ci, num, pct, pval, signed_pct
 STOPPED_NOTE = ("This run stopped tasks sequentially: the intervals and p-values above are fixed-sample ones on the pairs "
                 "it recorded, so they are conditional on the stopping; their coverage under stopping was measured at "
                 "93.6% or more for the pooled interval, 97.4% or more for an arm's rate per task, 94.1% for Newcombe's "
-                "per task and 92.5% for the Mantel-Haenszel difference (docs/statistics.md).")
+                "per task and 92.5% for the Mantel-Haenszel difference, in the populations simulated (docs/statistics.md).")
 
 
 def headline_lines(report: Report) -> list[str]:

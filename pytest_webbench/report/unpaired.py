@@ -60,7 +60,9 @@ def stratified_effect(rows: list[UnpairedRow]) -> StratifiedEffect | None:
     if result is None:
         return None
     return StratifiedEffect(
-        tasks=result.strata, task_names=sorted(r.task for r in rows), statistic=result.statistic,
+        # the tasks the test used: one where an arm has no trial carries nothing and is left out
+        tasks=result.strata, task_names=sorted(r.task for r in rows if r.arm_rate.n and r.reference_rate.n),
+        statistic=result.statistic,
         p_value=result.p_value, risk_difference=result.risk_difference, ci_low=result.risk_difference_low,
         ci_high=result.risk_difference_high,
     )

@@ -1,4 +1,5 @@
-"""The run's statistics: pure functions over counts and paired samples (no scipy: distributions.py), each
+"""The run's statistics: pure functions over counts and paired samples (the report's load no scipy:
+distributions.py; sequential.py's tables use numpy and scipy, loaded only by --sequential), each
 checked against a published or hand-computed value (tests/test_stats*.py) and each interval's
 coverage and test's error rate measured by simulation (benchmarks/stats_calibration.py).
 
@@ -47,7 +48,7 @@ ASSUMPTIONS = {
                   "(never over its level) and Newcombe's interval, pooled over tasks the Cochran-Mantel-Haenszel test "
                   "and the Mantel-Haenszel risk difference (Sato variance). " + NEWCOMBE_COVERAGE + " The Mantel-Haenszel "
                   "interval assumes one difference common to the tasks: where it differs between tasks it covered as "
-                  "little as 92.4% in simulation (docs/statistics.md); the CMH p-value beside it holds its level.",
+                  "little as 92.5% in simulation (docs/statistics.md); the CMH p-value beside it holds its level.",
     "cmh": "Cochran-Mantel-Haenszel: within each task the two arms (or runs) are independent binomial samples; "
            "the test assumes no effect in every task; the risk difference estimates an effect common to the tasks.",
     "holm": "Per-task p-values are shown raw and Holm-adjusted, each test its own family over the tasks of its "

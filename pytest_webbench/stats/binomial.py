@@ -71,13 +71,13 @@ def mcnemar_exact(control_only: int, treatment_only: int) -> float | None:
     return binom_two_sided_half(treatment_only, discordant)
 
 
-@lru_cache(maxsize=65536)
 def timed(seconds: float | None) -> bool:
     """An agent time a speed comparison (the sign test's pairs) can use: positive and finite (an odd
     clock's 0, a negative or an infinite time would count as a win)."""
     return seconds is not None and math.isfinite(seconds) and seconds > 0
 
 
+@lru_cache(maxsize=65536)
 def sign_test(treatment_faster: int, control_faster: int) -> float | None:
     n = treatment_faster + control_faster
     if n == 0:
