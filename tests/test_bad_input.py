@@ -542,6 +542,7 @@ def test_an_answer_of_nan_or_infinity_is_no_number():
 @pytest.mark.parametrize("pattern, refused", [
     ("x*+y", True), ("a{2}+", True), ("(a)?(?(1)b|c)", True), (r"(?i)shop\.localhost", True), (r"\Ashop", True),
     (r"\(?P<x", False), (r"x+\+", False), (r"^https?://shop\.localhost(:\d+)?/cart$", False), (r"(?=a)\d+", False),
+    ("[?+]x", False), (r"[\]*+]", False), (r"\[a]*+", True),  # a character class holds what it holds; an escaped [ opens none
 ])
 def test_a_request_pattern_the_browser_s_javascript_refuses_is_refused_at_load(pattern, refused):
     from pydantic import ValidationError

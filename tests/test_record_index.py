@@ -404,7 +404,8 @@ def test_a_signed_line_that_is_not_one_object_of_this_schema_is_read_from_its_fi
 
 
 def test_the_child_that_stats_the_files_lists_what_this_process_would(tmp_path):
-    """A broken link among the records is skipped by both, as a folder would be."""
+    """A broken link among the records is listed by both as no file (a problem the report names), as a
+    folder would be."""
     from pytest_webbench.results import file_stamps, record_index
 
     exp = tmp_path / "exp"
@@ -419,4 +420,5 @@ def test_the_child_that_stats_the_files_lists_what_this_process_would(tmp_path):
     assert child is not None
     listed = record_index._child_listing(child)
     assert child.returncode == 0
-    assert sorted(listed) == sorted(file_stamps.entries(str(exp / "trials"))) and len(listed) == 5
+    assert sorted(listed) == sorted(file_stamps.entries(str(exp / "trials"))) and len(listed) == 6
+    assert ("gone-a1-control.json", "not a file", True) in listed

@@ -440,3 +440,12 @@ def test_resume_moves_a_half_pair_aside_only_when_it_runs(tmp_path):
     assert "gamma-a3-control" not in trials_to_skip(run_dir, False, move_aside=False) and half.exists()
     assert "gamma-a3-control" not in trials_to_skip(run_dir, False) and not half.exists()
     assert (run_dir / "trials" / "superseded" / "gamma-a3-control.json").exists()
+
+
+def test_a_folder_where_a_record_should_be_is_named_among_the_problems(run_dir):
+    """It was counted missing and named nowhere (found by a review of bad inputs)."""
+    record = run_dir / "trials" / "alpha-a1-control.json"
+    record.unlink()
+    record.mkdir()
+    report = build_report_from_dir(run_dir)
+    assert any(p.startswith(f"{record}: unreadable trial record (not a file)") for p in report.problems), report.problems

@@ -18,6 +18,8 @@ JSON_TYPES: dict[str, tuple[type, ...]] = {
 # atomic groups, conditionals, inline flags, possessive quantifiers, \A and \Z
 PYTHON_ONLY_REGEX = re.compile(r"(?<!\\)(?:\\\\)*(\(\?P[<=]|\(\?#|\(\?>|\(\?\(|\(\?[aiLmsux]+\)|[*+?}]\+|\\[AZ])")
 
+CHARACTER_CLASS = re.compile(r"(?<!\\)(?:\\\\)*\[\^?\]?(?:\\.|[^\]\\])*\]")  # [...], its escapes and a leading ] within
+
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)  # "30" is no minimum, "no" no boolean
@@ -116,7 +118,8 @@ class RequestCheck(_Strict):
             re.compile(value)
         except re.error as exc:
             raise ValueError(f"not a regular expression: {exc}") from None
-        if python_only := PYTHON_ONLY_REGEX.search(value):  # the browser reads it as JavaScript, which refuses these
+        outside_classes = CHARACTER_CLASS.sub("[]", value)  # "[?+]" is a class of two characters in either language
+        if python_only := PYTHON_ONLY_REGEX.search(outside_classes):  # the browser reads it as JavaScript, which refuses these
             raise ValueError(f"{python_only.group(1)!r} is Python's regular-expression syntax, not JavaScript's "
                              "(the browser matches url_pattern as a JavaScript RegExp)")
         return value

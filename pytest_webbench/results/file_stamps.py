@@ -29,7 +29,8 @@ def entries(trials_dir: str) -> list[tuple]:
             if not name.endswith(".json") or name.startswith("."):
                 continue
             try:
-                if not e.is_file():
+                if not e.is_file():  # a folder or a broken link where a record should be: a problem to name
+                    out.append((name, "not a file", True))
                     continue
                 s = e.stat()
             except OSError as exc:  # gone since the listing (moved aside mid-run), or a broken link
