@@ -8,6 +8,7 @@ hold). Each is a problem here, named by its field.
 
 from __future__ import annotations
 
+import functools
 import math
 import typing
 from typing import Any
@@ -19,28 +20,32 @@ HARBOR_LEGACY_KEYS = {"": {"version"}, "environment": {"allow_internet", "memory
 LIMIT_SECTIONS = ("agent", "verifier", "environment")
 
 
-def _section_model(annotation: Any) -> type[BaseModel] | None:
-    for candidate in (annotation, *typing.get_args(annotation)):
-        if isinstance(candidate, type) and issubclass(candidate, BaseModel):
-            return candidate
-    return None
+@functools.cache  # per model, not per task file: a suite of 1,000 tasks reads these 1,000 times
+def _names(model: type[BaseModel]) -> frozenset[str]:
+    return frozenset(model.model_fields) | {info.alias for info in model.model_fields.values() if info.alias}
 
 
-def _names(model: type[BaseModel]) -> set[str]:
-    return {name for name, info in model.model_fields.items()} | {info.alias for info in model.model_fields.values() if info.alias}
+@functools.cache
+def _sections(model: type[BaseModel]) -> dict[str, type[BaseModel]]:
+    """The fields of `model` that are models of their own (Harbor's [agent], [environment], ...)."""
+    out = {}
+    for key, info in model.model_fields.items():
+        for candidate in (info.annotation, *typing.get_args(info.annotation)):
+            if isinstance(candidate, type) and issubclass(candidate, BaseModel):
+                out[key] = candidate
+                break
+    return out
 
 
 def unknown_key(raw: dict, model: type[BaseModel]) -> tuple[str, str] | None:
-    """The first key of the file (top level, or in a section that is a model of its own) that
-    Harbor's model does not have: (field, message)."""
+    """The first key of the file as written (top level, or in a section that is a model of its own)
+    that Harbor's model does not have: (field, message)."""
     for key, value in raw.items():
-        if key not in _names(model) | HARBOR_LEGACY_KEYS[""]:
+        if key not in _names(model) and key not in HARBOR_LEGACY_KEYS[""]:
             return key, f"not a field of Harbor's task.toml ({', '.join(sorted(_names(model)))}): a typo would leave the default"
-        section = _section_model(model.model_fields[key].annotation) if key in model.model_fields else None
-        if section is None or not isinstance(value, dict) or key == "metadata":
+        if (section := _sections(model).get(key)) is None or not isinstance(value, dict):
             continue
-        known = _names(section) | HARBOR_LEGACY_KEYS.get(key, set())
-        if stray := sorted(set(value) - known):
+        if stray := sorted(set(value) - _names(section) - HARBOR_LEGACY_KEYS.get(key, set())):
             return f"{key}.{stray[0]}", f"not a field of Harbor's [{key}] ({', '.join(sorted(_names(section)))}): a typo would leave the default"
     return None
 

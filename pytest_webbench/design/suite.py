@@ -7,7 +7,6 @@ says how the task is graded and limited. Harbor's own `TaskConfig` validates eve
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import os
 import re
@@ -266,12 +265,13 @@ def load_task(task_dir: Path, suite: SuiteFile) -> Task:
 
     config_path = task_dir / "task.toml"
     raw = _read_toml(config_path)
-    written = copy.deepcopy(raw)  # Harbor's validators rename legacy keys in the dict they are given
+    if problem := unknown_key(raw, HarborTaskConfig):  # before Harbor's validators rename legacy keys in it
+        raise SuiteError(config_path, *problem)
     try:
         harbor_config = HarborTaskConfig.model_validate(raw)
     except ValidationError as exc:
         raise _validation_error(config_path, exc) from None
-    if problem := unknown_key(written, HarborTaskConfig) or bad_limit(harbor_config):
+    if problem := bad_limit(harbor_config):
         raise SuiteError(config_path, *problem)
     webbench = harbor_config.metadata.get("webbench")
     if not isinstance(webbench, dict):
