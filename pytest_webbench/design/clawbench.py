@@ -157,14 +157,19 @@ class ClawBenchSource(BaseModel):
     cases: str | None = None
 
 
+def _slug(text: str) -> str:
+    """Lowercase letters, digits and hyphens, as every suite's site and task names are."""
+    return re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-")
+
+
 def site_name(platform: str) -> str:
-    return re.sub(r"[^a-z0-9-]+", "-", platform.lower()).strip("-") or "site"
+    return _slug(platform) or "site"
 
 
 def task_name(case: ClawBenchCase) -> str:
-    """The case's Harbor task (and folder) name: lowercase letters, digits and hyphens, as every
-    suite's task names are (claw-eval's cases carry capitals, environmental-observation's underscores)."""
-    return re.sub(r"[^a-z0-9-]+", "-", case.name.lower()).strip("-")
+    """The case's Harbor task (and folder) name (claw-eval's cases carry capitals,
+    environmental-observation's underscores)."""
+    return _slug(case.name)
 
 
 # the first host a pattern names, its dots and hyphens escaped or not

@@ -43,8 +43,9 @@ def configure_run(config: pytest.Config) -> tuple[WebbenchState, RunController |
     if options.arms and not resuming and (foreign := [a for a in options.arms if a not in suite.spec.arms]):
         raise pytest.UsageError(f"--arms {','.join(options.arms)}: suite {suite.name} runs in {', '.join(suite.spec.arms)}, "
                                 f"not {', '.join(foreign)}")
-    check_arms(options.arms or tuple(suite.spec.arms), options.paired)
-    check_sequential(options, options.arms or tuple(suite.spec.arms), resuming)
+    run_arms = options.arms or tuple(suite.spec.arms)
+    check_arms(run_arms, options.paired)
+    check_sequential(options, run_arms, resuming)
     _check_seal(options, config)
     _check_agent_network(options, suite)
     judge = _judge(options, suite, check_key=not config.option.collectonly, selecting=bool(config.option.keyword))

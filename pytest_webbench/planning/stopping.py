@@ -90,13 +90,6 @@ class TaskPairs:
     pairs: list[PairOutcome] = field(default_factory=list)
     last_attempt: int = 0  # the highest attempt with any trial recorded
 
-    @property
-    def counts(self) -> tuple[int, int, int, int]:
-        """(control only, treatment only, treatment faster, control faster)."""
-        steps = [p.step for p in self.pairs]
-        speed = [p.speed_step for p in self.pairs]
-        return steps.count(-1), steps.count(1), speed.count(1), speed.count(-1)
-
 
 def prefix_pairs(by_attempt: dict[int, tuple[dict | None, dict | None]], attempts: int) -> TaskPairs:
     """From each attempt's (control, treatment) records, or None where not yet recorded."""
@@ -154,8 +147,8 @@ def decision_on(rule, task: str, seen: TaskPairs) -> TaskDecision | None:
     pairs = len(seen.pairs)
     if pairs == 0:
         return None
-    c_only, t_only, t_fast, c_fast = seen.counts
     steps, speed_steps = [p.step for p in seen.pairs], [p.speed_step for p in seen.pairs]
+    c_only, t_only, t_fast, c_fast = steps.count(-1), steps.count(1), speed_steps.count(1), speed_steps.count(-1)
     outcome, favours = _verdict(rule, steps)
     speed, speed_favours = _verdict(rule, speed_steps)
     if outcome == "continue" or speed == "continue":  # a task stops once both endpoints have

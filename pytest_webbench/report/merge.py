@@ -108,16 +108,17 @@ def _check_files_are_their_own(shard_dirs: list[Path], owner: dict[str, Path]) -
     for directory in shard_dirs:
         trials, jobs = directory / "trials", directory / "jobs"
         for path in sorted(trials.rglob("*")) if trials.is_dir() else ():
-            if not path.is_dir() and path.name != INDEX:
-                claim(path.relative_to(directory), directory)
+            if path.is_dir() or path.name == INDEX:
+                continue
+            claim(path.relative_to(directory), directory)
+            if path.parent == trials and path.suffix == ".json":  # a record, not a superseded one
+                if path.stem not in owner:
+                    raise MergeError(f"{path}: a record of no trial of this run; nothing was merged")
+                if owner[path.stem] != directory:
+                    raise MergeError(f"{path}: a record of {path.stem}, which {owner[path.stem]} ran; nothing was merged")
         for trial_folder in sorted(jobs.glob("*/*")) if jobs.is_dir() else ():
             if trial_folder.is_dir():
                 claim(trial_folder.relative_to(directory), directory)
-        for record in trials.glob("*.json"):
-            if record.stem not in owner:
-                raise MergeError(f"{record}: a record of no trial of this run; nothing was merged")
-            if owner[record.stem] != directory:
-                raise MergeError(f"{record}: a record of {record.stem}, which {owner[record.stem]} ran; nothing was merged")
 
 
 def _suite_checks(shard_dirs: list[Path]) -> SuiteCheck | None:

@@ -84,8 +84,15 @@ def task_mean_rate(passes_by_task: Sequence[tuple[int, int]], confidence: float 
     tasks = [(x, n) for x, n in passes_by_task if n > 0]
     if len(tasks) < 2:
         return None
-    floors = [((x + 1) / (n + 2)) * (1 - (x + 1) / (n + 2)) / n for x, n in tasks]
-    return _t_over_tasks([x / n for x, n in tasks], floors, sum(n for _, n in tasks), confidence, 0.0)
+    return _t_over_tasks([x / n for x, n in tasks], [_rate_floor(x, n) for x, n in tasks], sum(n for _, n in tasks),
+                         confidence, 0.0)
+
+
+def _rate_floor(passes: int, n: int) -> float:
+    """A bound on the variance of one task's pass rate, p(1 - p) / n with p taken as (passes + 1) / (n + 2),
+    so it is never 0 at a floor or ceiling."""
+    p = (passes + 1) / (n + 2)
+    return p * (1 - p) / n
 
 
 def task_mean_difference(rates_by_task: Sequence[tuple[tuple[int, int], tuple[int, int]]],
@@ -100,12 +107,7 @@ def task_mean_difference(rates_by_task: Sequence[tuple[tuple[int, int], tuple[in
     tasks = [(x, y) for x, y in rates_by_task if x[1] > 0 and y[1] > 0]
     if len(tasks) < 2:
         return None
-
-    def floor(passes: int, n: int) -> float:
-        p = (passes + 1) / (n + 2)
-        return p * (1 - p) / n
-
-    return _t_over_tasks([x[0] / x[1] - y[0] / y[1] for x, y in tasks], [floor(*x) + floor(*y) for x, y in tasks],
+    return _t_over_tasks([x[0] / x[1] - y[0] / y[1] for x, y in tasks], [_rate_floor(*x) + _rate_floor(*y) for x, y in tasks],
                          sum(x[1] + y[1] for x, y in tasks), confidence, -1.0)
 
 
