@@ -181,3 +181,24 @@ def test_copy_in_and_out_refuse_dot_segments(tmp_path):
     with pytest.raises(FileRefused):
         copy_out(tmp_path / "root", "../f", tmp_path / "out")
     assert not (tmp_path / "escaped").exists()
+
+
+@pytest.mark.parametrize("inside", ["..", "app/..", "/etc", "/", "app/../.."])
+def test_the_file_walk_itself_keeps_below_the_workspace_whatever_path_it_is_given(tmp_path, inside):
+    """The host environment maps every path below the workspace before files.py sees it; files.py
+    holds the line too. Before, a last name of '..' was stat'ed as the parent (copy_out('app/..')
+    copied the whole workspace) and an absolute path opened the machine's own root (copy_out('/etc'))."""
+    from pytest_webbench.environments.files import copy_in_dirs, kind_below
+
+    root = tmp_path / "root"
+    (root / "app").mkdir(parents=True)
+    (root / "app" / "answer.json").write_text("{}")
+    dest = tmp_path / "dest"
+    assert kind_below(root, inside) is None
+    with pytest.raises(FileRefused, match="not a path below the workspace"):
+        copy_out(root, inside, dest)
+    with pytest.raises(FileRefused, match="not a path below the workspace"):
+        copy_in(root / "app" / "answer.json", root, inside)
+    with pytest.raises(FileRefused, match="not a path below the workspace"):
+        copy_in_dirs(root, inside)
+    assert not dest.exists() and sorted(p.name for p in root.rglob("*")) == ["answer.json", "app"]

@@ -75,6 +75,15 @@ def _open_dir_below(root_fd: int, parts: tuple[str, ...], create: bool = False) 
         raise
 
 
+def _parts(inside: str) -> tuple[str, ...]:
+    """A path below the workspace as its names: none of them empty, '.', '..' or the root, the last
+    one included (os.stat of '..' under a folder is its parent, and '/' is the machine's)."""
+    parts = PurePosixPath(inside).parts
+    if any(part in ("", ".", "..") or "/" in part for part in parts):
+        raise FileRefused(f"{inside}: not a path below the workspace")
+    return parts
+
+
 def _open_below(root: Path, parts: tuple[str, ...], create: bool = False) -> int:
     """The folder at `parts` below the folder `root` (the harness's own), as `_open_dir_below`."""
     root_fd = os.open(root, _DIR)
@@ -131,7 +140,7 @@ def copy_out(root: Path, inside: str, dest: Path, max_file_bytes: int = MAX_FILE
              max_total_bytes: int = MAX_TOTAL_BYTES) -> CopyResult:
     """Copies the file or folder at `inside` (a path below `root`, the agent's folders) to `dest`
     (the harness's), regular files only. For a folder, its contents merge into `dest`."""
-    parts = PurePosixPath(inside).parts
+    parts = _parts(inside)
     if not parts:
         raise FileRefused("nothing to copy")
     result = CopyResult()
@@ -166,11 +175,10 @@ def copy_out(root: Path, inside: str, dest: Path, max_file_bytes: int = MAX_FILE
 def kind_below(root: Path, inside: str) -> int | None:
     """The file type (`stat.S_IFMT`) of what is at `inside` below `root`, read without following a
     link on the way or at the end (a link is a link, whatever it points at); None if nothing is
-    there, or a link or file stands where a folder on the way should be."""
-    parts = PurePosixPath(inside).parts
-    if not parts:
-        return stat.S_IFDIR
+    there, a link or file stands where a folder on the way should be, or the path leaves `root`."""
     try:
+        if not (parts := _parts(inside)):
+            return stat.S_IFDIR
         parent = _open_below(root, parts[:-1])
     except (FileNotFoundError, FileRefused):
         return None
@@ -233,7 +241,7 @@ def copy_in(source: Path, root: Path, inside: str) -> None:
     """Writes the harness's file or folder `source` to `inside` (a path below `root`, the agent's
     folders), refusing planted links among the parents and replacing, not following, one at a
     file's own name."""
-    parts = PurePosixPath(inside).parts
+    parts = _parts(inside)
     if not parts:
         raise FileRefused("no destination")
     if source.is_dir():
@@ -252,7 +260,7 @@ def copy_in(source: Path, root: Path, inside: str) -> None:
 
 def copy_in_dirs(root: Path, inside: str) -> None:
     """Makes the folders of `inside` below `root`, refusing planted links among them."""
-    os.close(_open_below(root, PurePosixPath(inside).parts, create=True))
+    os.close(_open_below(root, _parts(inside), create=True))
 
 
 def _write_file(source: Path, dir_fd: int, name: str) -> None:
