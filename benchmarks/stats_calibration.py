@@ -721,10 +721,13 @@ def main() -> None:
     run_mde(args.reps, rng)
     run_sequential(args.tasks_sim, rng)
     tune_presets()
-    # 4 and 5: the conditions real runs have (unequal counts, sequential stopping, -n 8) and the saving
-    # under the production policy, through the product's own functions (benchmarks/stats_conditions.py)
+    # 4 to 7: the conditions real runs have (unequal counts, sequential stopping, -n 8), the saving under
+    # the production policy, Newcombe's exact coverage and errored trials, through the product's own
+    # functions (benchmarks/stats_conditions.py)
     stats_conditions.print_conditions(max(200, args.reps // 4), rng)
     stats_conditions.print_saving(max(500, args.tasks_sim // 5), rng)
+    stats_conditions.print_newcombe_exact()
+    stats_conditions.print_errors(max(200, args.reps // 4), rng)
     print(f"_Total {time.time() - start:.0f} s._")
 
 
