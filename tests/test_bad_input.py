@@ -273,6 +273,50 @@ def test_what_the_agent_leaves_in_tests_is_gone_before_the_task_s_verifier_runs(
 
 @pytest.mark.chromium
 @pytest.mark.seal
+def test_nothing_the_agent_leaves_runs_in_the_task_s_verifier(pytester, monkeypatch):
+    """A wrong answer, and code where the verifier's python3 loads it (a json.py in its working
+    folder, a usercustomize.py in HOME's site-packages, a conftest.py in /tests) that writes reward 1
+    and kills its group: the agent checks the plants take over python3 where it runs; the verifier,
+    in a workspace of its own, still grades the answer it was given."""
+    import os
+
+    from test_faults import TESTS, fault_preset
+
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(TESTS / "support"), os.environ.get("PYTHONPATH")])))
+    suite = _verifier_suite(pytester.path, VERIFIER_TEST)
+    preset, armed = fault_preset(pytester.path, "shadow_verifier", ["shop-price-a1-control"])
+    result = _run(pytester, "--suite", str(suite), "--runner", str(preset), "-k", "shop-price and control", "--experiment-id", "v5")
+    result.assert_outcomes(failed=1)
+    assert not armed.exists()  # the agent did plant its files
+    [record] = [json.loads(p.read_text()) for p in (pytester.path / "results" / "v5" / "trials").glob("*.json")]
+    assert (record["outcome"], record["stop_reason"], record["verifier_rewards"]) == ("failed", "wrong_answer", {"reward": 0.0})
+
+
+def test_a_verifier_graded_task_is_refused_in_a_harbor_sandbox(pytester):
+    """Only the host environment gives the verifier a workspace of its own: elsewhere it would run
+    among the agent's files, so the run is refused before it plans anything."""
+    suite = _verifier_suite(pytester.path, VERIFIER_TEST)
+    result = _run(pytester, "--suite", str(suite), "--runner", "reference", "--environment", "docker",
+                  "--proxy-listen", "0.0.0.0:0", "--proxy-url", "http://host.docker.internal:{port}", "--collect-only")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "shop-price/task.toml: grading = \"verifier\"" in result.stderr.str() and "docker" in result.stderr.str()
+    assert not (pytester.path / "results").exists()
+
+
+@pytest.mark.chromium
+@pytest.mark.seal
+def test_a_verifier_a_signal_ends_gives_no_reward(pytester):
+    """A reward written before the verifier was killed is not a verdict: the trial errors."""
+    suite = _verifier_suite(pytester.path, "#!/bin/bash\necho 1 > /logs/verifier/reward.txt\nkill -KILL $$\n")
+    result = _run(pytester, "--suite", str(suite), "--runner", "reference", "-k", "shop-price and control", "--experiment-id", "v6")
+    result.assert_outcomes(failed=1)
+    [record] = [json.loads(p.read_text()) for p in (pytester.path / "results" / "v6" / "trials").glob("*.json")]
+    assert (record["outcome"], record["stop_reason"], record["verifier_rewards"]) == ("errored", "verifier_error", None)
+    assert "did not finish" in record["detail"] and "137" in record["detail"]
+
+
+@pytest.mark.chromium
+@pytest.mark.seal
 def test_a_verifier_that_writes_no_reward_errors_the_trial(pytester):
     suite = _verifier_suite(pytester.path, "#!/bin/bash\nexit 0\n")
     result = _run(pytester, "--suite", str(suite), "--runner", "reference", "-k", "shop-price and control", "--experiment-id", "v3")

@@ -58,6 +58,11 @@ HARNESS_HOSTS = {"127.0.0.1", "localhost"}  # the seal forwards IPv4 loopback on
 WORKSPACE_BYTES = 1024 * 1024 * 1024  # the trial's folders, all told (as root: a tmpfs of this size)
 MAX_OUTPUT_BYTES = 16 * 1024 * 1024  # of a command's stdout, and of its stderr, kept for Harbor
 REFUSALS = "files-refused.json"  # in the trial's results: what files.py would not copy, and why
+# A task's verifier runs in a workspace of its own (`verify_apart`): these stay writable there; /app,
+# holding only the files it grades, is read-only. No folder of the agent's exists in it at all.
+VERIFIER_WRITABLE = ("/logs", "/tmp", AGENT_HOME, "/tests", "/installed-agent")
+# The verifier's commands search only the system's folders, none of which a seal lets a command write.
+VERIFIER_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
 def hosts_beyond_the_seal(allowed_hosts) -> list[str]:
@@ -97,6 +102,8 @@ class HostEnvironment(BaseEnvironment):
         self._mounted = False
         self._shells: list[SealedShell] = []  # the trial's seals, kept for its next commands
         self.refused: list[Refusal] = []
+        self.verifying = False  # `verify_apart` was called: commands are the task verifier's, not the agent's
+        self.verifier_signalled: list[str] = []  # verifier commands that a signal ended (the verifier's error)
 
     @property
     def capabilities(self) -> EnvironmentCapabilities:
@@ -164,6 +171,9 @@ class HostEnvironment(BaseEnvironment):
     async def start(self, force_build: bool) -> None:
         if not self.isolated and not self.allow_unsealed:
             raise UnsealedRefused(_unsealed_message())
+        self._make_workspace()
+
+    def _make_workspace(self) -> None:
         self._workspace = Path(tempfile.mkdtemp(prefix=f"webbench-{self.session_id[:60]}-"))
         if os.geteuid() == 0:  # a cap on what the agent can write; without root, the disk's own
             mount_tmpfs(str(self._workspace), WORKSPACE_BYTES)
@@ -172,7 +182,41 @@ class HostEnvironment(BaseEnvironment):
         for path in (*PRIVATE_PATHS, "/logs/verifier"):  # Harbor's verifier writes into /logs/verifier, as its images have it
             self.host_path(path).mkdir(parents=True, exist_ok=True)
 
+    async def _drop_workspace(self) -> None:
+        """Every seal of the trial's ends (and with each, every process in it), then its folders go."""
+        for shell in list(self._shells):
+            await self._end_shell(shell)
+        workspace, self._workspace = self._workspace, None
+        if workspace is None:
+            return
+        if self._mounted:
+            unmount(str(workspace))
+            _LIVE_WORKSPACES.discard(str(workspace))
+            self._mounted = False
+        shutil.rmtree(workspace, ignore_errors=True)
+
+    async def verify_apart(self, graded: dict[str, bytes]) -> None:
+        """From here on the trial's commands are its task verifier's, run where nothing the agent
+        wrote can run or shadow anything: every process the agent left ends with its seals, its
+        folders go (what the harness keeps of them was copied out, bounded, before this), and a
+        fresh workspace takes their place holding only `graded` (file name -> bytes: the answer as
+        the harness copied it, the page the harness read), read-only at /app. Its HOME, /tmp and
+        /tests are new and empty, its PATH the system's, and no folder of the agent's CLIs is
+        bound. Called once the agent has stopped, before Harbor's verifier runs."""
+        await self._drop_workspace()
+        self.verifying = True
+        self._make_workspace()
+        app = self.host_path(WORKDIR)
+        for name, data in graded.items():
+            if "/" in name or name in ("", ".", ".."):
+                raise ValueError(f"{name!r} is not a file name")
+            (app / name).write_bytes(data)
+
     def _seal(self, workdir: str) -> Seal:
+        if self.verifying:  # the verifier's own folders: the graded files read-only, nothing of the agent's CLIs
+            return Seal(workdir=workdir, ports=self._exits(),
+                        rw=[(str(self.host_path(p)), p) for p in VERIFIER_WRITABLE],
+                        ro=[(str(self.host_path(WORKDIR)), WORKDIR)])
         return Seal(workdir=workdir, ports=self._exits(),
                     rw=[(str(self.host_path(p)), p) for p in PRIVATE_PATHS],
                     ro=[(p, p) for p in self.visible_paths])
@@ -205,15 +249,7 @@ class HostEnvironment(BaseEnvironment):
 
     async def stop(self, delete: bool) -> None:
         """The workspace goes: what the harness keeps was copied out (bounded) before this."""
-        for shell in list(self._shells):
-            await self._end_shell(shell)
-        workspace, self._workspace = self._workspace, None
-        if workspace is None:
-            return
-        if self._mounted:
-            unmount(str(workspace))
-            _LIVE_WORKSPACES.discard(str(workspace))
-        shutil.rmtree(workspace, ignore_errors=True)
+        await self._drop_workspace()
 
     async def upload_file(self, source_path, target_path: str) -> None:
         copy_in(Path(source_path), self.root, self.inside(target_path))
@@ -261,6 +297,8 @@ class HostEnvironment(BaseEnvironment):
         workdir = self.host_path(cwd or WORKDIR)
         env = self._merge_env(env)  # the agent's AgentConfig.env and Harbor's scoped variables
         full_env = agent_environment(env)
+        if self.verifying:
+            full_env["PATH"] = VERIFIER_PATH
         if self.isolated:
             full_env.setdefault("HOME", AGENT_HOME)  # the trial's private home, not the host user's
             shell = await self._sealed_shell()
@@ -271,8 +309,9 @@ class HostEnvironment(BaseEnvironment):
                     finished = await shell.run(command, full_env, str(PurePosixPath(cwd or WORKDIR)), timeout_sec)
                 finally:
                     shell.busy = False
-            return ExecResult(stdout=finished.stdout.decode(errors="replace"),
-                              stderr=finished.stderr.decode(errors="replace"), return_code=finished.return_code)
+            return self._result(command, ExecResult(stdout=finished.stdout.decode(errors="replace"),
+                                                    stderr=finished.stderr.decode(errors="replace"),
+                                                    return_code=finished.return_code))
         else:
             full_env.setdefault("HOME", str(self.host_path(AGENT_HOME)))
             proc = await asyncio.create_subprocess_exec(
@@ -288,6 +327,14 @@ class HostEnvironment(BaseEnvironment):
             raise
         # Anything else (the coroutine closed with its loop) leaves the group to the exit hook.
         _LIVE_GROUPS.discard(proc.pid)
+        return self._result(command, result)
+
+    def _result(self, command: str, result: ExecResult) -> ExecResult:
+        """A verifier command a signal ended (a shell's 128 + N; 124 a timeout, 125 its seal killed
+        under it) did not finish its work: whatever reward it left is not one (harbor_run.py)."""
+        code = result.return_code or 0
+        if self.verifying and (code in (124, 125) or code > 128):
+            self.verifier_signalled.append(f"{command[:200]!r} ended with {result.return_code}")
         return result
 
     async def _finish(self, proc, timeout_sec: int | None) -> ExecResult:

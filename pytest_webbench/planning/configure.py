@@ -48,6 +48,7 @@ def configure_run(config: pytest.Config) -> tuple[WebbenchState, RunController |
     check_sequential(options, run_arms, resuming)
     _check_seal(options, config)
     _check_agent_network(options, suite)
+    _check_verifier_environment(options, suite)
     judge = _judge(options, suite, check_key=not config.option.collectonly, selecting=bool(config.option.keyword))
     _check_solutions(options, suite, config)
     if options.environment != "host" and not worker and not config.option.collectonly:
@@ -278,6 +279,20 @@ def _check_agent_network(options, suite) -> None:
                 f"by default), so in a {options.environment} sandbox the agent could reach sites around its browser "
                 "tools; set network_mode = \"no-network\" (each run adds the host of --proxy-url, the agent's one exit), "
                 "or pass --allow-unsealed to run it as it is (the report will say so)")
+
+
+def _check_verifier_environment(options, suite) -> None:
+    """A task graded by its own verifier gets a workspace of its own, where nothing the agent wrote
+    can run or shadow anything (host.py `verify_apart`); only the host environment builds one. In a
+    Harbor sandbox the verifier would run in the agent's own container, among the files it left."""
+    if options.environment == "host":
+        return
+    for task in suite.tasks:
+        if task.meta.grading == "verifier":
+            raise pytest.UsageError(
+                f"{task.path / 'task.toml'}: grading = \"verifier\" runs the task's verifier in a clean workspace of its "
+                f"own, which only --environment host builds; in a {options.environment} sandbox it would run among the "
+                "files the agent left (which could take over its interpreter), so it is refused there")
 
 
 def _check_kernel_access() -> None:

@@ -9,7 +9,7 @@ import os
 import re
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from urllib.parse import urlsplit
 
 from ..design.arms import ANSWER_PATH, GIVEN_FOLDER, GIVEN_PATH, arm_instructions
@@ -56,22 +56,24 @@ PAGE_PATH = "/app/page.json"  # grading "verifier": the page the agent left, for
 PAGE_SNAPSHOT = "return {url: location.href, title: document.title, html: document.documentElement.outerHTML};"
 
 
-async def _upload_page(environment, browser) -> None:
-    """The page as the agent left it (URL, title, HTML), read over the harness's own connection and
-    put where the task's verifier reads it; an unreadable page is said so in the file."""
-    import json
-    import tempfile
-
+async def _page_snapshot(browser) -> bytes:
+    """The page as the agent left it (URL, title, HTML), read over the harness's own connection;
+    an unreadable page is said so in the file (the verifier decides what that means)."""
     try:
         page = await browser.services.backend.evaluate(browser.session_id, PAGE_SNAPSHOT)
-    except Exception as exc:  # the verifier decides what a missing page means
+    except Exception as exc:
         page = {"error": f"the page could not be read: {exc}"}
-    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
-        json.dump(page, f)
-    try:
-        await environment.upload_file(f.name, PAGE_PATH)
-    finally:
-        Path(f.name).unlink(missing_ok=True)
+    return json.dumps(page).encode()
+
+
+async def _verify_apart(environment, trial_dir: Path, browser) -> None:
+    """The task's verifier gets a workspace of its own (host.py `verify_apart`) holding only what
+    it grades: the answer as the harness copied it out (bounded, no link followed) and the page."""
+    answer, _ = read_answer_file(trial_dir / "artifacts" / "answer.json")
+    graded = {PurePosixPath(PAGE_PATH).name: await _page_snapshot(browser)}
+    if answer is not None:
+        graded[PurePosixPath(ANSWER_PATH).name] = answer
+    await environment.verify_apart(graded)
 
 
 def _trial_context(spec: TrialSpec, browser: BrowserSessionHandle) -> dict:
@@ -188,17 +190,14 @@ async def run_harbor_trial(
             await trial.agent_environment.upload_dir(str(given), GIVEN_PATH)
 
         trial.add_hook(TrialEvent.AGENT_START, give_the_files)
-    if spec.task.meta.grading == "verifier":
-        async def give_the_page(_event) -> None:
-            # /tests was the agent's to write while it ran: emptied, so the task's verifier finds
-            # its own files there and nothing the agent left (a conftest.py for a pytest verifier)
-            await trial.agent_environment.empty_dirs(["/tests"], chmod=False)
-            await _upload_page(trial.agent_environment, browser)
+    trial_dir = jobs_dir / spec.trial_id
+    if spec.task.meta.grading == "verifier":  # refused at configure for any environment but the host's
+        async def verify_apart(_event) -> None:
+            await _verify_apart(trial.agent_environment, trial_dir, browser)
 
-        trial.add_hook(TrialEvent.VERIFICATION_START, give_the_page)
+        trial.add_hook(TrialEvent.VERIFICATION_START, verify_apart)
     result = await trial.run()
     trial_sec = time.perf_counter() - started
-    trial_dir = jobs_dir / spec.trial_id
     answer_path = trial_dir / "artifacts" / "answer.json"
     agent_result = result.agent_result
     timing = result.agent_execution
@@ -214,6 +213,8 @@ async def run_harbor_trial(
             scored_note = text  # the agent ran out of time, context or output, or refused: graded as it stands
         else:
             exception = text
+    if (signalled := getattr(trial.agent_environment, "verifier_signalled", None)) and verifier_error is None:
+        verifier_error = f"the task's verifier did not finish: {'; '.join(signalled)[:500]}"  # its reward is none
     tokens = Tokens(
         input=getattr(agent_result, "n_input_tokens", None), cached=getattr(agent_result, "n_cache_tokens", None),
         output=getattr(agent_result, "n_output_tokens", None), cost_usd=getattr(agent_result, "cost_usd", None), source="cli",
@@ -232,7 +233,7 @@ async def run_harbor_trial(
         turns=sum(1 for step in steps if step.get("source") == "agent") if steps else None,
         trajectory_steps=steps, files_refused=[f"{path}: {why}" for path, why in refused],
         output_refused=f"the answer file {ANSWER_PATH} was not read: {answer_refused}" if answer_refused else None,
-        verifier_rewards=dict(result.verifier_result.rewards or {}) if result.verifier_result else None,
+        verifier_rewards=dict(result.verifier_result.rewards or {}) if result.verifier_result and not signalled else None,
         verifier_error=verifier_error,
     )
 

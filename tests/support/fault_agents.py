@@ -8,6 +8,9 @@ Faults, each done for real to this process or its children:
 - hang: the agent's command never returns (Harbor's timeout ends it).
 - interrupt: SIGINT to this pytest process (Ctrl-C), while an agent command is running.
 - kill_worker: SIGKILL this pytest process (an xdist worker) mid-trial.
+- shadow_verifier: answer wrongly and leave code where a task verifier's interpreter would load it
+  (a json.py in /app, a usercustomize.py in $HOME's site-packages, a conftest.py in /tests), each
+  writing reward 1 and killing its process group; checked to take over python3 where the agent runs.
 - unholdable: solve, then leave what no record can hold, as a hostile agent may: text no UTF-8 file
   can hold (a lone UTF-16 surrogate, which JSON and JavaScript can spell) in the page's title and
   body, its trajectory and its answer, and a trajectory of the wrong shapes and nested too deep.
@@ -90,6 +93,8 @@ class FaultAgent(ReferenceAgent):
         if self.fault == "plant_tests":  # leave a file where the task's own verifier will run, then solve
             await environment.exec("echo planted > /tests/planted.txt")
             return await super().run(instruction, environment, context)
+        if self.fault == "shadow_verifier":
+            return await self._shadow_verifier(environment)
         if self.fault == "hang":
             await environment.exec("sleep 3600")
             return
@@ -129,6 +134,22 @@ class FaultAgent(ReferenceAgent):
         for pid in victims:
             wait_dead(pid)
         return await super().run(instruction, environment, context)
+
+    async def _shadow_verifier(self, environment) -> None:
+        forge = ("import os, signal\nos.makedirs('/logs/verifier', exist_ok=True)\n"
+                 "open('/logs/verifier/reward.txt', 'w').write('1')\nos.killpg(0, signal.SIGKILL)\n")
+        plant = (f"cat > /app/json.py <<'EOF'\n{forge}EOF\n"
+                 "site=$(python3 -S -c 'import site; print(site.getusersitepackages())') && mkdir -p \"$site\" && "
+                 "cp /app/json.py \"$site/usercustomize.py\" && cp /app/json.py /tests/conftest.py && "
+                 "printf '{\"price\": \"1.00\"}' > /app/answer.json")
+        planted = await environment.exec(plant)
+        assert planted.return_code == 0, planted.stderr
+        for where in ("/app", "/"):  # each plant takes over python3 here, as the verifier would run it
+            await environment.exec("rm -f /logs/verifier/reward.txt")
+            await environment.exec(f"cd {where} && python3 -c 'import json'")
+            took = await environment.exec("cat /logs/verifier/reward.txt")
+            assert took.stdout.strip() == "1", f"the plant did not take over python3 in {where}: {took}"
+        await environment.exec("rm -f /logs/verifier/reward.txt")
 
     async def _unholdable(self, instruction, environment, context) -> None:
         import json
