@@ -225,19 +225,21 @@ def test_an_agent_s_environment_holds_none_of_the_harness_s_keys(pytester, monke
 
 @pytest.mark.parametrize("runner", CLIS)
 def test_the_spend_cap_stops_the_real_cli_live(runner, pytester, monkeypatch, endpoint):
-    """Priced so that two model turns cross shop-price's $1 limit: the gateway refuses the third
-    request in the API's own shape, the CLI stops at once, and the trial fails over_spend."""
+    """Priced so that a third model turn cannot fit shop-price's $1 limit: the gateway refuses it in
+    the API's own shape before it goes (its worst case, every byte of its body an input token and
+    16 output tokens, is more than is left), the CLI stops at once, and the trial fails over_spend."""
     model, _ = endpoint
     before = len(model.model.requests)
-    # a turn is 1,200 input tokens (300 cached) and 40 output tokens: at $500 / $1,000 per million that is $0.64
+    # a turn is 1,200 input tokens (300 cached) and 40 output tokens: at $1 / $11,000 per million that is
+    # $0.4412; after two, $0.1176 is left, less the third request's bytes at $1e-6: under 16 output tokens
     result, exp = run_cli(pytester, monkeypatch, endpoint, runner, "webbench-script", "shop-price and control", "cap",
-                          "--model-price", "500,1000")
+                          "--model-price", "1,11000")
     result.assert_outcomes(failed=1)
     [record] = read_trial_records(exp)[0]
     assert (record.outcome, record.stop_reason) == ("failed", "over_spend"), record.detail
     assert "model gateway stopped the agent" in record.detail
     assert record.model_refused == 1  # stopped within one request of the cap: no retry after the refusal
-    assert record.tokens.cost_usd == pytest.approx(2 * 0.64) and record.tokens.input == 2 * 1200
+    assert record.tokens.cost_usd == pytest.approx(2 * 0.4412) and record.tokens.input == 2 * 1200
     session = [r for r in model.model.requests[before:] if "shop-price-a1-control" in json.dumps(r["body"])]
     assert len(session) == 2  # two turns reached the model; the third was refused at the gateway
     from pytest_webbench.gateway.meter import read_model_log

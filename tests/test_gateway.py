@@ -169,49 +169,56 @@ def test_an_unreachable_model_api_is_a_502_and_a_logged_upstream_error(stack, tm
     assert REAL_KEY not in (tmp_path / "model-log.jsonl").read_text()
 
 
-def test_an_agent_that_leaves_mid_reply_stops_the_upstream_s_stream(stack, tmp_path):
-    """An agent killed mid-turn (a timeout, a cap) must not leave the gateway reading a provider's
-    stream to its end for no one: the upstream's stream is closed, and the log says why the reply ended short."""
+def test_a_reply_the_agent_leaves_mid_stream_is_read_to_its_end_and_metered(stack, tmp_path):
+    """The provider bills a reply whether or not its client stays: an agent that leaves mid-reply
+    (killed at a timeout, or leaving on purpose) does not make the rest of its reply free."""
     loop, *_, routes, gateway = stack
-    never, upstream_closed = asyncio.Event(), threading.Event()
+    release, upstream_done = asyncio.Event(), threading.Event()
 
-    async def endless(request):
+    async def rest_after_the_agent_left(request):
         async def events():
             try:
                 yield b'data: {"type": "response.created"}\n\n'
-                await never.wait()
+                await release.wait()
+                yield (b'data: {"type": "response.incomplete", "response": {"usage": {"input_tokens": 7, '
+                       b'"output_tokens": 900000}}}\n\n')
             finally:
-                upstream_closed.set()
+                upstream_done.set()
         return StreamingResponse(events(), media_type="text/event-stream")
 
-    held = loop.serve(Starlette(routes=[Route("/v1/responses", endless, methods=["POST"])]), "endless model")
-    route = _route(routes, held, tmp_path, "responses")
+    held = loop.serve(Starlette(routes=[Route("/v1/responses", rest_after_the_agent_left, methods=["POST"])]), "held model")
+    route = _route(routes, held, tmp_path, "responses", price=Price(input=1e-6, output=1e-5), spend_limit=100.0)
     with httpx.stream("POST", f"{gateway}/gateway/{route.trial}/v1/responses", json={"model": "m", "store": False},
                       headers={"authorization": f"Bearer {TOKEN}"}, timeout=20) as reply:
         assert b"response.created" in next(reply.iter_raw())
-    # the agent is gone: the gateway closes its side, and the model server sees its stream end
-    assert upstream_closed.wait(timeout=20), "the upstream stream outlived the agent's connection"
+    loop.loop.call_soon_threadsafe(release.set)  # the rest comes only once the agent has gone
+    assert upstream_done.wait(timeout=20)
+    assert loop.run(routes.idle(route.trial, 20))
     [line] = _wait_for_log(tmp_path / "model-log.jsonl")
-    assert line.decision == "forwarded" and line.detail == "the agent left mid-reply"
+    assert (line.decision, line.input_tokens, line.output_tokens) == ("forwarded", 7, 900000)
+    assert route.meter.cost_usd == pytest.approx(7e-6 + 9.0) and route.meter.reserved_usd == pytest.approx(0)
 
 
-def test_an_agent_that_leaves_before_the_reply_begins_drops_the_upstream_request(stack, tmp_path):
+def test_a_whole_reply_the_agent_left_before_its_head_is_read_and_metered(stack, tmp_path):
     """A whole (unstreamed) reply has no head until the model is done: an agent that leaves while
-    it works must not leave the gateway waiting on it."""
+    it works still pays for the work (it was logged 499 at $0 before)."""
     import socket
 
     loop, *_, routes, gateway = stack
-    asked, dropped = threading.Event(), threading.Event()
+    asked, answer = threading.Event(), asyncio.Event()
+    whole = b'{"output": [], "usage": {"input_tokens": 11, "output_tokens": 50000}}'
 
     async def working(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await reader.readuntil(b"\r\n\r\n")
         asked.set()
-        await reader.read()  # nothing comes until the gateway closes the connection
-        dropped.set()
+        await answer.wait()
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(whole), whole))
+        await writer.drain()
         writer.close()
 
     server = loop.run(asyncio.start_server(working, "127.0.0.1", 0))
-    route = _route(routes, f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}", tmp_path, "responses")
+    route = _route(routes, f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}", tmp_path, "responses",
+                   price=Price(input=1e-6, output=1e-5), spend_limit=100.0)
     host, port = gateway.removeprefix("http://").split(":")
     body = b'{"model": "gpt-test", "store": false}'
     with socket.create_connection((host, int(port)), timeout=10) as agent:
@@ -219,9 +226,11 @@ def test_an_agent_that_leaves_before_the_reply_begins_drops_the_upstream_request
                       b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
                       % (route.trial.encode(), TOKEN.encode(), len(body), body))
         assert asked.wait(timeout=20), "the request never reached the model"
-    assert dropped.wait(timeout=20), "the gateway kept waiting on a model no one was waiting for"
+    loop.loop.call_soon_threadsafe(answer.set)  # the model finishes after its client has gone
+    assert loop.run(routes.idle(route.trial, 20))
     [line] = _wait_for_log(tmp_path / "model-log.jsonl")
-    assert (line.decision, line.model) == ("agent_left", "gpt-test")
+    assert (line.decision, line.model, line.input_tokens, line.output_tokens) == ("forwarded", "gpt-test", 11, 50000)
+    assert route.meter.cost_usd == pytest.approx(11e-6 + 0.5)
     loop.run(_close_server(server))
 
 
@@ -389,7 +398,8 @@ def test_prices_are_litellm_s_own_and_read_without_importing_it():
     assert len(priced) > 500
     for key, entry in priced.items():
         assert price_from_table(key) == Price(entry["input_cost_per_token"], entry["output_cost_per_token"],
-                                              entry.get("cache_read_input_token_cost")), key
+                                              entry.get("cache_read_input_token_cost"),
+                                              entry.get("cache_creation_input_token_cost")), key
 
 
 def test_codex_s_websocket_attempt_gets_426_on_the_run_s_listener(stack):

@@ -162,7 +162,7 @@ def test_twenty_concurrent_requests_overshoot_the_cap_by_one_request_at_most(sta
     assert route.meter.cost_usd <= 0.002 + 0.00124 + 1e-12  # past the cap by at most one request
 
 
-def test_a_reply_without_usage_is_counted_from_its_bytes_and_flagged(stack, tmp_path):
+def test_a_reply_without_usage_is_charged_its_worst_case_and_flagged(stack, tmp_path):
     loop, endpoint, upstream, routes, gateway = stack
 
     async def silent(request):
@@ -178,8 +178,14 @@ def test_a_reply_without_usage_is_counted_from_its_bytes_and_flagged(stack, tmp_
     assert reply.status_code == 200
     [line] = read_model_log(tmp_path / "nousage.jsonl")
     assert not line.usage_reported and line.usage_estimated
-    assert line.input_tokens == line.request_bytes // 4 > 0 and line.output_tokens == line.response_bytes // 4 > 0
-    assert route.meter.cost_usd > 0 and route.meter.estimated_requests == 1
+    # the worst the request could cost: every byte an input token, and the output limit the gateway set
+    # ($1.0 of room at $1e-6 a token, less the input: past the model's ceiling, so the ceiling)
+    from pytest_webbench.gateway.meter import DEFAULT_OUTPUT_CEILING
+
+    assert line.input_tokens == line.request_bytes > 0 and line.output_tokens == DEFAULT_OUTPUT_CEILING
+    assert f"max_output_tokens None -> {DEFAULT_OUTPUT_CEILING}" in line.detail
+    assert route.meter.cost_usd == pytest.approx((line.request_bytes + DEFAULT_OUTPUT_CEILING) * 1e-6)
+    assert route.meter.estimated_requests == 1
 
 
 def test_the_tool_calls_a_reply_asks_for_are_the_log_s(stack, tmp_path):

@@ -32,6 +32,7 @@ FAULTS = [
     ("agent run failed", dict(outcome=outcome(exception="NonZeroAgentExitCodeError: exit 137")), "agent_error"),
     ("left on a bot block", dict(page=BLOCK), "bot_block"),
     ("left on an error page", dict(page=ERROR_PAGE), "site_error"),
+    ("model API's usage unreadable", dict(model_fault="the model API's usage could not be read: -5"), "model_error"),
 ]
 
 

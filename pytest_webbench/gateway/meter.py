@@ -18,21 +18,42 @@ from ..proxy.log import CallLog
 from .protocols import Usage
 
 BUNDLED_COST_MAP = "model_prices_and_context_window_backup.json"  # litellm's own copy, in its package
+MIN_OUTPUT_TOKENS = 16  # a request whose output cannot reach this within the caps is refused, not sent to say nothing
+# An output limit the gateway sets is never above the model's own (litellm's max_output_tokens), or
+# this where the table has none: a provider refuses a limit past its model's.
+DEFAULT_OUTPUT_CEILING = 32_000
 
 
 @dataclass(frozen=True)
 class Price:
     """US dollars per token; a cached input token costs `cached_input` (the input price if the
-    table has none)."""
+    table has none), one written to a cache `cache_write` (Messages: dearer than input)."""
 
     input: float
     output: float
     cached_input: float | None = None
+    cache_write: float | None = None
 
     def cost(self, usage: Usage) -> float:
-        fresh = max(usage.input - usage.cached, 0)
+        fresh = max(usage.input - usage.cached - usage.cache_written, 0)
         cached = self.input if self.cached_input is None else self.cached_input
-        return fresh * self.input + usage.cached * cached + usage.output * self.output
+        written = self.input if self.cache_write is None else self.cache_write
+        return fresh * self.input + usage.cached * cached + usage.cache_written * written + usage.output * self.output
+
+    @property
+    def dearest_input(self) -> float:
+        return max(self.input, self.cache_write or 0.0)
+
+
+def output_ceiling(model: str | None) -> int:
+    """The model's largest output limit in litellm's cost map (DEFAULT_OUTPUT_CEILING where unlisted)."""
+    if model:
+        name = model.split("/", 1)[1] if "/" in model else model
+        for key in (model, name):
+            value = (cost_map().get(key) or {}).get("max_output_tokens")
+            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                return value
+    return DEFAULT_OUTPUT_CEILING
 
 
 def price_from_table(model: str) -> Price | None:
@@ -43,7 +64,8 @@ def price_from_table(model: str) -> Price | None:
     for key in (model, name):
         entry = cost_map().get(key)
         if entry and entry.get("input_cost_per_token") is not None and entry.get("output_cost_per_token") is not None:
-            return Price(entry["input_cost_per_token"], entry["output_cost_per_token"], entry.get("cache_read_input_token_cost"))
+            return Price(entry["input_cost_per_token"], entry["output_cost_per_token"], entry.get("cache_read_input_token_cost"),
+                         entry.get("cache_creation_input_token_cost"))
     return None
 
 
@@ -115,8 +137,26 @@ class ModelCall(BaseModel):
 
 
 @dataclass
+class Reservation:
+    """What one forwarded request may cost at most, held against the trial's caps until its reply is
+    metered: `output_limit` is the output limit the request goes with (None: it set none and no cap
+    needs one)."""
+
+    usd: float
+    tokens: int
+    input_bound: int
+    output_limit: int | None
+    settled: bool = False  # its reply was metered (else it is released: the request never reached the provider)
+
+
+@dataclass
 class TrialMeter:
-    """A trial's totals and caps; requests of one trial may overlap, so updates are locked."""
+    """A trial's totals and caps; requests of one trial may overlap, so updates are locked.
+
+    The caps hold by construction: before a request goes, its worst case (every byte of its body a
+    fresh input token at the dearest input price, plus its output limit) is reserved against what
+    is left, its output limit lowered (or set) to what fits, and a request that cannot fit even
+    MIN_OUTPUT_TOKENS is refused; its metered usage then replaces the reservation."""
 
     trial: str
     price: Price | None
@@ -128,8 +168,17 @@ class TrialMeter:
     refused: int = 0
     model_sec: float = 0.0
     unpriced_requests: int = 0
-    estimated_requests: int = 0  # replies without usage, counted from their bytes
+    estimated_requests: int = 0  # replies whose usage was not read whole, charged their reservation
+    faults: list[str] = field(default_factory=list)  # the provider's usage that could not be read
+    reserved_usd: float = 0.0  # held for requests in flight
+    reserved_tokens: int = 0
+    output_ceiling: int = DEFAULT_OUTPUT_CEILING  # the model's largest output limit
     _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def charged_usd(self) -> float:
+        """What the trial has cost: its metered replies, and the worst case of any still unread."""
+        return self.cost_usd + self.reserved_usd
 
     def over_cap(self) -> str | None:
         """Why the next request is refused, if it is."""
@@ -138,6 +187,56 @@ class TrialMeter:
         if self.token_limit is not None and self.usage.input + self.usage.output >= self.token_limit:
             return f"used {self.usage.input + self.usage.output} tokens of the trial's {self.token_limit} limit"
         return None
+
+    def reserve(self, input_bound: int, output_limit: int | None, floor: int = 0) -> Reservation | str:
+        """Holds a request's worst case against the caps, or says why it cannot fit. The output
+        limit is lowered to what is left where the request's own is larger or missing, never below
+        `floor` (a Messages request's thinking budget, which its max_tokens must exceed)."""
+        with self._lock:
+            fits: list[int] = []
+            if self.spend_limit_usd is not None and self.price is not None:
+                room = self.spend_limit_usd - self.cost_usd - self.reserved_usd - input_bound * self.price.dearest_input
+                fits.append(int(room / self.price.output) if self.price.output > 0 else self.output_ceiling)
+            if self.token_limit is not None:
+                fits.append(self.token_limit - self.usage.input - self.usage.output - self.reserved_tokens - input_bound)
+            limit = output_limit
+            if fits:
+                fit = min(min(fits), self.output_ceiling)
+                if fit < max(MIN_OUTPUT_TOKENS, floor + 1):
+                    return (f"what is left of the trial's caps cannot hold this request: its {input_bound}-byte input "
+                            f"and {max(MIN_OUTPUT_TOKENS, floor + 1)} output tokens ({self._spent()})")
+                limit = fit if output_limit is None else min(output_limit, fit)
+            usd = (input_bound * self.price.dearest_input + (limit or 0) * self.price.output) if self.price else 0.0
+            reservation = Reservation(usd=usd, tokens=input_bound + (limit or 0), input_bound=input_bound, output_limit=limit)
+            self.reserved_usd += reservation.usd
+            self.reserved_tokens += reservation.tokens
+            return reservation
+
+    def _spent(self) -> str:
+        out = []
+        if self.spend_limit_usd is not None and self.price is not None:
+            out.append(f"${self.cost_usd:.4f} of ${self.spend_limit_usd:.2f} spent, ${self.reserved_usd:.4f} held")
+        if self.token_limit is not None:
+            out.append(f"{self.usage.input + self.usage.output} of {self.token_limit} tokens used")
+        return "; ".join(out)
+
+    def release(self, reservation: Reservation) -> None:
+        """A request that was not forwarded after all: its reservation goes."""
+        with self._lock:
+            self.reserved_usd -= reservation.usd
+            self.reserved_tokens -= reservation.tokens
+
+    def settle(self, reservation: Reservation, usage: Usage, seconds: float, billed: bool) -> float | None:
+        """The reply's metered usage replaces its reservation. A reply the provider billed (`billed`:
+        a 2xx) whose usage was not read whole, or was unreadable, is charged the reservation (the
+        worst it could cost); an unreadable count is also a fault of the trial's."""
+        if billed and (not usage.final or usage.fault):
+            usage.estimate(reservation.input_bound, reservation.output_limit or usage.output)
+        if usage.fault:
+            with self._lock:
+                self.faults.append(usage.fault)
+        self.release(reservation)
+        return self.account(usage, seconds)
 
     def refuse(self) -> None:
         with self._lock:
@@ -197,4 +296,4 @@ def redact(text: str, secrets: list[str]) -> str:
     return text
 
 
-__all__ = ["ModelCall", "ModelLog", "Price", "TrialMeter", "price_from_table", "read_model_log", "redact"]
+__all__ = ["ModelCall", "ModelLog", "Price", "Reservation", "TrialMeter", "output_ceiling", "price_from_table", "read_model_log", "redact"]

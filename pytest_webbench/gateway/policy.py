@@ -91,17 +91,72 @@ def forwarded_headers(headers: list[tuple[bytes, bytes]]) -> tuple[list[tuple[st
     return out, dropped
 
 
+# The request field that bounds a reply's output, per protocol (the first one present; else the
+# first is set by the gateway, `TrialMeter.reserve`).
+OUTPUT_LIMIT_FIELDS = {"responses": ("max_output_tokens",), "messages": ("max_tokens",),
+                       "chat": ("max_completion_tokens", "max_tokens")}
+# Options that change what a reply costs beyond the run's price (a priority tier, a longer cache,
+# several replies for one request): refused, since the price the caps are held at does not cover them.
+PRICED_OPTIONS = {"service_tier": (None, "auto", "default"), "prompt_cache_retention": (None, "in_memory"),
+                  "n": (None, 1), "best_of": (None, 1)}
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen: set[str] = set()
+        twice = next(k for k, _ in pairs if k in seen or seen.add(k))
+        raise Refused(f"the key {twice[:100]!r} appears twice in one object: a provider could read either")
+    return out
+
+
+def _no_constant(name: str) -> Any:
+    raise Refused(f"{name} is not JSON: refused")
+
+
+def parse_strict(body: bytes) -> Any:
+    """The body as one reading only: UTF-8 with no BOM, each key once in its object, no NaN or
+    Infinity (Python's reader takes both, and UTF-16 too, where a provider's may not)."""
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        raise Refused("the request body is not UTF-8") from None
+    if text.startswith("\ufeff"):
+        raise Refused("the request body starts with a byte order mark")
+    try:
+        return json.loads(text, object_pairs_hook=_unique_keys, parse_constant=_no_constant)
+    except RecursionError:
+        raise Refused("the request body is nested past the gateway's parser") from None
+    except ValueError as exc:
+        if isinstance(exc, Refused):
+            raise
+        raise Refused("the request body is not JSON") from None
+
+
+def output_limit_field(api: Api, request: dict[str, Any]) -> str | None:
+    names = OUTPUT_LIMIT_FIELDS.get(api)
+    return next((name for name in names if name in request), names[0]) if names else None
+
+
+def output_floor(api: Api, request: dict[str, Any]) -> int:
+    """The output limit a request needs at least: a Messages request's max_tokens must exceed its
+    thinking budget (the API refuses it otherwise)."""
+    thinking = request.get("thinking") if api == "messages" else None
+    budget = thinking.get("budget_tokens") if isinstance(thinking, dict) else None
+    return budget if isinstance(budget, int) and not isinstance(budget, bool) and budget > 0 else 0
+
+
 def check_body(api: Api, body: bytes, model: str | None) -> dict[str, Any]:
     """The request as JSON, if the gateway may forward it: the run's model, no provider-side state
     or tools. `model` is the run's model as the API names it (None: not checked)."""
-    try:
-        request = json.loads(body)
-    except ValueError:
-        raise Refused("the request body is not JSON") from None
-    except RecursionError:
-        raise Refused("the request body is nested past the gateway's parser") from None
+    request = parse_strict(body)
     if not isinstance(request, dict):
         raise Refused("the request body is not a JSON object")
+    for key, allowed in PRICED_OPTIONS.items():
+        if request.get(key) not in allowed:
+            raise Refused(f"{key} {str(request.get(key))[:40]!r} changes what a reply costs beyond the run's price: refused")
+    if api == "chat" and "max_tokens" in request and "max_completion_tokens" in request:
+        raise Refused("max_tokens and max_completion_tokens both given: one output limit, please")
     if model is not None and request.get("model") != model:
         raise Refused(f"model {str(request.get('model'))[:100]!r} is not this run's model ({model}): refused")
     for key in STATEFUL_KEYS:

@@ -2,13 +2,19 @@
 which API, where a reply's usage is (streamed or not), and the refusal each CLI takes as final.
 
 Usage fields (checked against the pinned CLIs' own requests, docs/research/cli-behaviour-at-a-spend-cap.md):
-- Responses (Codex): `response.completed` -> `response.usage` {input_tokens (cached included),
+- Responses (Codex): each terminal event, `response.completed`, `response.incomplete` (an output
+  limit reached) and `response.failed`, -> `response.usage` {input_tokens (cached included),
   input_tokens_details.cached_tokens, output_tokens, output_tokens_details.reasoning_tokens};
 - Messages (Claude Code): `message_start.message.usage` {input_tokens (cached apart),
   cache_read_input_tokens, cache_creation_input_tokens}, each field overridden by a later
   `message_delta.usage`, whose output_tokens is cumulative;
 - chat completions (Pi, which sets stream_options.include_usage): the last chunk with `usage`
   {prompt_tokens (cached included), completion_tokens, prompt_tokens_details.cached_tokens}.
+
+A reply's usage is `final` once the event that carries its last count was read (a Responses terminal
+event, Messages' `message_delta`, chat's usage chunk, a whole reply's `usage`); a reply that ended
+without it (an `error` event, a stream cut off) is charged what the gateway reserved for it. A count
+that is not a whole number from 0 to MAX_REPLY_TOKENS is the provider's fault (`Usage.fault`).
 """
 
 from __future__ import annotations
@@ -28,12 +34,15 @@ class Usage:
     output: int = 0
     reasoning: int = 0  # part of output, where the API says
     reported: bool = False  # the reply carried usage at all
-    estimated: bool = False  # it did not: counted from the request's and reply's bytes instead
+    estimated: bool = False  # its usage was not read whole: counted as the worst the request could cost
+    final: bool = False  # the event carrying the reply's last count was read
+    fault: str | None = None  # the provider's count could not be read (not a whole number, or absurd)
 
-    def estimate(self, request_bytes: int, reply_bytes: int) -> None:
-        """A reply without usage still costs: about four bytes a token each way (an over-count for
-        a stream's framing, which errs toward the cap)."""
-        self.input, self.output = request_bytes // 4, reply_bytes // 4
+    def estimate(self, input_bound: int, output_bound: int) -> None:
+        """A reply whose usage was not read whole still costs: the most the request could have used
+        (its input's bound and its output limit), which errs toward the cap."""
+        self.input, self.cached, self.cache_written = max(self.input, input_bound), 0, 0
+        self.output = max(self.output, output_bound)
         self.estimated = True
 
     def add(self, other: Usage) -> None:
@@ -54,28 +63,69 @@ def api_of(path: str) -> Api:
     return "other"
 
 
+MAX_REPLY_TOKENS = 10_000_000  # more than any model's context and output together: a count past it is absurd
+RESPONSES_TERMINAL = ("response.completed", "response.incomplete", "response.failed")
+
+
+class _BadCount(ValueError):
+    pass
+
+
 def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+    """A token count: absent (None) is 0; anything but a whole number from 0 to MAX_REPLY_TOKENS
+    (a negative, a float, a string, a bool, an absurd size) is the provider's fault."""
+    if value is None:
+        return 0
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_REPLY_TOKENS:
+        return value
+    raise _BadCount(f"a token count of {str(value)[:40]!r}")
+
+
+def _part(found: dict, key: str) -> dict:
+    value = found.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise _BadCount(f"{key} is not an object")
+    return value
 
 
 def usage_from_event(api: Api, event: dict, usage: Usage) -> None:
-    """Folds one streamed event (or a whole JSON reply) into `usage`, in place."""
+    """Folds one streamed event (or a whole JSON reply) into `usage`, in place; a count that cannot
+    be read is said in `usage.fault` (the first one), and the reply is then charged as unread."""
+    try:
+        _fold(api, event, usage)
+    except _BadCount as exc:
+        usage.fault = usage.fault or f"the model API's usage could not be read: {exc}"
+        usage.final = False
+
+
+def _fold(api: Api, event: dict, usage: Usage) -> None:
     if api == "responses":
-        body = event.get("response") if event.get("type") == "response.completed" else (event if "usage" in event and "output" in event else None)
-        found = (body or {}).get("usage") if isinstance(body, dict) else None
-        if isinstance(found, dict):
-            usage.input, usage.output = _int(found.get("input_tokens")), _int(found.get("output_tokens"))
-            usage.cached = _int((found.get("input_tokens_details") or {}).get("cached_tokens"))
-            usage.reasoning = _int((found.get("output_tokens_details") or {}).get("reasoning_tokens"))
-            usage.reported = True
+        kind = event.get("type")
+        whole = kind is None and "usage" in event and "output" in event  # an unstreamed reply
+        body = event.get("response") if kind in RESPONSES_TERMINAL else (event if whole else None)
+        if not isinstance(body, dict) or "usage" not in body:
+            return
+        found = body.get("usage")
+        if found is None:  # a terminal event that says nothing of its usage: the reply is unread
+            return
+        if not isinstance(found, dict):
+            raise _BadCount("usage is not an object")
+        usage.input, usage.output = _int(found.get("input_tokens")), _int(found.get("output_tokens"))
+        usage.cached = _int(_part(found, "input_tokens_details").get("cached_tokens"))
+        usage.reasoning = _int(_part(found, "output_tokens_details").get("reasoning_tokens"))
+        if usage.cached > usage.input or usage.reasoning > usage.output:
+            raise _BadCount("a part larger than its whole")
+        usage.reported = usage.final = True
     elif api == "messages":
-        found = None
+        found, last = None, False
         if event.get("type") == "message_start":
-            found = (event.get("message") or {}).get("usage")
-        elif event.get("type") == "message_delta":
-            found = event.get("usage")
-        elif event.get("type") == "message":  # a whole, unstreamed reply
-            found = event.get("usage")
+            found = (event.get("message") or {}).get("usage") if isinstance(event.get("message"), dict) else None
+        elif event.get("type") in ("message_delta", "message"):  # the last count; a whole, unstreamed reply
+            found, last = event.get("usage"), True
+        if found is not None and not isinstance(found, dict):
+            raise _BadCount("usage is not an object")
         if isinstance(found, dict):
             fresh = found.get("input_tokens")
             read = found.get("cache_read_input_tokens")
@@ -89,13 +139,18 @@ def usage_from_event(api: Api, event: dict, usage: Usage) -> None:
             if found.get("output_tokens") is not None:
                 usage.output = _int(found.get("output_tokens"))  # cumulative: the last one holds
             usage.reported = True
+            usage.final = usage.final or last
     elif api == "chat":
         found = event.get("usage")
+        if found is not None and not isinstance(found, dict):
+            raise _BadCount("usage is not an object")
         if isinstance(found, dict):
             usage.input, usage.output = _int(found.get("prompt_tokens")), _int(found.get("completion_tokens"))
-            usage.cached = _int((found.get("prompt_tokens_details") or {}).get("cached_tokens"))
-            usage.reasoning = _int((found.get("completion_tokens_details") or {}).get("reasoning_tokens"))
-            usage.reported = True
+            usage.cached = _int(_part(found, "prompt_tokens_details").get("cached_tokens"))
+            usage.reasoning = _int(_part(found, "completion_tokens_details").get("reasoning_tokens"))
+            if usage.cached > usage.input:
+                raise _BadCount("a part larger than its whole")
+            usage.reported = usage.final = True
 
 
 MAX_CALL_ARGUMENT_CHARS = 4000

@@ -32,8 +32,8 @@ import certifi
 import yarl
 
 from ..proxy.upstream import expand_env_refs
-from .meter import ModelLog, TrialMeter, redact
-from .policy import MAX_BODY_BYTES, Refused, check_body, check_path, forwarded_headers
+from .meter import ModelLog, Reservation, TrialMeter, redact
+from .policy import MAX_BODY_BYTES, Refused, check_body, check_path, forwarded_headers, output_floor, output_limit_field
 from .protocols import Api, StreamReader, api_of, invalid_request, refusal, unauthorized
 
 # Hop-by-hop and rewritten reply headers: never passed back.
@@ -84,6 +84,20 @@ class GatewayRoutes:
         self.routes[route.trial] = route
         return f"/gateway/{route.trial}"
 
+    async def idle(self, trial: str, timeout: float) -> bool:
+        """Waits until the trial's request in flight (one the agent may have left) has been read to
+        its end and metered; False if it was still going after `timeout` (its reservation then
+        stays counted: `TrialMeter.charged_usd`)."""
+        route = self.routes.get(trial)
+        if route is None:
+            return True
+        try:
+            async with asyncio.timeout(timeout):
+                async with route.turn:
+                    return True
+        except TimeoutError:
+            return False
+
     def remove(self, trial: str) -> GatewayRoute | None:
         route = self.routes.pop(trial, None)
         if route is not None:
@@ -124,20 +138,32 @@ class GatewayRoutes:
                            scope.get("query_string") or b"")
             body = await _body(receive, MAX_BODY_BYTES)
             fields["request_bytes"] = len(body)
-            check_body(api, body, route.model)
+            request = check_body(api, body, route.model)
         except Refused as exc:
             route.log.write(status=exc.status, decision="refused_request", detail=str(exc)[:500], **fields)
             await _json(send, exc.status, invalid_request(api, str(exc)))
             return
         async with route.turn:  # the cap is checked and the reply counted before the next request goes
-            if (why := route.meter.over_cap()) is not None:
+            why = route.meter.over_cap()
+            if why is None:
+                limit_field = output_limit_field(api, request)
+                reservation = route.meter.reserve(len(body), _limit_of(request, limit_field), output_floor(api, request))
+                if isinstance(reservation, str):
+                    why = reservation
+            if why is not None:
                 message = f"Budget has been exceeded! {why} (webbench trial cap): the run is over, give your answer now"
                 status, payload, headers = refusal(api, message)
                 route.meter.refuse()
                 route.log.write(status=status, decision="refused", detail=why, model=_model_of(body), **fields)
                 await _json(send, status, payload, [(k.encode(), v.encode()) for k, v in headers.items()])
                 return
-            await self._forward(scope, receive, send, route, body, path, api, fields)
+            if limit_field is not None and reservation.output_limit is not None \
+                    and reservation.output_limit != request.get(limit_field):
+                # the request's output limit lowered (or set) to what the caps leave: the bytes sent are
+                # the object the policy read, written again
+                fields["detail"] = f"{limit_field} {request.get(limit_field)} -> {reservation.output_limit} (the trial's caps)"
+                body = json.dumps({**request, limit_field: reservation.output_limit}, ensure_ascii=False).encode()
+            await self._forward(scope, receive, send, route, body, path, api, fields, reservation)
 
     def _session(self) -> aiohttp.ClientSession:
         if self._client is None:
@@ -167,7 +193,15 @@ class GatewayRoutes:
         return self._proxies[upstream]
 
     async def _forward(self, scope: dict, receive, send, route: GatewayRoute, body: bytes, path: str, api: str,
-                       fields: dict) -> None:
+                       fields: dict, reservation: Reservation) -> None:
+        try:
+            await self._forward_reserved(scope, receive, send, route, body, path, api, fields, reservation)
+        finally:
+            if not reservation.settled:
+                route.meter.release(reservation)  # never reached the provider
+
+    async def _forward_reserved(self, scope: dict, receive, send, route: GatewayRoute, body: bytes, path: str,
+                                api: str, fields: dict, reservation: Reservation) -> None:
         headers, dropped = forwarded_headers(scope["headers"])
         started = time.perf_counter()
         try:
@@ -189,49 +223,34 @@ class GatewayRoutes:
             await self._upstream_error(send, route, exc, secrets, started, fields)
             return
         # The agent may leave at any time, before the reply's head too (a whole JSON reply comes
-        # only once the model is done): then the upstream's work is dropped, not waited for.
+        # only once the model is done). The provider bills the reply all the same, so it is read to
+        # its end and metered whatever the agent does; only sending it on stops.
         watcher = asyncio.ensure_future(_disconnected(receive))
-        upstream, this, asking = None, asyncio.current_task(), True
-
-        def agent_left(_: asyncio.Future) -> None:
-            if asking:
-                this.cancel()  # lands in `await request`, the one await while asking
-            elif upstream is not None:
-                upstream.close()  # stop the upstream's stream rather than read it to its end for no one
-
-        watcher.add_done_callback(agent_left)
         first, size, ending = None, 0, "the upstream's reply broke off"
         try:
             try:
                 upstream = await request
-            except asyncio.CancelledError:
-                if not _left(watcher) or this.uncancel():
-                    raise  # the run is stopping (too)
-                route.log.write(status=499, decision="agent_left", detail="the agent left before the reply began",
-                                latency_ms=(time.perf_counter() - started) * 1000, **fields)
-                return
             except Exception as exc:  # aiohttp's errors, a timeout, or anything else of the client's
-                asking = False  # (before the await below)
                 await self._upstream_error(send, route, exc, secrets, started, fields)
                 return
-            finally:
-                asking = False
             if dropped:
                 fields["detail"] = f"anthropic-beta not passed on: {', '.join(dropped)[:300]}"
             content_type = upstream.headers.get("content-type", "").partition(";")[0].strip()
             reader = StreamReader(api, content_type == "text/event-stream" and not upstream.headers.get("content-encoding"))
             passed = [(k, v) for k, v in upstream.raw_headers if k.lower() not in DROPPED_RESPONSE]
             try:
-                await send({"type": "http.response.start", "status": upstream.status, "headers": passed})
+                if not _left(watcher):
+                    await send({"type": "http.response.start", "status": upstream.status, "headers": passed})
                 async for chunk in upstream.content.iter_any():
                     if first is None:
                         first = time.perf_counter()
                     size += len(chunk)
-                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                    if not _left(watcher):
+                        await send({"type": "http.response.body", "body": chunk, "more_body": True})
                     reader.feed(chunk)  # after the send: the agent has the chunk while its usage is read
                 ending = None
             except (aiohttp.ClientError, asyncio.TimeoutError):
-                pass  # the upstream broke off, or the agent left and its stream was closed
+                pass  # the upstream broke off
             except asyncio.CancelledError:
                 ending = "the run stopped mid-reply"
                 raise
@@ -239,12 +258,14 @@ class GatewayRoutes:
                 upstream.release()
                 elapsed = time.perf_counter() - started
                 usage = reader.close()
-                if not usage.reported and upstream.status < 400:  # counted all the same, from the bytes
-                    usage.estimate(len(body), size)
-                cost = route.meter.account(usage, elapsed)
-                if ending is not None and _left(watcher):
-                    ending = "the agent left mid-reply"
-                detail = "; ".join(d for d in (fields.pop("detail", None), ending) if d) or None
+                reservation.settled = True
+                cost = route.meter.settle(reservation, usage, elapsed, billed=200 <= upstream.status < 300)
+                if _left(watcher):
+                    ending = "the agent left mid-reply, the reply read to its end and metered" if ending is None else \
+                        f"the agent left mid-reply; {ending}"
+                    if first is None:
+                        ending = "the agent left before the reply began, the reply read to its end and metered"
+                detail = "; ".join(d for d in (fields.pop("detail", None), usage.fault, ending) if d) or None
                 # logged before the reply ends, so a line is there once its agent has the reply
                 route.log.write(status=upstream.status, decision="forwarded", latency_ms=elapsed * 1000,
                                 ttft_ms=None if first is None else (first - started) * 1000, input_tokens=usage.input,
@@ -253,9 +274,8 @@ class GatewayRoutes:
                                 response_bytes=size, detail=detail, tool_calls=reader.calls.close(),
                                 reply_text=reader.calls.text or None, **fields)
         finally:
-            watcher.remove_done_callback(agent_left)
             watcher.cancel()
-        if ending is None:
+        if ending is None and not _left(watcher):
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         # else the reply stays unfinished, so the server drops the connection: the agent sees its
         # reply end short, as it would directly, not a clean end to a truncated stream
@@ -312,6 +332,11 @@ async def _no_websocket(scope: dict, send) -> None:
         await send({"type": "websocket.http.response.body", "body": b""})
     else:
         await send({"type": "websocket.close", "code": 1008})
+
+
+def _limit_of(request: dict, field: str | None) -> int | None:
+    value = request.get(field) if field else None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
 def _model_of(body: bytes) -> str | None:

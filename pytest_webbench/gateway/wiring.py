@@ -7,7 +7,7 @@ import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
-from .meter import ModelLog, Price, TrialMeter
+from .meter import DEFAULT_OUTPUT_CEILING, ModelLog, Price, TrialMeter
 from .providers import provider_of
 from .policy import run_model_name
 from .routes import GatewayRoute, GatewayRoutes
@@ -29,14 +29,15 @@ class GatewayHandle:
 
 def open_gateway_route(routes: GatewayRoutes, base_url: str, trial: str, model: str | None, upstream: str | None,
                        price: Price | None, spend_limit_usd: float, token_limit: int | None, trial_dir: Path,
-                       api: str | None = None) -> GatewayHandle:
+                       api: str | None = None, output_ceiling: int = DEFAULT_OUTPUT_CEILING) -> GatewayHandle:
     """`api`: the protocol the run's agent speaks (its endpoints only are forwarded); the run's
     model is the only one forwarded."""
     provider = provider_of(model)
     auth = {provider.key_header: ("Bearer " if provider.key_header == "authorization" else "") + "${" + provider.key_variable + "}"}
     route = GatewayRoute(
         trial=trial, token="wbt-" + secrets.token_urlsafe(24), upstream=(upstream or provider.base_url).rstrip("/"), auth=auth,
-        meter=TrialMeter(trial=trial, price=price, spend_limit_usd=spend_limit_usd, token_limit=token_limit),
+        meter=TrialMeter(trial=trial, price=price, spend_limit_usd=spend_limit_usd, token_limit=token_limit,
+                         output_ceiling=output_ceiling),
         log=ModelLog(trial_dir / MODEL_LOG), api=api, model=run_model_name(model),
     )
     path = routes.add(route)

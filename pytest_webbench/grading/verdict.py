@@ -52,7 +52,7 @@ def error_before_grading(exc: BaseException | None, detail: str) -> Verdict:
 
 
 def decide(outcome: AgentOutcome, grade: Grade, calls: BrowserCalls, lost: str | None, page: PageState | None,
-           spend_limit: float, capped: str | None = None) -> Verdict:
+           spend_limit: float, capped: str | None = None, model_fault: str | None = None) -> Verdict:
     """The outcome and its stop reason. A fault errors the trial whatever its grade: a lost browser,
     a browser server that failed a call, a failed agent run, or a bot-block or error page the agent
     was left on. Were a fault to error only failed trials, the arm with more faults would lose
@@ -64,6 +64,8 @@ def decide(outcome: AgentOutcome, grade: Grade, calls: BrowserCalls, lost: str |
         return errored("browser_crashed", lost)
     if calls.upstream_failures:
         return errored("upstream_error", f"the browser server failed {calls.upstream_failures} call(s)")
+    if model_fault:  # the gateway read a usage from the model API it could not count: spend unknown
+        return errored("model_error", model_fault)
     if grade.stop_reason in ("judge_error", "verifier_error"):  # the grader failed: nothing measured the agent
         return Verdict("errored", grade.stop_reason, 0.0, grade.detail)
     if capped:  # the gateway refused a model request at the trial's cap: the agent's run ended there

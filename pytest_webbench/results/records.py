@@ -27,7 +27,7 @@ StopReason = Literal[
     "wrong_answer", "no_answer", "bot_block", "site_error", "backend_error", "unreadable_page", "call_cap",
     "over_spend", "agent_error", "agent_timeout", "error_before_grading", "no_browser_call", "browser_crashed",
     "upstream_error", "worker_crashed", "output_refused", "wall_breached", "no_submission", "wrong_submission",
-    "judge_error", "verifier_error",
+    "judge_error", "verifier_error", "model_error",
 ]
 
 

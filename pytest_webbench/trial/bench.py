@@ -3,6 +3,8 @@ plugin parametrizes it with every task x attempt x arm of the suite."""
 
 from __future__ import annotations
 
+GATEWAY_DRAIN_SEC = 120  # past this a reply still unread counts at its worst case (TrialMeter.charged_usd)
+
 
 def test_trial(request, webbench_trial, browser_session, mcp_proxy, model_gateway, agent_runner, trial_recorder):
     # imported here: collecting 10,000 trials need not load the trial machinery
@@ -13,6 +15,9 @@ def test_trial(request, webbench_trial, browser_session, mcp_proxy, model_gatewa
     from pytest_webbench.trial.judging import judge_trial
 
     outcome = agent_runner.run()  # the agent, as a one-trial Harbor run, through the proxy
+    if model_gateway is not None:  # a reply the agent left is read to its end and metered before the record
+        services = browser_session.services
+        services.loop.run(services.gateway.idle(webbench_trial.trial_id, GATEWAY_DRAIN_SEC), timeout=GATEWAY_DRAIN_SEC + 10)
     # Faults, read before grading moves the page: a crashed or ended browser, a block or error page.
     # Each errors the trial whatever its grade (verdict.py).
     lost = browser_session.lost()

@@ -84,6 +84,7 @@ def model_gateway(request, webbench_services: RunServices, webbench_trial: Trial
     if not runner.uses_gateway:
         yield None
         return
+    from ..gateway.meter import DEFAULT_OUTPUT_CEILING, output_ceiling
     from ..gateway.providers import model_price
     from ..gateway.wiring import open_gateway_route
 
@@ -92,7 +93,9 @@ def model_gateway(request, webbench_services: RunServices, webbench_trial: Trial
     handle = open_gateway_route(
         webbench_services.gateway, webbench_services.proxy_base_url, webbench_trial.trial_id, model,
         st.options.model_base_url, model_price(model, st.options.model_price, st.options.allow_unpriced),
-        meta.spend_limit_usd, meta.token_limit, _trial_dir(st, webbench_trial), api=runner.api_for(model))
+        meta.spend_limit_usd, meta.token_limit, _trial_dir(st, webbench_trial), api=runner.api_for(model),
+        # the model's largest output from litellm's table where the price comes from it (read anyway)
+        output_ceiling=DEFAULT_OUTPUT_CEILING if st.options.model_price else output_ceiling(model))
     try:
         yield handle
     finally:

@@ -35,4 +35,4 @@ def judge_trial(st, spec, services, value: Any, trial_dir: Path) -> JudgeRecord 
         services.gateway.remove(route_name)
     meter = handle.meter
     return record.model_copy(update={"requests": meter.requests,
-                                     "cost_usd": round(meter.cost_usd, 8) if meter.price is not None else None})
+                                     "cost_usd": round(meter.charged_usd, 8) if meter.price is not None else None})

@@ -48,11 +48,12 @@ class TrialRecorder:
         if meter is not None:  # the gateway's own count, the same way for every runner; the CLI's kept beside it
             tokens = Tokens(input=meter.usage.input, cached=meter.usage.cached, output=meter.usage.output,
                             reasoning=meter.usage.reasoning, turns=gateway_turns, source="gateway",
-                            cost_usd=round(meter.cost_usd, 8) if meter.price is not None else None)
+                            cost_usd=round(meter.charged_usd, 8) if meter.price is not None else None)
         else:
             tokens = outcome.tokens.model_copy(update={"turns": outcome.turns})
         checked = outcome if meter is None else replace(outcome, tokens=tokens)
-        verdict = decide(checked, grade, calls, lost, page, self.spend_limit, capped).fields()
+        model_fault = "; ".join(meter.faults)[:1000] if meter is not None and meter.faults else None
+        verdict = decide(checked, grade, calls, lost, page, self.spend_limit, capped, model_fault).fields()
         if outcome.scored_note and not outcome.exception:
             verdict["detail"] = f"{verdict['detail']} (the agent's run ended: {outcome.scored_note[:500]})"
         # the detail and flags quote what the agent wrote (a file's name, its trajectory's arguments)

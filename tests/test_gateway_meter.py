@@ -1,0 +1,199 @@
+"""The gateway's meter (gateway/meter.py, protocols.py), tried with a hostile model behind it: every
+way a reply can end is counted (each protocol's terminal events, a stream cut off, an error event),
+a count that cannot be read is the trial's error and charged at its worst, and the spend cap holds
+by construction however large the replies the provider reports."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, StreamingResponse
+from starlette.routing import Route
+
+from pytest_webbench.gateway.meter import ModelLog, Price, TrialMeter, read_model_log
+from pytest_webbench.gateway.routes import GatewayRoute, GatewayRoutes
+from pytest_webbench.trial.service_loop import ServiceLoop
+
+TOKEN = "wbt-meter-token"
+# each API's path as its CLI posts it under the gateway's route, and where the provider serves it
+PATHS = {"responses": "responses", "messages": "v1/messages", "chat": "chat/completions"}
+SERVED = {"responses": "/v1/responses", "messages": "/v1/messages", "chat": "/v1/chat/completions"}
+BODIES = {
+    "responses": {"model": "m", "stream": True, "store": False, "input": "hi"},
+    "messages": {"model": "m", "stream": True, "max_tokens": 64000, "messages": [{"role": "user", "content": "hi"}]},
+    "chat": {"model": "m", "stream": True, "stream_options": {"include_usage": True}, "messages": [{"role": "user", "content": "hi"}]},
+}
+PRICE = Price(input=1e-6, output=1e-5)
+
+
+class Hostile:
+    """A model API whose next replies are set by the test: a list of SSE events, or a whole body.
+    Each request it receives is kept, so a test can see the output limit the gateway sent."""
+
+    def __init__(self) -> None:
+        self.events: list[dict] | None = None
+        self.whole: dict | None = None
+        self.requests: list[dict] = []
+
+    async def handle(self, request: Request):
+        self.requests.append(json.loads(await request.body()))
+        if self.whole is not None:
+            return JSONResponse(self.whole)
+        limit_of = self.requests[-1]
+        events = [{**e} for e in self.events or []]
+
+        async def stream():
+            for event in events:
+                text = json.dumps(event).replace('"LIMIT"', str(_limit(limit_of)))
+                yield f"data: {text}\n\n".encode()
+        return StreamingResponse(stream(), media_type="text/event-stream")
+
+
+def _limit(request: dict) -> int:
+    return request.get("max_output_tokens") or request.get("max_tokens") or request.get("max_completion_tokens") or 0
+
+
+@pytest.fixture(scope="module")
+def stack():
+    loop = ServiceLoop()
+    hostile = Hostile()
+    app = Starlette(routes=[Route(path, hostile.handle, methods=["POST"]) for path in SERVED.values()])
+    upstream = loop.serve(app, "hostile model")
+    routes = GatewayRoutes()
+    gateway = loop.serve(routes.app, "gateway")
+    yield loop, hostile, upstream, routes, gateway
+    loop.run(routes.aclose())
+    loop.close()
+
+
+def _route(routes, upstream, tmp_path, api, name, **meter) -> GatewayRoute:
+    base = upstream if api == "messages" else upstream + "/v1"
+    route = GatewayRoute(trial=f"t-{name}-{tmp_path.name}", token=TOKEN, upstream=base, auth={},
+                         meter=TrialMeter(trial="t", **{"price": PRICE, "spend_limit_usd": 100.0, **meter}),
+                         log=ModelLog(tmp_path / f"{name}.jsonl"), api=api, model="m")
+    routes.add(route)
+    return route
+
+
+def _post(gateway, route, api, body=None, content: bytes | None = None) -> httpx.Response:
+    headers = {"authorization": f"Bearer {TOKEN}", "x-api-key": TOKEN, "content-type": "application/json"}
+    if content is None:
+        content = json.dumps(body if body is not None else BODIES[api]).encode()
+    return httpx.post(f"{gateway}/gateway/{route.trial}/{PATHS[api]}", content=content, headers=headers, timeout=30)
+
+
+# (api, the reply's events, the tokens metered (input, output), or None: charged its reservation)
+ENDINGS = [
+    ("responses", [{"type": "response.created"}, {"type": "response.incomplete", "response": {"usage": {
+        "input_tokens": 30, "output_tokens": 5000, "output_tokens_details": {"reasoning_tokens": 4000}}}}], (30, 5000)),
+    ("responses", [{"type": "response.created"}, {"type": "response.failed", "response": {"usage": {
+        "input_tokens": 30, "output_tokens": 777}}}], (30, 777)),
+    ("responses", [{"type": "response.created"}, {"type": "response.failed", "response": {"usage": None}}], None),
+    ("responses", [{"type": "response.created"}, {"type": "error", "message": "overloaded"}], None),
+    ("responses", [{"type": "response.created"}], None),  # cut off: no terminal event at all
+    ("messages", [{"type": "message_start", "message": {"usage": {"input_tokens": 30, "output_tokens": 1}}},
+                  {"type": "message_delta", "usage": {"output_tokens": 4096}}, {"type": "message_stop"}], (30, 4096)),
+    ("messages", [{"type": "message_start", "message": {"usage": {"input_tokens": 30, "output_tokens": 1}}},
+                  {"type": "error", "error": {"type": "overloaded_error"}}], None),  # its output never counted
+    ("chat", [{"choices": [{"delta": {"content": "x"}}]}, {"choices": [], "usage": {"prompt_tokens": 30, "completion_tokens": 9}}],
+     (30, 9)),
+    ("chat", [{"choices": [{"delta": {"content": "x"}}]}], None),  # include_usage asked, never sent
+]
+
+
+@pytest.mark.parametrize("api, events, metered", ENDINGS, ids=[f"{e[0]}-{i}" for i, e in enumerate(ENDINGS)])
+def test_every_way_a_reply_ends_is_metered(stack, tmp_path, api, events, metered):
+    loop, hostile, upstream, routes, gateway = stack
+    hostile.events, hostile.whole = events, None
+    route = _route(routes, upstream, tmp_path, api, "end")
+    assert _post(gateway, route, api).status_code == 200
+    [line] = read_model_log(tmp_path / "end.jsonl")
+    sent = hostile.requests[-1]
+    if metered is not None:
+        assert (line.input_tokens, line.output_tokens, line.usage_estimated) == (*metered, False)
+    else:  # unread: every byte of the request an input token, and the whole output limit it went with
+        assert (line.input_tokens, line.output_tokens, line.usage_estimated) == (line.request_bytes, _limit(sent), True)
+    assert route.meter.cost_usd == pytest.approx(PRICE.input * line.input_tokens + PRICE.output * line.output_tokens)
+    assert route.meter.reserved_usd == pytest.approx(0) and not route.meter.faults
+
+
+@pytest.mark.parametrize("api", list(PATHS))
+def test_the_spend_cap_holds_by_construction_against_replies_as_large_as_allowed(stack, tmp_path, api):
+    """The issue's attack: each reply ends `incomplete` at its output limit with a huge count. The
+    gateway sets each request's limit to what the cap leaves, so the spend never passes the cap."""
+    loop, hostile, upstream, routes, gateway = stack
+    terminal = {"responses": [{"type": "response.incomplete", "response": {"usage": {"input_tokens": 10, "output_tokens": "LIMIT"}}}],
+                "messages": [{"type": "message_start", "message": {"usage": {"input_tokens": 10, "output_tokens": 1}}},
+                             {"type": "message_delta", "usage": {"output_tokens": "LIMIT"}}],
+                "chat": [{"choices": [], "usage": {"prompt_tokens": 10, "completion_tokens": "LIMIT"}}]}[api]
+    hostile.events, hostile.whole = terminal, None
+    route = _route(routes, upstream, tmp_path, api, "cap", spend_limit_usd=0.5)  # $0.5: 50,000 output tokens
+    statuses = [_post(gateway, route, api).status_code for _ in range(8)]
+    assert route.meter.cost_usd <= 0.5 + 1e-9, route.meter.cost_usd
+    assert statuses[0] == 200 and statuses[-1] in (402, 429) and route.meter.refused >= 1
+    assert _limit(hostile.requests[-1]) <= 50000  # the limit the gateway sent, never the request's own 64,000
+
+
+@pytest.mark.parametrize("usage", [
+    {"input_tokens": -5, "output_tokens": 10}, {"input_tokens": 5, "output_tokens": "10"}, {"input_tokens": 5, "output_tokens": 1.5},
+    {"input_tokens": 5, "output_tokens": 10 ** 12}, "lots", {"input_tokens": 5, "output_tokens": True},
+    {"input_tokens": 5, "output_tokens": 3, "output_tokens_details": {"reasoning_tokens": 9}},
+], ids=["negative", "string", "float", "absurd", "not-an-object", "bool", "part-over-whole"])
+def test_a_count_that_cannot_be_read_is_a_fault_charged_at_its_worst(stack, tmp_path, usage):
+    loop, hostile, upstream, routes, gateway = stack
+    hostile.events, hostile.whole = [{"type": "response.completed", "response": {"usage": usage}}], None
+    route = _route(routes, upstream, tmp_path, "responses", "bad")
+    assert _post(gateway, route, "responses").status_code == 200  # the gateway stays up, the agent gets its reply
+    [line] = read_model_log(tmp_path / "bad.jsonl")
+    assert line.usage_estimated and line.output_tokens == _limit(hostile.requests[-1]) > 0
+    assert "could not be read" in line.detail and len(route.meter.faults) == 1
+
+
+def test_a_whole_reply_s_usage_is_read_too(stack, tmp_path):
+    loop, hostile, upstream, routes, gateway = stack
+    hostile.whole = {"output": [], "usage": {"input_tokens": 12, "output_tokens": 34}}
+    route = _route(routes, upstream, tmp_path, "responses", "whole")
+    assert _post(gateway, route, "responses", {**BODIES["responses"], "stream": False}).status_code == 200
+    [line] = read_model_log(tmp_path / "whole.jsonl")
+    assert (line.input_tokens, line.output_tokens, line.usage_estimated) == (12, 34, False)
+
+
+@pytest.mark.parametrize("api, body_or_bytes, said", [
+    ("responses", {**BODIES["responses"], "service_tier": "priority"}, "service_tier"),
+    ("responses", {**BODIES["responses"], "prompt_cache_retention": "24h"}, "prompt_cache_retention"),
+    ("chat", {**BODIES["chat"], "n": 4}, "n '4' changes what a reply costs"),
+    ("messages", {**BODIES["messages"], "service_tier": "priority"}, "service_tier"),
+    ("chat", {**BODIES["chat"], "max_tokens": 10, "max_completion_tokens": 10}, "both given"),
+    ("responses", b'{"model": "m", "store": false, "store": true, "input": "hi"}', "appears twice"),
+    ("responses", b'{"model": "m", "store": false, "input": "hi", "temperature": NaN}', "NaN is not JSON"),
+    ("responses", b'\xef\xbb\xbf{"model": "m", "store": false, "input": "hi"}', "byte order mark"),
+    ("responses", '{"model": "m", "store": false, "input": "hi"}'.encode("utf-16"), "not UTF-8"),
+], ids=["tier", "cache-retention", "many-choices", "messages-tier", "two-limits", "key-twice", "nan", "bom", "utf-16"])
+def test_what_changes_the_price_or_reads_two_ways_is_refused_unsent(stack, tmp_path, api, body_or_bytes, said):
+    loop, hostile, upstream, routes, gateway = stack
+    hostile.events, hostile.whole = [], None
+    route = _route(routes, upstream, tmp_path, api, "odd")
+    before = len(hostile.requests)
+    if isinstance(body_or_bytes, bytes):
+        reply = _post(gateway, route, api, content=body_or_bytes)
+    else:
+        reply = _post(gateway, route, api, body_or_bytes)
+    assert reply.status_code == 400 and said in reply.text
+    assert len(hostile.requests) == before
+
+
+def test_a_thinking_budget_the_cap_cannot_hold_is_refused_not_cut(stack, tmp_path):
+    """Lowering max_tokens under a Messages request's thinking budget would make the provider refuse
+    it: the gateway refuses it at the cap instead."""
+    loop, hostile, upstream, routes, gateway = stack
+    hostile.events, hostile.whole = [], None
+    route = _route(routes, upstream, tmp_path, "messages", "think", spend_limit_usd=0.05)  # 5,000 output tokens
+    before = len(hostile.requests)
+    body = {**BODIES["messages"], "thinking": {"type": "enabled", "budget_tokens": 8000}}
+    assert _post(gateway, route, "messages", body).status_code == 402 and len(hostile.requests) == before
