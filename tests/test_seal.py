@@ -326,3 +326,53 @@ def _alive(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
     except (OSError, IndexError):
         return False
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a submount for the test needs root")
+def test_every_submount_of_a_read_only_bind_is_read_only_in_the_seal(tmp_path):
+    """A recursive bind brings the mounts below it along (in Docker, /etc/hosts, /etc/resolv.conf and
+    /etc/hostname are such mounts), and remounting the top read-only leaves them writable: a folder
+    bound read-only with a tmpfs mounted below it (and one below that), made for the test."""
+    visible = tmp_path / "visible"
+    inner, deepest = visible / "sub", visible / "sub" / "deeper dir"
+    inner.mkdir(parents=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(inner)], check=True)
+    try:
+        deepest.mkdir()
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m,noexec", "tmpfs", str(deepest)], check=True)
+        try:
+            (deepest / "host.txt").write_text("host")
+            env = _environment(tmp_path, [], visible=[str(visible)])
+            result = _run(env, f"for d in '{visible}' '{inner}' '{deepest}'; do echo x > \"$d/agent.txt\" && echo wrote; done; "
+                               f"cat '{deepest}/host.txt'")
+        finally:
+            subprocess.run(["umount", str(deepest)], check=True)
+    finally:
+        subprocess.run(["umount", str(inner)], check=True)
+    assert "wrote" not in result.stdout, result
+    assert result.stdout.strip() == "host" and result.stderr.count("Read-only file system") == 3, result
+
+
+@pytest.mark.skipif(not Path("/sys/fs/cgroup/pids").is_dir() or os.geteuid() != 0, reason="needs cgroup v1's pids controller")
+def test_a_fork_bomb_meets_the_seal_s_process_limit_and_the_harness_runs_on(tmp_path):
+    """Processes and threads of one seal count against its own limit (a pids cgroup), not the host's:
+    the bomb's forks fail inside its seal, and the next command of the trial runs."""
+    from pytest_webbench.environments.seal import MAX_PROCESSES
+
+    env = _environment(tmp_path, [])
+    # counted with shell builtins alone: once the limit is reached, no fork is left for `ps`
+    bomb = "(for i in $(seq 1 3000); do sleep 60 & done) 2>/dev/null; n=0; for p in /proc/[0-9]*; do n=$((n+1)); done; echo alive=$n"
+    first, after = _run_all(env, [bomb, "echo still-here"], timeout_sec=120)
+    assert "alive=" in first.stdout, first
+    alive = int(first.stdout.split("alive=")[1].split()[0])
+    assert 100 < alive <= MAX_PROCESSES, first  # the seal's limit, not 3,000 or the host's
+    assert after.stdout.strip() == "still-here"
+
+
+def test_a_command_s_open_files_are_capped(tmp_path):
+    from pytest_webbench.environments.seal import MAX_OPEN_FILES
+
+    env = _environment(tmp_path, [])
+    result = _run(env, "ulimit -n; ulimit -Hn; ulimit -Hn 1000000 2>/dev/null && echo raised")
+    soft, hard = (int(v) for v in result.stdout.split()[:2])
+    assert soft <= MAX_OPEN_FILES and hard <= MAX_OPEN_FILES and "raised" not in result.stdout, result

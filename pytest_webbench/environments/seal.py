@@ -11,6 +11,7 @@ no interface but `lo`, no route, no DNS.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import functools
 import marshal
@@ -43,6 +44,13 @@ INIT_LOADER = "import sys; sys.path.insert(0, sys.argv[1]); import seal_init; se
 # uts and ipc too: a hostname or a shared-memory segment the agent makes stays in its namespace.
 NAMESPACES = ("--net", "--mount", "--pid", "--uts", "--ipc", "--fork", "--kill-child", "--propagation", "private")
 HANDOVER_TIMEOUT_SEC = 30
+# What one seal may hold at once: processes and threads (a pids cgroup, where the host has one; a
+# sealed Chromium runs ~40 threads, Codex and Node a few dozen), each command's open files, and the
+# connections through its exit (each costs the harness two descriptors).
+MAX_PROCESSES = 1024
+MAX_OPEN_FILES = 4096
+MAX_CONNECTIONS = 256
+PIDS_CGROUP_V1 = "/sys/fs/cgroup/pids"
 # The longest line read from a sealed command's output (a browser's runner answers one JSON line a call).
 MAX_LINE_BYTES = 64 * 1024 * 1024
 
@@ -85,11 +93,65 @@ class Seal:
         return [*die_with_parent(), unshare_command(), *userns, *NAMESPACES, sys.executable, "-I", "-S", "-c", INIT_LOADER,
                 INIT_DIR, *mode]
 
-    def config(self, ctl_fd: int) -> str:
+    def config(self, ctl_fd: int, cgroup: str | None = None) -> str:
         return marshal.dumps({"workdir": self.workdir, "ports": list(self.ports), "rw": [list(p) for p in self.rw],
                               "ro": [list(p) for p in self.ro],
                               "tmpfs": [list(p) for p in self.tmpfs], "root_mountpoint": ROOT_MOUNTPOINT,
-                              "ctl_fd": ctl_fd, "door": self.door}).hex()
+                              "ctl_fd": ctl_fd, "door": self.door, "cgroup": cgroup, "max_files": MAX_OPEN_FILES}).hex()
+
+
+def _cgroup_parent() -> Path | None:
+    """This process's folder of seal cgroups in the host's pids hierarchy (cgroup v1's pids
+    controller; None where there is none this process may write, and then no process limit)."""
+    parent = Path(PIDS_CGROUP_V1) / f"webbench-{os.getpid()}"
+    try:
+        parent.mkdir(exist_ok=True)
+    except OSError:
+        return None
+    return parent
+
+
+def new_cgroup() -> str | None:
+    """A pids cgroup for one seal, limited to MAX_PROCESSES; its PID 1 joins it (seal_init) and every
+    process of the seal is counted. Removed once the seal has ended (`remove_cgroup`)."""
+    parent = _cgroup_parent()
+    if parent is None:
+        return None
+    import uuid
+
+    path = parent / uuid.uuid4().hex[:16]
+    try:
+        path.mkdir()
+        (path / "pids.max").write_text(str(MAX_PROCESSES))
+    except OSError:
+        with contextlib.suppress(OSError):
+            path.rmdir()
+        return None
+    return str(path)
+
+
+def remove_cgroup(path: str | None) -> None:
+    """A seal's cgroup, once its processes are gone (one still exiting keeps it: the sweep at exit
+    takes it then)."""
+    if path:
+        with contextlib.suppress(OSError):
+            os.rmdir(path)
+
+
+def sweep_cgroups(parent_too: bool = False) -> None:
+    """Removes this process's seal cgroups that no process holds any more (rmdir fails on the rest),
+    and at exit its folder of them."""
+    parent = Path(PIDS_CGROUP_V1) / f"webbench-{os.getpid()}"
+    with contextlib.suppress(OSError):
+        for child in parent.iterdir():
+            if child.is_dir():
+                with contextlib.suppress(OSError):
+                    child.rmdir()
+        if parent_too:
+            parent.rmdir()  # fails while a seal's cgroup is still in it
+
+
+atexit.register(sweep_cgroups, parent_too=True)
 
 
 Connector = Callable[[int], Awaitable[tuple[asyncio.StreamReader, asyncio.StreamWriter]]]
@@ -146,6 +208,7 @@ class Exits:
         self.connections: set[asyncio.Task] = set()
         self.connect = connect
         self.opened: dict[int, int] = {}
+        self.refused_connections = 0  # past MAX_CONNECTIONS open at once
         self.door: Door | None = None
         self.control: socket.socket | None = None  # a serving seal's request socket (sealed_shell.py)
         self.ready = False  # PID 1 handed over its exits and went on (else it failed: see its stderr)
@@ -184,6 +247,10 @@ class Exits:
 
     def _forward_to(self, port: int):
         async def forward(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            if len(self.connections) >= MAX_CONNECTIONS:  # the seal's share of the harness's descriptors
+                self.refused_connections += 1
+                writer.close()
+                return
             task = asyncio.current_task()
             self.connections.add(task)
             self.opened[port] = self.opened.get(port, 0) + 1
@@ -246,16 +313,19 @@ async def start_sealed(seal: Seal, command: str | None, env: dict[str, str], cwd
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     exits = Exits(connect)
     keep = False
+    cgroup = new_cgroup()
     try:
         ours.setblocking(False)
         proc = await asyncio.create_subprocess_exec(
-            *seal.argv(command), cwd=cwd, env={**env, CONFIG_VAR: seal.config(theirs.fileno())},
+            *seal.argv(command), cwd=cwd, env={**env, CONFIG_VAR: seal.config(theirs.fileno(), cgroup)},
             stdin=asyncio.subprocess.PIPE if stdin else asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
             pass_fds=(theirs.fileno(),), start_new_session=True,  # a timeout kills the whole group
             limit=MAX_LINE_BYTES,
         )
         theirs.close()
+        if cgroup is not None:
+            asyncio.ensure_future(proc.wait()).add_done_callback(lambda _: remove_cgroup(cgroup))
         try:
             await exits.open(ours, proc)
         except BaseException:

@@ -72,10 +72,39 @@ def _mount(src: str | None, dst: str, fstype: str | None = None, flags: int = 0,
     _check(_libc.mount(enc(src), enc(dst), enc(fstype), flags, enc(data)), f"mount {src} on {dst}")
 
 
+# Per-mount options kept on a read-only remount: in a user namespace a mount's nosuid, nodev, noexec
+# and atime settings are locked, and a remount that drops one is refused.
+KEPT_OPTIONS = {"nosuid": MS_NOSUID, "nodev": MS_NODEV, "noexec": MS_NOEXEC, "noatime": 1024, "nodiratime": 2048,
+                "relatime": 1 << 21, "strictatime": 1 << 24}
+
+
+def _unescape(field: str) -> str:
+    """A path as /proc/self/mountinfo writes it: space, tab, newline and backslash as octal escapes."""
+    return field.replace("\\040", " ").replace("\\011", "\t").replace("\\012", "\n").replace("\\134", "\\")
+
+
+def _mounts_below(top: str) -> list[tuple[str, int]]:
+    """Every mount at or below `top` in this namespace, with the options a remount must keep."""
+    out = []
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            fields = line.split(" ")
+            point = _unescape(fields[4])
+            if point == top or point.startswith(top.rstrip("/") + "/"):
+                kept = 0
+                for option in fields[5].split(","):
+                    kept |= KEPT_OPTIONS.get(option, 0)
+                out.append((point, kept))
+    return out
+
+
 def _bind(src: str, dst: str, readonly: bool) -> None:
     _mount(src, dst, None, MS_BIND | MS_REC)
-    if readonly:  # a bind mount takes MS_RDONLY only on a remount
-        _mount(None, dst, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
+    if readonly:  # a bind mount takes MS_RDONLY only on a remount, and only for the mount remounted:
+        # every mount the recursive bind brought along (Docker's /etc/hosts, a tmpfs below /usr) is
+        # remounted read-only too, or it stays writable through the seal
+        for point, kept in _mounts_below(dst):
+            _mount(None, point, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | kept)
 
 
 def _bind_device(src: str, dst: str) -> None:
@@ -250,6 +279,7 @@ def _drop_all_capabilities() -> None:
 def init_main(cfg: dict, command: list[str]) -> None:
     _prctl(PR_SET_DUMPABLE, 0)  # the agent cannot read our /proc/1/{environ,mem,fd}
     ctl = socket.socket(fileno=cfg["ctl_fd"])
+    _join_cgroup(cfg)
     _build_root(cfg)
     _loopback_up()
     _hand_over(ctl, cfg["ports"], cfg.get("door", False))
@@ -257,7 +287,7 @@ def init_main(cfg: dict, command: list[str]) -> None:
     env = dict(os.environ)
     agent = os.fork()
     if agent == 0:
-        _exec_command(command, env, cfg["workdir"], lambda: os.setpgid(0, 0))
+        _exec_command(command, env, cfg["workdir"], lambda: os.setpgid(0, 0), cfg.get("max_files", 0))
 
     def relay(sig: int, _frame) -> None:
         try:
@@ -276,12 +306,24 @@ def init_main(cfg: dict, command: list[str]) -> None:
             os._exit(_exit_code(status))
 
 
-def _exec_command(argv: list[str], env: dict, workdir: str, prepare) -> None:
+def _join_cgroup(cfg: dict) -> None:
+    """PID 1 moves itself into the seal's pids cgroup (the harness made it, with its limit), so
+    every process of the seal counts against it: a fork bomb meets the limit, not the host's."""
+    if path := cfg.get("cgroup"):
+        with open(path + "/cgroup.procs", "w") as f:
+            f.write("0")  # 0: the writer itself, whatever its number in this PID namespace
+
+
+def _exec_command(argv: list[str], env: dict, workdir: str, prepare, max_files: int = 0) -> None:
     """In the command's child: `prepare()` (its own process group, its stdio, its namespaces),
-    default signal dispositions, then exec without a capability. Never returns: a failure is
-    reported on stderr and exits 127, as a shell would."""
+    default signal dispositions, a cap on its open files, then exec without a capability. Never
+    returns: a failure is reported on stderr and exits 127, as a shell would."""
     try:
         prepare()
+        if max_files:  # lowered in the command only: PID 1 keeps its own, and a command cannot raise it back
+            soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+            cap = max_files if hard == resource.RLIM_INFINITY else min(hard, max_files)
+            resource.setrlimit(resource.RLIMIT_NOFILE, (min(soft, cap) if soft != resource.RLIM_INFINITY else cap, cap))
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGPIPE, signal.SIGCHLD):
             signal.signal(sig, signal.SIG_DFL)
         os.chdir(workdir)
@@ -307,6 +349,7 @@ def serve_main(cfg: dict) -> None:
     _prctl(PR_SET_DUMPABLE, 0)
     ctl = socket.socket(fileno=cfg["ctl_fd"])
     ctl.set_inheritable(False)  # no command may hold the harness's control socket
+    _join_cgroup(cfg)
     _build_root(cfg, lasting=True)
     _loopback_up()
     _hand_over(ctl, cfg["ports"], False)
@@ -340,7 +383,7 @@ def serve_main(cfg: dict) -> None:
                 for fd in fds:
                     os.close(fd)
                 os._exit(125)
-            number, pid = _start(*fds)
+            number, pid = _start(*fds, max_files=cfg.get("max_files", 0))
             running[pid] = number
 
 
@@ -377,7 +420,7 @@ def _end_leftovers() -> None:
                 break
 
 
-def _start(request_fd: int, stdin: int, stdout: int, stderr: int) -> tuple[int, int]:
+def _start(request_fd: int, stdin: int, stdout: int, stderr: int, max_files: int = 0) -> tuple[int, int]:
     """Forks one command of a request (a marshalled dict in a memfd: number, argv, env, workdir)."""
     try:
         os.lseek(request_fd, 0, os.SEEK_SET)
@@ -399,7 +442,7 @@ def _start(request_fd: int, stdin: int, stdout: int, stderr: int) -> tuple[int, 
 
     pid = os.fork()
     if pid == 0:
-        _exec_command(request["argv"], request["env"], request["workdir"], own_world)
+        _exec_command(request["argv"], request["env"], request["workdir"], own_world, max_files)
     for fd in (stdin, stdout, stderr):
         os.close(fd)
     return request["number"], pid
