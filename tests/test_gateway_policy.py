@@ -235,3 +235,91 @@ def test_a_stranger_s_request_is_refused_before_its_body_is_read(stack, tmp_path
     assert reply.status_code == 401
     [line] = read_model_log(tmp_path / "stranger.jsonl")
     assert line.decision == "unauthorized" and line.request_bytes == 0
+
+
+TEXT = {"type": "input_text", "text": "hi"}
+MSG = {"role": "user", "content": [{"type": "text", "text": "hi"}]}
+CHAT_MSG = {"role": "user", "content": "hi"}
+# (protocol, what the hostile agent adds to a body its CLI would send, where the refusal says it is)
+BEYOND_THE_RUN = [
+    ("responses", {"tools": [{"type": "local_shell"}]}, "tools[0].type"),
+    ("responses", {"tools": [{"type": "shell", "environment": {"type": "container_auto"}}]}, "tools[0].type"),
+    ("responses", {"tools": [{"type": "namespace", "name": "x", "tools": [{"type": "web_search"}]}]}, "tools[0].tools[0].type"),
+    ("responses", {"tool_choice": {"type": "web_search_preview"}}, "tool_choice.type"),
+    ("responses", {"tool_choice": "web_search"}, "tool_choice"),
+    ("responses", {"input": [{"role": "user", "content": [TEXT, {"type": "input_image", "image_url": "https://evil.example/x?d=1"}]}]},
+     "input[0].content[1].image_url"),
+    ("responses", {"input": [{"role": "user", "content": [{"type": "input_image", "file_id": "file-1"}]}]}, "file_id"),
+    ("responses", {"input": [{"role": "user", "content": [{"type": "input_file", "file_url": "https://evil.example/f"}]}]},
+     "input[0].content[0].type"),
+    ("responses", {"input": [{"type": "item_reference", "id": "msg_1"}]}, "input[0].type"),
+    ("responses", {"input": [{"type": "function_call_output", "call_id": "c", "output": [
+        {"type": "input_image", "image_url": "http://evil.example/i.png"}]}]}, "input[0].output[0].image_url"),
+    ("responses", {"prompt": {"id": "pmpt_1"}}, "prompt"),
+    ("responses", {"background": True}, "background"),
+    ("responses", {"include": ["file_search_call.results"]}, "include[0]"),
+    ("messages", {"tools": [{"type": "web_fetch_20250910", "name": "web_fetch"}]}, "tools[0].type"),
+    ("messages", {"tools": [{"type": "bash_20250124", "name": "bash"}]}, "tools[0].type"),
+    ("messages", {"messages": [{"role": "user", "content": [{"type": "image", "source": {"type": "url", "url": "https://evil.example/i"}}]}]},
+     "messages[0].content[0].source.type"),
+    ("messages", {"messages": [{"role": "user", "content": [{"type": "document", "source": {"type": "file", "file_id": "f"}}]}]},
+     "messages[0].content[0].type"),
+    ("messages", {"messages": [{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": [
+        {"type": "image", "source": {"type": "url", "url": "https://evil.example/i"}}]}]}]}, "content[0].source.type"),
+    ("messages", {"system": [{"type": "text", "text": "x", "cache_control": {"type": "ephemeral", "ttl": "1h"}}]},
+     "system[0].cache_control.ttl"),
+    ("messages", {"mcp_servers": [{"type": "url", "url": "https://evil.example/mcp", "name": "x"}]}, "mcp_servers"),
+    ("messages", {"container": "c_1"}, "container"),
+    ("messages", {"tool_choice": {"type": "web_search"}}, "tool_choice.type"),
+    ("chat", {"models": ["openai/gpt-5", "anthropic/claude-opus-4"]}, "models"),
+    ("chat", {"plugins": [{"id": "web"}]}, "plugins"),
+    ("chat", {"web_search_options": {}}, "web_search_options"),
+    ("chat", {"provider": {"order": ["x"]}}, "provider"),
+    ("chat", {"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "https://evil.example/i"}}]}]},
+     "messages[0].content[0].image_url"),
+    ("chat", {"messages": [{"role": "user", "content": [{"type": "file", "file": {"file_id": "f"}}]}]}, "messages[0].content[0].type"),
+    ("chat", {"tools": [{"type": "web_search"}]}, "tools[0].type"),
+    ("chat", {"stream_options": {"include_usage": True, "include_obfuscation": True}}, "stream_options.include_obfuscation"),
+]
+BASES = {
+    "responses": ("responses", {**CODEX_BODY}),
+    "messages": ("v1/messages", {"model": "gpt-test", "stream": True, "max_tokens": 100, "messages": [MSG]}),
+    "chat": ("chat/completions", {"model": "gpt-test", "stream": True, "stream_options": {"include_usage": True},
+                                  "messages": [CHAT_MSG]}),
+}
+
+
+@pytest.mark.parametrize("api, added, where", BEYOND_THE_RUN, ids=[f"{b[0]}-{b[2]}" for b in BEYOND_THE_RUN])
+def test_what_the_run_s_cli_does_not_send_is_refused_by_name_and_never_forwarded(stack, tmp_path, api, added, where):
+    """The body policy is an allowlist (allowed_requests.toml): a hosted tool, a part the provider
+    fetches from a URL, a stored item or file, a fallback model or a web plugin is refused with a
+    400 naming where it is, whatever the spelling, and nothing reaches the model."""
+    loop, endpoint, upstream, routes, gateway = stack
+    path, body = BASES[api]
+    base = upstream if api == "messages" else upstream + "/v1"
+    route = GatewayRoute(trial=f"t-allow-{api}-{tmp_path.name}", token=TOKEN, upstream=base, auth={},
+                         meter=TrialMeter(trial="t", price=None), log=ModelLog(tmp_path / "allow.jsonl"),
+                         api=api, model="gpt-test")
+    routes.add(route)
+    before = len(endpoint.model.requests)
+    reply = httpx.post(f"{gateway}/gateway/{route.trial}/{path}", json={**body, **added}, timeout=20,
+                       headers={"authorization": f"Bearer {TOKEN}", "x-api-key": TOKEN})
+    assert reply.status_code == 400, reply.text
+    message = reply.json()["error"]["message"]
+    assert where in message and "is not what this run's CLI sends" in message, message
+    assert len(endpoint.model.requests) == before
+    [line] = read_model_log(tmp_path / "allow.jsonl")
+    assert line.decision == "refused_request" and where in line.detail
+
+
+def test_the_allowlist_takes_the_cli_s_own_images_inline():
+    """A screenshot the browser tools return goes back to the model inline (a data: URL, base64):
+    allowed in every protocol, as the CLIs send it to a real model."""
+    from pytest_webbench.gateway.allowlist import check_allowed
+
+    png = "data:image/png;base64,iVBORw0KGgo="
+    check_allowed("responses", {**CODEX_BODY, "input": [{"type": "function_call_output", "call_id": "c", "output": [
+        {"type": "input_text", "text": "shot"}, {"type": "input_image", "image_url": png}]}]})
+    check_allowed("messages", {"model": "m", "messages": [{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t",
+        "content": [{"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}}]}]}]})
+    check_allowed("chat", {"model": "m", "messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": png}}]}]})

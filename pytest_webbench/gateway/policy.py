@@ -9,9 +9,10 @@ model only. Anything else is refused in the protocol's own error shape and logge
 - another method, path or query (traversal and encodings included: a raw path holding `%`, `\\`,
   `//` or a dot segment is refused before it is compared);
 - another model than the run's;
-- options that keep state or work at the provider beyond one model reply: background responses,
-  stored responses and conversations, provider-side tools that reach the web, run code or connect
-  to other servers (web search and fetch, code execution, remote MCP, file search);
+- anything in the body that is not a field, tool, item, role or content part the run's CLI sends
+  (allowlist.py, from allowed_requests.toml): hosted tools, parts the provider fetches from a URL,
+  stored items and files, background responses, conversations, fallback models, web plugins;
+- options that change the price beyond the run's, and a body that could be read two ways;
 - a body over MAX_BODY_BYTES (413).
 
 Request headers are allowlisted (`HEADERS`); the key is the harness's, added by the route.
@@ -23,6 +24,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from .allowlist import Refused, check_allowed
 from .protocols import Api
 
 MAX_BODY_BYTES = 8 * 1024 * 1024  # as the MCP route's
@@ -43,19 +45,8 @@ ANTHROPIC_BETAS = frozenset({
     "thinking-display-updates-2026-08-18", "per-turn-control-2026-07-01", "prompt-caching-2024-07-31",
     "token-counting-2024-11-01",
 })
-# Tool types that the provider runs itself, reaching beyond the model: the web, code, other servers, files.
-HOSTED_TOOL_PREFIXES = ("web_search", "web_fetch", "code_execution", "code_interpreter", "mcp", "file_search",
-                        "image_generation", "computer_use_preview")
-# Body keys that keep state at the provider or hand it work of its own.
-STATEFUL_KEYS = ("background", "previous_response_id", "conversation", "prompt", "mcp_servers", "container")
 
 
-class Refused(ValueError):
-    """A request the gateway does not forward; `status` is the HTTP status it is answered with."""
-
-    def __init__(self, message: str, status: int = 400):
-        super().__init__(message)
-        self.status = status
 
 
 def check_path(api: Api, method: str, raw_path: bytes, path: str, query: bytes) -> None:
@@ -159,20 +150,13 @@ def check_body(api: Api, body: bytes, model: str | None) -> dict[str, Any]:
         raise Refused("max_tokens and max_completion_tokens both given: one output limit, please")
     if model is not None and request.get("model") != model:
         raise Refused(f"model {str(request.get('model'))[:100]!r} is not this run's model ({model}): refused")
-    for key in STATEFUL_KEYS:
-        if request.get(key) not in (None, False):
-            raise Refused(f"{key!r} keeps state or work at the provider: refused")
     if api == "responses" and request.get("store") is not False:
         raise Refused("a Responses request must set store: false (the gateway forwards no stored response)")
     if api != "responses" and request.get("store") not in (None, False):
         raise Refused("store: stored responses are refused")
-    tools = request.get("tools") or []
-    if not isinstance(tools, list):
+    if not isinstance(request.get("tools", []), list):
         raise Refused("tools is not a list")
-    for tool in tools:
-        kind = str(tool.get("type", "")) if isinstance(tool, dict) else ""
-        if kind.startswith(HOSTED_TOOL_PREFIXES):
-            raise Refused(f"the tool type {kind!r} runs at the provider, beyond the browser and this run: refused")
+    check_allowed(api, request)  # every field, tool, item and part one the run's CLI sends
     return request
 
 
