@@ -10,7 +10,7 @@ from pytest_webbench.grading import Grade
 from pytest_webbench.grading.page_state import PageState
 from pytest_webbench.results.records import BrowserCalls, Tokens
 from pytest_webbench.trial.harbor_run import AgentOutcome
-from pytest_webbench.grading.verdict import decide
+from pytest_webbench.grading.verdict import FAULT_CAUSE, ModelEvidence, decide
 
 PASSED = Grade(True, None, "answer matches")
 FAILED = Grade(False, "wrong_answer", "price: expected 17.49, got 12")
@@ -25,24 +25,58 @@ def outcome(**changes) -> AgentOutcome:
     return AgentOutcome(**{**base, **changes})
 
 
+CRASHED = outcome(exception="NonZeroAgentExitCodeError: exit 137")
 FAULTS = [
-    # (what went wrong, decide's arguments for it, the stop reason)
-    ("browser lost", dict(lost="the session's Chromium exited"), "browser_crashed"),
-    ("upstream failed a call", dict(calls=BrowserCalls(forwarded=3, upstream_failures=1)), "upstream_error"),
-    ("agent run failed", dict(outcome=outcome(exception="NonZeroAgentExitCodeError: exit 137")), "agent_error"),
+    # (what went wrong, decide's arguments for it, the stop reason): each with the harness's own
+    # evidence that the agent did not cause it
+    ("browser lost before any call", dict(lost="the session's Chromium exited", calls=BrowserCalls()), "browser_crashed"),
+    ("upstream failed every call", dict(calls=BrowserCalls(forwarded=2, upstream_failures=2)), "upstream_error"),
+    ("harness's agent run failed", dict(outcome=CRASHED, model=None), "agent_error"),
+    ("CLI died before its model answered", dict(outcome=CRASHED, model=ModelEvidence(0, 0)), "agent_error"),
+    ("the provider refused the agent", dict(outcome=CRASHED, model=ModelEvidence(3, 1)), "agent_error"),
     ("left on a bot block", dict(page=BLOCK), "bot_block"),
     ("left on an error page", dict(page=ERROR_PAGE), "site_error"),
     ("model API's usage unreadable", dict(model_fault="the model API's usage could not be read: -5"), "model_error"),
+]
+# the same faults where the agent could have caused them from inside its walls: failed, flagged
+AGENT_FAULTS = [
+    ("browser lost after the agent's calls", dict(lost="the session's Chromium exited", calls=BrowserCalls(forwarded=3)),
+     "browser_crashed"),
+    ("upstream failed after answering", dict(calls=BrowserCalls(forwarded=3, upstream_failures=1)), "upstream_error"),
+    ("the agent's CLI died on its own", dict(outcome=CRASHED, model=ModelEvidence(3, 0)), "agent_error"),
+    ("a link for an answer file", dict(outcome=outcome(output_refused="the answer file was a link")), "output_refused"),
 ]
 
 
 @pytest.mark.parametrize("grade", [PASSED, FAILED], ids=["passed", "failed"])
 @pytest.mark.parametrize("fault, arguments, reason", FAULTS, ids=[f[0] for f in FAULTS])
-def test_a_fault_errors_the_trial_whatever_its_grade(fault, arguments, reason, grade):
+def test_a_fault_the_harness_saw_errors_the_trial_whatever_its_grade(fault, arguments, reason, grade):
     given = dict(outcome=outcome(), grade=grade, calls=BrowserCalls(forwarded=3), lost=None, page=FINE, spend_limit=1.0)
     verdict = decide(**{**given, **arguments})
-    assert (verdict.outcome, verdict.stop_reason, verdict.reward) == ("errored", reason, 0.0)
+    assert (verdict.outcome, verdict.stop_reason, verdict.reward, verdict.flag) == ("errored", reason, 0.0, None)
     assert grade.detail in verdict.detail  # the grade is kept for the reader, not counted
+
+
+@pytest.mark.parametrize("grade", [PASSED, FAILED], ids=["passed", "failed"])
+@pytest.mark.parametrize("fault, arguments, reason", AGENT_FAULTS, ids=[f[0] for f in AGENT_FAULTS])
+def test_a_fault_the_agent_could_cause_fails_it_flagged_whatever_its_grade(fault, arguments, reason, grade):
+    """An errored trial leaves the paired tests: an agent that could error its own trials could
+    drop the pairs it was losing. So a fault it could have caused is its failure."""
+    given = dict(outcome=outcome(), grade=grade, calls=BrowserCalls(forwarded=3), lost=None, page=FINE, spend_limit=1.0)
+    verdict = decide(**{**given, **arguments})
+    assert (verdict.outcome, verdict.stop_reason, verdict.reward) == ("failed", reason, 0.0)
+    assert verdict.flag == f"fault charged to the agent: {reason}" and grade.detail in verdict.detail
+
+
+def test_every_errored_stop_reason_says_who_it_is_put_down_to():
+    from typing import get_args
+
+    from pytest_webbench.results.records import StopReason
+
+    errored_reasons = {"backend_error", "error_before_grading", "worker_crashed", "judge_error", "verifier_error",
+                       "model_error", "bot_block", "site_error", "browser_crashed", "upstream_error", "output_refused",
+                       "agent_error"}
+    assert set(FAULT_CAUSE) == errored_reasons and errored_reasons <= set(get_args(StopReason))
 
 
 def test_without_a_fault_spend_then_the_grade_decide():

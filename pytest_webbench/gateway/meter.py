@@ -170,6 +170,7 @@ class TrialMeter:
     unpriced_requests: int = 0
     estimated_requests: int = 0  # replies whose usage was not read whole, charged their reservation
     faults: list[str] = field(default_factory=list)  # the provider's usage that could not be read
+    provider_failures: int = 0  # replies the provider failed or refused (4xx, 5xx), or could not be reached
     reserved_usd: float = 0.0  # held for requests in flight
     reserved_tokens: int = 0
     output_ceiling: int = DEFAULT_OUTPUT_CEILING  # the model's largest output limit
@@ -237,6 +238,10 @@ class TrialMeter:
                 self.faults.append(usage.fault)
         self.release(reservation)
         return self.account(usage, seconds)
+
+    def provider_failed(self) -> None:
+        with self._lock:
+            self.provider_failures += 1
 
     def refuse(self) -> None:
         with self._lock:

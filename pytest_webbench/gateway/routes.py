@@ -260,6 +260,8 @@ class GatewayRoutes:
                 usage = reader.close()
                 reservation.settled = True
                 cost = route.meter.settle(reservation, usage, elapsed, billed=200 <= upstream.status < 300)
+                if upstream.status >= 400:  # the harness's own evidence that the provider failed the agent
+                    route.meter.provider_failed()
                 if _left(watcher):
                     ending = "the agent left mid-reply, the reply read to its end and metered" if ending is None else \
                         f"the agent left mid-reply; {ending}"
@@ -283,6 +285,7 @@ class GatewayRoutes:
     @staticmethod
     async def _upstream_error(send, route: GatewayRoute, exc: BaseException, secrets: list[str], started: float,
                               fields: dict) -> None:
+        route.meter.provider_failed()
         route.log.write(status=502, decision="upstream_error", detail=redact(f"{type(exc).__name__}: {exc}", secrets)[:500],
                         latency_ms=(time.perf_counter() - started) * 1000, **fields)
         await _json(send, 502, {"error": {"message": f"the model API could not be reached: {type(exc).__name__}"}})

@@ -1,10 +1,15 @@
 """A trial's outcome and stop reason, decided in one place.
 
 The rules, in order: a fault (of the browser, its server, the agent's run, or the site: a bot block
-or an error page) errors the trial whatever its grade, since the run did not measure the agent; a
-request the model gateway refused at the trial's cap, or spend over the task's limit, fails it;
-then the grade decides. Errors before grading are classified by the exception's type (a table, as
-Harbor's error policy does), never by searching a message's text.
+or an error page) ends the trial whatever its grade; a request the model gateway refused at the
+trial's cap, or spend over the task's limit, fails it; then the grade decides. Errors before
+grading are classified by the exception's type (a table, as Harbor's error policy does), never by
+searching a message's text.
+
+A fault errors the trial only on the harness's own evidence that the agent did not cause it
+(`charged_to_agent`): an errored trial leaves the paired tests, so a fault an agent could cause
+from inside its walls (a link for an answer file, its own CLI killed, its browser crashed by its
+own calls) would let it drop the pairs it was losing. Such a fault fails the trial, flagged.
 """
 
 from __future__ import annotations
@@ -33,9 +38,51 @@ class Verdict:
     stop_reason: str | None
     reward: float
     detail: str
+    flag: str | None = None  # a fault put down to the agent: flagged on the record
 
     def fields(self) -> dict:
         return dict(outcome=self.outcome, stop_reason=self.stop_reason, reward=self.reward, detail=self.detail)
+
+
+@dataclass(frozen=True)
+class ModelEvidence:
+    """What the model gateway saw of a trial: the agent's requests, and the replies the provider
+    failed or refused (never the gateway's own refusals)."""
+
+    requests: int
+    provider_failures: int
+
+
+# Who each errored stop reason is put down to: "harness" (errored, always), or the evidence under
+# which the agent could have caused it from inside its walls (then failed, flagged). docs/walls.md
+# gives the same table.
+FAULT_CAUSE = {
+    "backend_error": "harness",  # the browser backend failed before the agent ran
+    "error_before_grading": "harness",
+    "worker_crashed": "harness",
+    "judge_error": "harness",
+    "verifier_error": "harness",  # the verifier runs apart from anything of the agent's
+    "model_error": "harness",  # the provider's usage could not be counted
+    "bot_block": "harness",  # the harness's own fresh load of the page shows it (page_state.py)
+    "site_error": "harness",
+    "browser_crashed": "the agent, once a call of its reached the browser",
+    "upstream_error": "the agent, once the browser server answered a call of its",
+    "output_refused": "the agent: it wrote its answer file",
+    "agent_error": "the agent, once its model answered it with no failure the gateway saw",
+}
+
+
+def charged_to_agent(reason: str, calls: BrowserCalls, model: ModelEvidence | None) -> bool:
+    """Whether the agent could have caused this fault, by the harness's own evidence."""
+    if reason == "browser_crashed":
+        return calls.forwarded > 0
+    if reason == "upstream_error":
+        return calls.forwarded > calls.upstream_failures
+    if reason == "output_refused":
+        return True
+    if reason == "agent_error":  # a runner without the gateway is the harness's own code: its failure is ours
+        return model is not None and model.requests > 0 and model.provider_failures == 0
+    return False
 
 
 def _error_policy() -> list[tuple[type[BaseException], str]]:
@@ -52,12 +99,18 @@ def error_before_grading(exc: BaseException | None, detail: str) -> Verdict:
 
 
 def decide(outcome: AgentOutcome, grade: Grade, calls: BrowserCalls, lost: str | None, page: PageState | None,
-           spend_limit: float, capped: str | None = None, model_fault: str | None = None) -> Verdict:
-    """The outcome and its stop reason. A fault errors the trial whatever its grade: a lost browser,
+           spend_limit: float, capped: str | None = None, model_fault: str | None = None,
+           model: ModelEvidence | None = None) -> Verdict:
+    """The outcome and its stop reason. A fault ends the trial whatever its grade: a lost browser,
     a browser server that failed a call, a failed agent run, or a bot-block or error page the agent
-    was left on. Were a fault to error only failed trials, the arm with more faults would lose
-    failures from the paired tests and never passes: a bias. Then spend, then the grade."""
+    was left on. Were a fault to end only failed trials, the arm with more faults would lose
+    failures from the paired tests and never passes: a bias. It errors the trial unless the agent
+    could have caused it (`charged_to_agent`), when it fails it, flagged. Then spend, then the grade.
+    `model`: what the gateway saw (None: the runner calls no model through it)."""
     def errored(reason: str, why: str) -> Verdict:
+        if charged_to_agent(reason, calls, model):
+            return Verdict("failed", reason, 0.0, f"{why} (the agent could have caused it: {FAULT_CAUSE[reason]}); "
+                           f"the grade, not counted: {grade.detail}", flag=f"fault charged to the agent: {reason}")
         return Verdict("errored", reason, 0.0, f"{why}; the grade, not counted: {grade.detail}")
 
     if lost:

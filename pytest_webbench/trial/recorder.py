@@ -41,7 +41,7 @@ class TrialRecorder:
                lost: str | None = None, page=None, gateway=None, trace: dict | None = None,
                gateway_turns: int | None = None, walls=None, judge=None) -> TrialRecord:
         from .harbor_run import record_reward_in_harbor
-        from ..grading.verdict import decide
+        from ..grading.verdict import ModelEvidence, decide
 
         meter = gateway.meter if gateway is not None else None
         capped = (meter.over_cap() or "a request past the cap") if meter is not None and meter.refused else None
@@ -53,7 +53,11 @@ class TrialRecorder:
             tokens = outcome.tokens.model_copy(update={"turns": outcome.turns})
         checked = outcome if meter is None else replace(outcome, tokens=tokens)
         model_fault = "; ".join(meter.faults)[:1000] if meter is not None and meter.faults else None
-        verdict = decide(checked, grade, calls, lost, page, self.spend_limit, capped, model_fault).fields()
+        evidence = ModelEvidence(meter.requests, meter.provider_failures) if meter is not None else None
+        decided = decide(checked, grade, calls, lost, page, self.spend_limit, capped, model_fault, evidence)
+        verdict = decided.fields()
+        if decided.flag:
+            flags = [*(flags or []), decided.flag]
         if outcome.scored_note and not outcome.exception:
             verdict["detail"] = f"{verdict['detail']} (the agent's run ended: {outcome.scored_note[:500]})"
         # the detail and flags quote what the agent wrote (a file's name, its trajectory's arguments)
