@@ -140,3 +140,72 @@ def test_the_playwright_arm_s_session_lacks_the_members_that_go_around_the_page(
     finally:
         loop.run(backend.delete_session("PW"))
         loop.run(backend.delete_session("FREE"))
+
+
+# The walk: from page, context and browser, and from everything events hand their listeners, every
+# getter and every method that takes no argument and changes nothing (the pattern names what would
+# change the page or wait on it), three steps deep. Whatever class it reaches, today's or a later
+# Playwright's, must be wrapped: a private member read from it is refused.
+WALK = r"""
+const reached = new Set(), unwrapped = [], payloads = [];
+const events = ['console', 'dialog', 'request', 'response', 'requestfinished', 'requestfailed', 'frameattached',
+  'framenavigated', 'load', 'domcontentloaded', 'worker', 'popup', 'websocket', 'pageerror'];
+for (const e of events) page.on(e, (x) => { payloads.push(x); if (e === 'dialog') x.dismiss().catch(() => {}); });
+for (const e of ['page', 'request', 'response', 'console']) context.on(e, (x) => payloads.push(x));
+page.on('console', function () { payloads.push(this); });  // the emitter, as `this`
+await page.goto(SITE);
+await page.setContent(`<iframe srcdoc="<p>f</p>"></iframe><script>console.log('hi', {a: 1});
+  new Worker(URL.createObjectURL(new Blob(['postMessage(1)'])));</script>`);
+await page.evaluate(() => { setTimeout(() => { alert('x'); throw new Error('boom'); }, 0); });
+await page.waitForTimeout(500);
+const skip = /^(close|delete|clear|reload|go[A-Z]|goto|back|forward|pause|click|dblclick|tap|press|type|fill|check|uncheck|select|focus|blur|hover|dispatch|scroll|set|add|remove|route|unroute|wait|start|stop|expose|emulate|bring|grant|dismiss|accept|cancel|save|screenshot|pdf|evaluate|drag|highlight|abort|continue|fulfill|fallback|new|storageState|body|text|json|finished|all|innerHTML|innerText|inputValue|content|ariaSnapshot|is[A-Z]|count|boundingBox|selectText|title|arrayBuffer|createReadStream|path|failure|launch|connect|off|on|once|prepend|listener|emit|request|response$)/;
+let frontier = [page, context, browser, ...payloads];
+for (let depth = 0; depth < 3 && frontier.length; depth++) {
+  const next = [];
+  for (const o of frontier) {
+    if (!o || typeof o !== 'object' || reached.has(o) || Array.isArray(o)) continue;
+    const proto = Object.getPrototypeOf(o);  // (the runner's realm: not this scope's Object or Error)
+    if (proto === null || Object.getPrototypeOf(proto) === null || ArrayBuffer.isView(o)) continue;  // plain data
+    if (/^\[object (Error|Map|Set|Date|RegExp|WeakMap|WeakSet)\]$/.test(Object.prototype.toString.call(o))) continue;
+    reached.add(o);
+    let ok = false;
+    try { void o['_' + 'x']; } catch (e) { ok = /not available in this arm/.test(String(e)); }
+    if (!ok) unwrapped.push(o.constructor && o.constructor.name);
+    const names = new Set();
+    for (let p = Object.getPrototypeOf(o); p && p !== Object.prototype; p = Object.getPrototypeOf(p))
+      for (const n of Object.getOwnPropertyNames(p)) if (n !== 'constructor' && !n.startsWith('_')) names.add(n);
+    for (const n of names) {
+      if (skip.test(n)) continue;
+      let v;
+      try { v = o[n]; if (typeof v === 'function') v = v.length === 0 ? v.call(o) : undefined; } catch (e) { continue; }
+      try { v = await Promise.race([Promise.resolve(v), new Promise((r) => setTimeout(() => r(undefined), 200))]); } catch (e) { continue; }
+      for (const x of Array.isArray(v) ? v : [v]) next.push(x);
+    }
+  }
+  frontier = next;
+}
+let viaEvent = 'not tried';
+const message = payloads.find((x) => x && x.constructor && /Console/.test(x.constructor.name));
+try { viaEvent = typeof message.page().context()[['newCDP', 'Session'].join('')]; } catch (e) { viaEvent = String(e.message); }
+return {reached: reached.size, unwrapped, classes: [...new Set([...reached].map((o) => o.constructor.name))], viaEvent};
+"""
+
+
+def test_every_object_the_playwright_arm_s_code_can_reach_is_wrapped(stack):
+    """Walked, not listed: from the scope's objects, what events hand listeners (a console message,
+    a dialog, a request, a worker, the emitter as `this`), and what their getters and relations
+    return. A console message's page() once gave the real page, whose context opened a CDP session."""
+    loop, backend, *_ = stack
+    site = "http://site.localhost:" + stack[3].rsplit(":", 1)[1]
+    loop.run(backend.create_session("WALK", page_api_only=True, site_urls=[site]))
+    try:
+        walked = loop.run(backend.execute_playwright("WALK", f"const SITE = {site!r};\n" + WALK, timeout_sec=60), timeout=90)
+    finally:
+        loop.run(backend.delete_session("WALK"))
+    assert walked["success"], walked
+    found = walked["result"]
+    assert found["unwrapped"] == [], found
+    assert "not available in this arm" in found["viaEvent"], found
+    # the walk went where the issue's route went, and further
+    classes = {c.lstrip("_").rstrip("0123456789") for c in found["classes"]}
+    assert found["reached"] >= 15 and {"ConsoleMessage", "Request", "Frame", "Worker", "Dialog"} <= classes, found

@@ -46,10 +46,11 @@ async function runCode(code, timeoutMs, sandbox) {
 
 // The playwright arm drives the page through Playwright's page API only: these members (direct HTTP,
 // raw CDP, rerouting traffic) and every private `_` member are missing from its code's objects at
-// run time, as well as refused by the proxy's static rule. Objects reached from them (page.context(),
-// locator.page(), frames, requests and responses) are wrapped the same way; objects handed to event
-// listeners are not. A ban on the agent's method, best effort: the seal this runs in is what keeps
-// the harness out of reach, whatever the code finds.
+// run time, as well as refused by the proxy's static rule. Every object the code can reach from
+// them is wrapped the same way, whatever its class: what a method or getter returns, what an event
+// hands a listener (a console message's page(), a request's frame()), what Playwright passes any
+// callback, and the values inside plain objects it returns. A ban on the agent's method, best
+// effort: the seal this runs in is what keeps the harness out of reach, whatever the code finds.
 const ROUTING = ['route', 'routeFromHAR', 'routeWebSocket', 'unroute', 'unrouteAll'];
 const AROUND_THE_PAGE = {  // per class: Response.request() and Route-less classes stay usable
   Page: new Set(['request', ...ROUTING]), BrowserContext: new Set(['request', 'newCDPSession', ...ROUTING]),
@@ -57,44 +58,73 @@ const AROUND_THE_PAGE = {  // per class: Response.request() and Route-less class
 };
 // (class names as Playwright's bundle spells them, less a leading underscore and the number its
 // bundler adds to a name used twice: the Browser class is `Browser2`)
-const className = (o) => o.constructor.name.replace(/^_+/, '').replace(/\d+$/, '');
-const PLAYWRIGHT_OBJECTS = new Set(['Page', 'BrowserContext', 'Browser', 'Frame', 'Locator', 'FrameLocator',
-  'ElementHandle', 'Request', 'Response']);
+const className = (o) => (o.constructor && o.constructor.name ? o.constructor.name : '').replace(/^_+/, '').replace(/\d+$/, '');
+// Values of the language's own classes pass as they are (a Buffer from a screenshot, a Date).
+const OWN_CLASSES = [Date, RegExp, Map, Set, WeakMap, WeakSet, Error, URL, ArrayBuffer];
+const isPlain = (v) => Object.getPrototypeOf(v) === Object.prototype || Object.getPrototypeOf(v) === null;
+const isOwn = (v) => ArrayBuffer.isView(v) || OWN_CLASSES.some((C) => v instanceof C);
 
 function pageApiOnly(root) {
   const proxies = new WeakMap();
   const targets = new WeakMap();  // proxy -> the object it wraps
+  const callbacks = new WeakMap();  // the code's callback -> the one Playwright gets (so off() finds it)
   const refuse = (target, prop) => {
     const banned = AROUND_THE_PAGE[className(target)];
     if ((banned && banned.has(prop)) || (typeof prop === 'string' && prop.startsWith('_'))) {
       throw new Error(`${String(prop)} is not available in this arm: drive the page through Playwright's page API`);
     }
   };
+  // A callback of the code's, handed to Playwright: what Playwright calls it with is wrapped. Its
+  // source is the code's own (evaluate and its kin send a function's text to the page).
+  const callback = (fn) => {
+    if (!callbacks.has(fn)) {
+      const wrapped = function (...args) { return fn.apply(wrap(this), args.map(wrap)); };  // `this`: the emitter
+      Object.defineProperty(wrapped, 'toString', { value: () => Function.prototype.toString.call(fn) });
+      callbacks.set(fn, wrapped);
+    }
+    return callbacks.get(fn);
+  };
+  const inward = (a) => (targets.get(a) || (typeof a === 'function' ? callback(a) : a));
+  // A property the language forbids a proxy to change (frozen) is given as it is.
+  const fixed = (target, prop) => {
+    const d = Reflect.getOwnPropertyDescriptor(target, prop);
+    return Boolean(d && !d.configurable && d.writable === false);
+  };
   const handler = {
     get(target, prop) {
       refuse(target, prop);
       const value = Reflect.get(target, prop, target);
+      if (fixed(target, prop) || prop === 'constructor') return value;  // its class, as it is (for its name)
       // objects of ours passed back in (a handle to evaluate, a locator to and()) go in unwrapped
-      return typeof value === 'function' ? (...args) => wrap(value.apply(target, args.map((a) => targets.get(a) || a)))
-        : wrap(value);
+      return typeof value === 'function' ? (...args) => wrap(value.apply(target, args.map(inward))) : wrap(value);
     },
     getOwnPropertyDescriptor(target, prop) {
       refuse(target, prop);
       return Reflect.getOwnPropertyDescriptor(target, prop);
     },
   };
+  // Plain data (a request's headers, an exposed binding's source): its own keys are the page's, so
+  // none is refused, but what it holds is wrapped.
+  const plainHandler = {
+    get(target, prop) {
+      const value = Reflect.get(target, prop, target);
+      return fixed(target, prop) ? value : wrap(value);
+    },
+    getOwnPropertyDescriptor(target, prop) {
+      const d = Reflect.getOwnPropertyDescriptor(target, prop);
+      return d && 'value' in d && d.configurable ? { ...d, value: wrap(d.value) } : d;
+    },
+  };
   function wrap(v) {
     if (v instanceof Promise) return v.then(wrap);
     if (Array.isArray(v)) return v.map(wrap);
-    if (v && typeof v === 'object' && v.constructor && PLAYWRIGHT_OBJECTS.has(className(v))) {
-      if (!proxies.has(v)) {
-        const proxy = new Proxy(v, handler);
-        proxies.set(v, proxy);
-        targets.set(proxy, v);
-      }
-      return proxies.get(v);
+    if (!v || typeof v !== 'object' || isOwn(v) || targets.has(v)) return v;
+    if (!proxies.has(v)) {
+      const proxy = new Proxy(v, isPlain(v) ? plainHandler : handler);
+      proxies.set(v, proxy);
+      targets.set(proxy, v);
     }
-    return v;
+    return proxies.get(v);
   }
   return wrap(root);
 }
