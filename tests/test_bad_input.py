@@ -306,12 +306,14 @@ def test_a_verifier_graded_task_is_refused_in_a_harbor_sandbox(pytester):
 @pytest.mark.chromium
 @pytest.mark.seal
 def test_a_verifier_a_signal_ends_gives_no_reward(pytester):
-    """A reward written before the verifier was killed is not a verdict: the trial errors."""
+    """A reward written before the verifier was killed is not a verdict."""
     suite = _verifier_suite(pytester.path, "#!/bin/bash\necho 1 > /logs/verifier/reward.txt\nkill -KILL $$\n")
     result = _run(pytester, "--suite", str(suite), "--runner", "reference", "-k", "shop-price and control", "--experiment-id", "v6")
     result.assert_outcomes(failed=1)
     [record] = [json.loads(p.read_text()) for p in (pytester.path / "results" / "v6" / "trials").glob("*.json")]
-    assert (record["outcome"], record["stop_reason"], record["verifier_rewards"]) == ("errored", "verifier_error", None)
+    # the verifier ran on what the agent left, which could have made it fail: the agent's failure, flagged
+    assert (record["outcome"], record["stop_reason"], record["verifier_rewards"]) == ("failed", "verifier_error", None)
+    assert "fault charged to the agent: verifier_error" in record["flags"]
     assert "did not finish" in record["detail"] and "137" in record["detail"]
 
 
@@ -322,7 +324,8 @@ def test_a_verifier_that_writes_no_reward_errors_the_trial(pytester):
     result = _run(pytester, "--suite", str(suite), "--runner", "reference", "-k", "shop-price and control", "--experiment-id", "v3")
     result.assert_outcomes(failed=1)
     [record] = [json.loads(p.read_text()) for p in (pytester.path / "results" / "v3" / "trials").glob("*.json")]
-    assert (record["outcome"], record["stop_reason"]) == ("errored", "verifier_error") and "RewardFile" in record["detail"]
+    assert (record["outcome"], record["stop_reason"]) == ("failed", "verifier_error") and "RewardFile" in record["detail"]
+    assert "fault charged to the agent: verifier_error" in record["flags"]  # a broken verifier shows in every trial's flags
 
 
 # -- 3: a results disk that fills up mid-run, or is mounted read-only ---------------------------------

@@ -397,9 +397,25 @@ def test_prices_are_litellm_s_own_and_read_without_importing_it():
               if v.get("input_cost_per_token") is not None and v.get("output_cost_per_token") is not None}
     assert len(priced) > 500
     for key, entry in priced.items():
-        assert price_from_table(key) == Price(entry["input_cost_per_token"], entry["output_cost_per_token"],
-                                              entry.get("cache_read_input_token_cost"),
-                                              entry.get("cache_creation_input_token_cost")), key
+        price = price_from_table(key)
+        assert (price.input, price.output, price.cached_input, price.cache_write) == (
+            entry["input_cost_per_token"], entry["output_cost_per_token"], entry.get("cache_read_input_token_cost"),
+            entry.get("cache_creation_input_token_cost")), key
+        if "input_cost_per_token_above_272k_tokens" in entry and "input_cost_per_token_above_200k_tokens" not in entry:
+            assert price.above_tokens == 272_000 and price.above.input == entry["input_cost_per_token_above_272k_tokens"], key
+
+
+def test_a_long_context_request_is_priced_at_its_tier():
+    """Past the table's threshold the provider bills the whole request at the higher price (by hand:
+    gpt-5.4 in the bundled table, $2.50 / $15 per million, $5 / $22.50 past 272k input tokens)."""
+    from pytest_webbench.gateway.protocols import Usage
+
+    price = Price(2.5e-6, 1.5e-5, above_tokens=272_000, above=Price(5e-6, 2.25e-5))
+    assert price.cost(Usage(input=400_000, output=10_000)) == pytest.approx(400_000 * 5e-6 + 10_000 * 2.25e-5)  # $2.225
+    assert price.cost(Usage(input=200_000, output=10_000)) == pytest.approx(200_000 * 2.5e-6 + 10_000 * 1.5e-5)
+    meter = TrialMeter(trial="t", price=price, spend_limit_usd=3.0)
+    held = meter.reserve(400_000, 10_000)
+    assert held.usd == pytest.approx(400_000 * 5e-6 + 10_000 * 2.25e-5)  # reserved at the tier the request may reach
 
 
 def test_codex_s_websocket_attempt_gets_426_on_the_run_s_listener(stack):

@@ -40,8 +40,11 @@ class Hostile:
         self.events: list[dict] | None = None
         self.whole: dict | None = None
         self.requests: list[dict] = []
+        self.handle_override = None  # a test's own answer, for one request
 
     async def handle(self, request: Request):
+        if self.handle_override is not None:
+            return await self.handle_override(request)
         self.requests.append(json.loads(await request.body()))
         if self.whole is not None:
             return JSONResponse(self.whole)
@@ -63,7 +66,7 @@ def _limit(request: dict) -> int:
 def stack():
     loop = ServiceLoop()
     hostile = Hostile()
-    app = Starlette(routes=[Route(path, hostile.handle, methods=["POST"]) for path in SERVED.values()])
+    app = Starlette(routes=[Route(path, hostile.handle, methods=["POST"]) for path in [*SERVED.values(), "/v1/messages/count_tokens"]])
     upstream = loop.serve(app, "hostile model")
     routes = GatewayRoutes()
     gateway = loop.serve(routes.app, "gateway")
@@ -197,3 +200,87 @@ def test_a_thinking_budget_the_cap_cannot_hold_is_refused_not_cut(stack, tmp_pat
     before = len(hostile.requests)
     body = {**BODIES["messages"], "thinking": {"type": "enabled", "budget_tokens": 8000}}
     assert _post(gateway, route, "messages", body).status_code == 402 and len(hostile.requests) == before
+
+
+def test_an_image_is_reserved_at_what_it_can_cost_not_its_bytes(stack, tmp_path):
+    """A small PNG inline is a few bytes but up to ~1,600 input tokens (Anthropic): the reservation
+    counts every image at its protocol's bound, so many small images cannot pass the cap."""
+    from pytest_webbench.gateway.policy import IMAGE_TOKEN_BOUND, input_bound
+
+    image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}}
+    request = {**BODIES["messages"], "messages": [{"role": "user", "content": [image] * 100}]}
+    assert input_bound("messages", request, 5000) == 5000 + 100 * IMAGE_TOKEN_BOUND["messages"]
+    loop, hostile, upstream, routes, gateway = stack
+    hostile.events, hostile.whole = [], None
+    # $0.2 left at $3 per million input: 170,000 tokens of images cannot fit, their bytes would have
+    route = _route(routes, upstream, tmp_path, "messages", "images", price=Price(3e-6, 1.5e-5), spend_limit_usd=0.2)
+    before = len(hostile.requests)
+    assert _post(gateway, route, "messages", request).status_code == 402 and len(hostile.requests) == before
+
+
+def test_a_request_the_provider_refuses_for_its_own_body_is_no_evidence_against_the_harness(stack, tmp_path):
+    """A 400 the agent's body brings about (an output limit under the model's minimum, a prompt past
+    its context) must not let it put its own crash on the harness; a 429 or a 5xx is the provider's."""
+    loop, hostile, upstream, routes, gateway = stack
+    for status, counted in ((400, 0), (422, 0), (429, 1), (503, 1)):
+        hostile.events, hostile.whole = None, {"error": {"message": "no"}}
+        route = _route(routes, upstream, tmp_path, "responses", f"status{status}")
+
+        async def reply(request, status=status):
+            hostile.requests.append(json.loads(await request.body()))
+            return JSONResponse({"error": {"message": "no"}}, status_code=status)
+
+        hostile.handle_override = reply
+        try:
+            assert _post(gateway, route, "responses").status_code == status
+        finally:
+            hostile.handle_override = None
+        assert route.meter.provider_failures == counted, status
+
+
+def test_a_lone_surrogate_in_a_rewritten_request_neither_crashes_nor_holds_its_reservation(stack, tmp_path):
+    """A Node CLI sends a lone surrogate's escape for page text cut mid-emoji: the request is
+    forwarded (its output limit rewritten) and its reservation settled, never a 500 and a leak."""
+    loop, hostile, upstream, routes, gateway = stack
+    hostile.events, hostile.whole = [{"type": "response.completed", "response": {"usage": {"input_tokens": 5, "output_tokens": 5}}}], None
+    route = _route(routes, upstream, tmp_path, "responses", "surrogate")
+    body = b'{"model": "m", "stream": true, "store": false, "input": "cut \\ud83d here"}'
+    assert _post(gateway, route, "responses", content=body).status_code == 200
+    assert hostile.requests[-1]["input"] == "cut \ud83d here" and route.meter.reserved_usd == pytest.approx(0)
+
+
+def test_counting_tokens_is_free_and_reserves_nothing(stack, tmp_path):
+    loop, hostile, upstream, routes, gateway = stack
+    hostile.events, hostile.whole = None, {"input_tokens": 1234}
+    route = _route(routes, upstream, tmp_path, "messages", "count", spend_limit_usd=0.001)  # too little for any reply
+    reply = httpx.post(f"{gateway}/gateway/{route.trial}/v1/messages/count_tokens", json={"model": "m", "messages": [
+        {"role": "user", "content": "hi"}]}, headers={"x-api-key": TOKEN}, timeout=30)
+    assert reply.status_code == 200 and route.meter.cost_usd == 0 and route.meter.reserved_usd == 0
+    assert "max_tokens" not in hostile.requests[-1]
+
+
+def test_chat_s_cache_writes_are_metered_and_an_hour_s_cache_refused(stack, tmp_path):
+    loop, hostile, upstream, routes, gateway = stack
+    hostile.events, hostile.whole = [{"choices": [], "usage": {"prompt_tokens": 1000, "completion_tokens": 10,
+                                                              "prompt_tokens_details": {"cache_write_tokens": 800}}}], None
+    route = _route(routes, upstream, tmp_path, "chat", "cachew", price=Price(3e-6, 1.5e-5, cache_write=3.75e-6))
+    assert _post(gateway, route, "chat").status_code == 200
+    assert route.meter.cost_usd == pytest.approx(200 * 3e-6 + 800 * 3.75e-6 + 10 * 1.5e-5)
+    hour = {**BODIES["chat"], "messages": [{"role": "user", "content": [
+        {"type": "text", "text": "x", "cache_control": {"type": "ephemeral", "ttl": "1h"}}]}]}
+    refused = _post(gateway, route, "chat", hour)
+    assert refused.status_code == 400 and "cache_control.ttl" in refused.text
+
+
+@pytest.mark.parametrize("content, said", [
+    (b'{"model": "m", "store": false, "input": "hi", "temperature": 1e999}', "past what a double holds"),
+    (b'{"model": "m", "max_tokens": 100, "messages": [], "thinking": {"type": "enabled", "budget_tokens": 5000.0}}',
+     "not a whole number"),
+])
+def test_numbers_a_provider_would_read_otherwise_are_refused(stack, tmp_path, content, said):
+    loop, hostile, upstream, routes, gateway = stack
+    api = "messages" if b"thinking" in content else "responses"
+    route = _route(routes, upstream, tmp_path, api, "numbers")
+    before = len(hostile.requests)
+    reply = _post(gateway, route, api, content=content)
+    assert reply.status_code == 400 and said in reply.text and len(hostile.requests) == before

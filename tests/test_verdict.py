@@ -37,6 +37,8 @@ FAULTS = [
     ("left on a bot block", dict(page=BLOCK), "bot_block"),
     ("left on an error page", dict(page=ERROR_PAGE), "site_error"),
     ("model API's usage unreadable", dict(model_fault="the model API's usage could not be read: -5"), "model_error"),
+    ("Harbor could not put the verifier's tests in", dict(grade=Grade(False, "verifier_error", "AddTestsDirError"),
+                                                          outcome=outcome(verifier_harness_fault=True)), "verifier_error"),
 ]
 # the same faults where the agent could have caused them from inside its walls: failed, flagged
 AGENT_FAULTS = [
@@ -45,6 +47,7 @@ AGENT_FAULTS = [
     ("upstream failed after answering", dict(calls=BrowserCalls(forwarded=3, upstream_failures=1)), "upstream_error"),
     ("the agent's CLI died on its own", dict(outcome=CRASHED, model=ModelEvidence(3, 0)), "agent_error"),
     ("a link for an answer file", dict(outcome=outcome(output_refused="the answer file was a link")), "output_refused"),
+    ("the verifier failed on what it left", dict(grade=Grade(False, "verifier_error", "no reward written")), "verifier_error"),
 ]
 
 
@@ -54,7 +57,7 @@ def test_a_fault_the_harness_saw_errors_the_trial_whatever_its_grade(fault, argu
     given = dict(outcome=outcome(), grade=grade, calls=BrowserCalls(forwarded=3), lost=None, page=FINE, spend_limit=1.0)
     verdict = decide(**{**given, **arguments})
     assert (verdict.outcome, verdict.stop_reason, verdict.reward, verdict.flag) == ("errored", reason, 0.0, None)
-    assert grade.detail in verdict.detail  # the grade is kept for the reader, not counted
+    assert arguments.get("grade", grade).detail in verdict.detail  # the grade is kept for the reader, not counted
 
 
 @pytest.mark.parametrize("grade", [PASSED, FAILED], ids=["passed", "failed"])
@@ -65,7 +68,7 @@ def test_a_fault_the_agent_could_cause_fails_it_flagged_whatever_its_grade(fault
     given = dict(outcome=outcome(), grade=grade, calls=BrowserCalls(forwarded=3), lost=None, page=FINE, spend_limit=1.0)
     verdict = decide(**{**given, **arguments})
     assert (verdict.outcome, verdict.stop_reason, verdict.reward) == ("failed", reason, 0.0)
-    assert verdict.flag == f"fault charged to the agent: {reason}" and grade.detail in verdict.detail
+    assert verdict.flag == f"fault charged to the agent: {reason}" and verdict.detail
 
 
 def test_every_errored_stop_reason_says_who_it_is_put_down_to():

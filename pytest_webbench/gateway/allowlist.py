@@ -185,6 +185,7 @@ def _chat(request: dict, rules: dict) -> None:
             for j, part in enumerate(content):
                 where = f"messages[{i}].content[{j}]"
                 _one_of(_object(part, where).get("type"), rules["part_types"], f"{where}.type")
+                _cache_control(part, rules, where)  # OpenRouter passes Anthropic's on to it
                 if part["type"] == "image_url":
                     _image_url(part.get("image_url"), rules["image_url_schemes"], f"{where}.image_url")
         elif content is not None and not isinstance(content, str):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import threading
 import time
 from dataclasses import dataclass, field
@@ -33,8 +34,19 @@ class Price:
     output: float
     cached_input: float | None = None
     cache_write: float | None = None
+    # a long-context tier: past `above_tokens` input tokens, the whole request is priced at `above`
+    above_tokens: int | None = None
+    above: Price | None = None
+
+    def at(self, input_tokens: int) -> Price:
+        """The price a request of this many input tokens is billed at."""
+        if self.above is not None and self.above_tokens is not None and input_tokens > self.above_tokens:
+            return self.above
+        return self
 
     def cost(self, usage: Usage) -> float:
+        if (tier := self.at(usage.input)) is not self:
+            return tier.cost(usage)
         fresh = max(usage.input - usage.cached - usage.cache_written, 0)
         cached = self.input if self.cached_input is None else self.cached_input
         written = self.input if self.cache_write is None else self.cache_write
@@ -65,8 +77,25 @@ def price_from_table(model: str) -> Price | None:
         entry = cost_map().get(key)
         if entry and entry.get("input_cost_per_token") is not None and entry.get("output_cost_per_token") is not None:
             return Price(entry["input_cost_per_token"], entry["output_cost_per_token"], entry.get("cache_read_input_token_cost"),
-                         entry.get("cache_creation_input_token_cost"))
+                         entry.get("cache_creation_input_token_cost"), *_long_context_tier(entry))
     return None
+
+
+_TIER = re.compile(r"input_cost_per_token_above_(\d+)k_tokens")
+
+
+def _long_context_tier(entry: dict) -> tuple[int | None, Price | None]:
+    """The table's first long-context tier (`input_cost_per_token_above_272k_tokens` and its kin):
+    past it, the provider bills the whole request at the higher price."""
+    tiers = sorted(int(m.group(1)) for key in entry if (m := _TIER.fullmatch(key)))
+    if not tiers:
+        return None, None
+    k = f"above_{tiers[0]}k_tokens"
+    field = lambda name, base: entry.get(f"{name}_{k}", base)  # noqa: E731
+    return tiers[0] * 1000, Price(field("input_cost_per_token", entry["input_cost_per_token"]),
+                                  field("output_cost_per_token", entry["output_cost_per_token"]),
+                                  field("cache_read_input_token_cost", entry.get("cache_read_input_token_cost")),
+                                  field("cache_creation_input_token_cost", entry.get("cache_creation_input_token_cost")))
 
 
 @lru_cache(maxsize=1)
@@ -195,9 +224,10 @@ class TrialMeter:
         `floor` (a Messages request's thinking budget, which its max_tokens must exceed)."""
         with self._lock:
             fits: list[int] = []
-            if self.spend_limit_usd is not None and self.price is not None:
-                room = self.spend_limit_usd - self.cost_usd - self.reserved_usd - input_bound * self.price.dearest_input
-                fits.append(int(room / self.price.output) if self.price.output > 0 else self.output_ceiling)
+            price = self.price.at(input_bound) if self.price is not None else None  # its tier, at its most input
+            if self.spend_limit_usd is not None and price is not None:
+                room = self.spend_limit_usd - self.cost_usd - self.reserved_usd - input_bound * price.dearest_input
+                fits.append(int(room / price.output) if price.output > 0 else self.output_ceiling)
             if self.token_limit is not None:
                 fits.append(self.token_limit - self.usage.input - self.usage.output - self.reserved_tokens - input_bound)
             limit = output_limit
@@ -207,7 +237,7 @@ class TrialMeter:
                     return (f"what is left of the trial's caps cannot hold this request: its {input_bound}-byte input "
                             f"and {max(MIN_OUTPUT_TOKENS, floor + 1)} output tokens ({self._spent()})")
                 limit = fit if output_limit is None else min(output_limit, fit)
-            usd = (input_bound * self.price.dearest_input + (limit or 0) * self.price.output) if self.price else 0.0
+            usd = (input_bound * price.dearest_input + (limit or 0) * price.output) if price is not None else 0.0
             reservation = Reservation(usd=usd, tokens=input_bound + (limit or 0), input_bound=input_bound, output_limit=limit)
             self.reserved_usd += reservation.usd
             self.reserved_tokens += reservation.tokens

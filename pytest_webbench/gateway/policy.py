@@ -105,6 +105,13 @@ def _no_constant(name: str) -> Any:
     raise Refused(f"{name} is not JSON: refused")
 
 
+def _finite(text: str) -> float:
+    value = float(text)
+    if value in (float("inf"), float("-inf")):  # 1e999: JSON's syntax, but no number a provider reads alike
+        raise Refused(f"the number {text[:40]} is past what a double holds: refused")
+    return value
+
+
 def parse_strict(body: bytes) -> Any:
     """The body as one reading only: UTF-8 with no BOM, each key once in its object, no NaN or
     Infinity (Python's reader takes both, and UTF-16 too, where a provider's may not)."""
@@ -115,7 +122,7 @@ def parse_strict(body: bytes) -> Any:
     if text.startswith("\ufeff"):
         raise Refused("the request body starts with a byte order mark")
     try:
-        return json.loads(text, object_pairs_hook=_unique_keys, parse_constant=_no_constant)
+        return json.loads(text, object_pairs_hook=_unique_keys, parse_constant=_no_constant, parse_float=_finite)
     except RecursionError:
         raise Refused("the request body is nested past the gateway's parser") from None
     except ValueError as exc:
@@ -133,8 +140,38 @@ def output_floor(api: Api, request: dict[str, Any]) -> int:
     """The output limit a request needs at least: a Messages request's max_tokens must exceed its
     thinking budget (the API refuses it otherwise)."""
     thinking = request.get("thinking") if api == "messages" else None
-    budget = thinking.get("budget_tokens") if isinstance(thinking, dict) else None
-    return budget if isinstance(budget, int) and not isinstance(budget, bool) and budget > 0 else 0
+    if not isinstance(thinking, dict) or "budget_tokens" not in thinking:
+        return 0
+    budget = thinking["budget_tokens"]
+    if not isinstance(budget, int) or isinstance(budget, bool) or budget < 0:
+        raise Refused(f"thinking.budget_tokens {str(budget)[:40]!r} is not a whole number of tokens: refused")
+    return budget
+
+
+# The most input tokens one image can cost, per protocol: Anthropic scales an image to at most
+# about 1.15 megapixels, w*h/750 tokens (about 1,600); OpenAI's high detail is at most 6 tiles of
+# 170 and a base of 85 for gpt-4o, gpt-4.1 and gpt-5 (1,105): bounded here with room. Models that
+# multiply image tokens (gpt-4o-mini's 2,833 base and 5,667 a tile) pass these bounds: docs/gateway.md.
+IMAGE_TOKEN_BOUND = {"messages": 1_700, "responses": 2_000, "chat": 2_000}
+
+
+def input_bound(api: Api, request: dict[str, Any], body_bytes: int) -> int:
+    """The most input tokens the request can cost: a token of text covers a byte at least, and an
+    image, inline in a few bytes, costs up to IMAGE_TOKEN_BOUND."""
+    return body_bytes + count_images(request) * IMAGE_TOKEN_BOUND.get(api, 2_000)
+
+
+def count_images(value: Any) -> int:
+    """Image parts anywhere in the request (walked without recursion: a body may nest deep)."""
+    found, todo = 0, [value]
+    while todo:
+        item = todo.pop()
+        if isinstance(item, dict):
+            found += item.get("type") in ("image", "input_image", "image_url")
+            todo.extend(item.values())
+        elif isinstance(item, list):
+            todo.extend(item)
+    return found
 
 
 def check_body(api: Api, body: bytes, model: str | None) -> dict[str, Any]:

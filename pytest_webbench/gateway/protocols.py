@@ -146,9 +146,11 @@ def _fold(api: Api, event: dict, usage: Usage) -> None:
             raise _BadCount("usage is not an object")
         if isinstance(found, dict):
             usage.input, usage.output = _int(found.get("prompt_tokens")), _int(found.get("completion_tokens"))
-            usage.cached = _int(_part(found, "prompt_tokens_details").get("cached_tokens"))
+            details = _part(found, "prompt_tokens_details")
+            usage.cached = _int(details.get("cached_tokens"))
+            usage.cache_written = _int(details.get("cache_write_tokens"))  # OpenRouter's, for Anthropic's models
             usage.reasoning = _int(_part(found, "completion_tokens_details").get("reasoning_tokens"))
-            if usage.cached > usage.input:
+            if usage.cached + usage.cache_written > usage.input:
                 raise _BadCount("a part larger than its whole")
             usage.reported = usage.final = True
 

@@ -33,13 +33,16 @@ import yarl
 
 from ..proxy.upstream import expand_env_refs
 from .meter import ModelLog, Reservation, TrialMeter, redact
-from .policy import MAX_BODY_BYTES, Refused, check_body, check_path, forwarded_headers, output_floor, output_limit_field
+from .policy import (
+    MAX_BODY_BYTES, Refused, check_body, check_path, forwarded_headers, input_bound, output_floor, output_limit_field,
+)
 from .protocols import Api, StreamReader, api_of, invalid_request, refusal, unauthorized
 
 # Hop-by-hop and rewritten reply headers: never passed back.
 DROPPED_RESPONSE = {b"content-length", b"transfer-encoding", b"connection", b"keep-alive"}
 REQUEST_HEAD_CHARS = 2000
 PREFIX = "/gateway/"
+FREE_PATHS = ("count_tokens",)  # Messages' token count: free, and no reply to meter
 
 
 @dataclass
@@ -139,15 +142,18 @@ class GatewayRoutes:
             body = await _body(receive, MAX_BODY_BYTES)
             fields["request_bytes"] = len(body)
             request = check_body(api, body, route.model)
+            floor = output_floor(api, request)
         except Refused as exc:
             route.log.write(status=exc.status, decision="refused_request", detail=str(exc)[:500], **fields)
             await _json(send, exc.status, invalid_request(api, str(exc)))
             return
         async with route.turn:  # the cap is checked and the reply counted before the next request goes
             why = route.meter.over_cap()
+            free = path.endswith(FREE_PATHS)  # counting tokens produces none: nothing to reserve or rewrite
+            limit_field = None if free else output_limit_field(api, request)
             if why is None:
-                limit_field = output_limit_field(api, request)
-                reservation = route.meter.reserve(len(body), _limit_of(request, limit_field), output_floor(api, request))
+                reservation = Reservation(0.0, 0, 0, None) if free else route.meter.reserve(
+                    input_bound(api, request, len(body)), _limit_of(request, limit_field), floor)
                 if isinstance(reservation, str):
                     why = reservation
             if why is not None:
@@ -157,12 +163,16 @@ class GatewayRoutes:
                 route.log.write(status=status, decision="refused", detail=why, model=_model_of(body), **fields)
                 await _json(send, status, payload, [(k.encode(), v.encode()) for k, v in headers.items()])
                 return
-            if limit_field is not None and reservation.output_limit is not None \
-                    and reservation.output_limit != request.get(limit_field):
-                # the request's output limit lowered (or set) to what the caps leave: the bytes sent are
-                # the object the policy read, written again
-                fields["detail"] = f"{limit_field} {request.get(limit_field)} -> {reservation.output_limit} (the trial's caps)"
-                body = json.dumps({**request, limit_field: reservation.output_limit}, ensure_ascii=False).encode()
+            try:
+                if limit_field is not None and reservation.output_limit is not None \
+                        and reservation.output_limit != request.get(limit_field):
+                    # the request's output limit lowered (or set) to what the caps leave: the bytes sent
+                    # are the object the policy read, written again (ASCII: a lone surrogate's escape stays one)
+                    fields["detail"] = f"{limit_field} {request.get(limit_field)} -> {reservation.output_limit} (the trial's caps)"
+                    body = json.dumps({**request, limit_field: reservation.output_limit}, allow_nan=False).encode()
+            except BaseException:
+                route.meter.release(reservation)
+                raise
             await self._forward(scope, receive, send, route, body, path, api, fields, reservation)
 
     def _session(self) -> aiohttp.ClientSession:
@@ -260,7 +270,7 @@ class GatewayRoutes:
                 usage = reader.close()
                 reservation.settled = True
                 cost = route.meter.settle(reservation, usage, elapsed, billed=200 <= upstream.status < 300)
-                if upstream.status >= 400:  # the harness's own evidence that the provider failed the agent
+                if provider_fault(upstream.status):  # the harness's own evidence that the provider failed the agent
                     route.meter.provider_failed()
                 if _left(watcher):
                     ending = "the agent left mid-reply, the reply read to its end and metered" if ending is None else \
@@ -289,6 +299,15 @@ class GatewayRoutes:
         route.log.write(status=502, decision="upstream_error", detail=redact(f"{type(exc).__name__}: {exc}", secrets)[:500],
                         latency_ms=(time.perf_counter() - started) * 1000, **fields)
         await _json(send, 502, {"error": {"message": f"the model API could not be reached: {type(exc).__name__}"}})
+
+
+# Replies that say the provider failed, or refused the harness's key or its rate: never a 400, 404,
+# 413 or 422, which the agent's own body can bring about at will (verdict.py charges those to it).
+PROVIDER_FAULTS = frozenset({401, 402, 403, 408, 429})
+
+
+def provider_fault(status: int) -> bool:
+    return status >= 500 or status in PROVIDER_FAULTS
 
 
 def _left(watcher: asyncio.Future) -> bool:

@@ -30,6 +30,7 @@ class AgentOutcome(Protocol):
     scored_note: str | None  # it ended on its own limits (time, context, output): still graded
     output_refused: str | None  # its answer file was a link, special or too large
     tokens: Tokens
+    verifier_harness_fault: bool  # a task verifier's failure was on the harness's side
 
 
 @dataclass(frozen=True)
@@ -61,7 +62,7 @@ FAULT_CAUSE = {
     "error_before_grading": "harness",
     "worker_crashed": "harness",
     "judge_error": "harness",
-    "verifier_error": "harness",  # the verifier runs apart from anything of the agent's
+    "verifier_error": "the agent, unless Harbor's side of it failed: the verifier ran on the answer and page it left",
     "model_error": "harness",  # the provider's usage could not be counted
     "bot_block": "harness",  # the harness's own fresh load of the page shows it (page_state.py)
     "site_error": "harness",
@@ -72,8 +73,10 @@ FAULT_CAUSE = {
 }
 
 
-def charged_to_agent(reason: str, calls: BrowserCalls, model: ModelEvidence | None) -> bool:
+def charged_to_agent(reason: str, calls: BrowserCalls, model: ModelEvidence | None, verifier_harness_fault: bool = False) -> bool:
     """Whether the agent could have caused this fault, by the harness's own evidence."""
+    if reason == "verifier_error":  # an answer or page that makes the verifier fail, hang or write no reward
+        return not verifier_harness_fault
     if reason == "browser_crashed":
         return calls.forwarded > 0
     if reason == "upstream_error":
@@ -108,10 +111,11 @@ def decide(outcome: AgentOutcome, grade: Grade, calls: BrowserCalls, lost: str |
     could have caused it (`charged_to_agent`), when it fails it, flagged. Then spend, then the grade.
     `model`: what the gateway saw (None: the runner calls no model through it)."""
     def errored(reason: str, why: str) -> Verdict:
-        if charged_to_agent(reason, calls, model):
-            return Verdict("failed", reason, 0.0, f"{why} (the agent could have caused it: {FAULT_CAUSE[reason]}); "
-                           f"the grade, not counted: {grade.detail}", flag=f"fault charged to the agent: {reason}")
-        return Verdict("errored", reason, 0.0, f"{why}; the grade, not counted: {grade.detail}")
+        graded = "" if why == grade.detail else f"; the grade, not counted: {grade.detail}"
+        if charged_to_agent(reason, calls, model, getattr(outcome, "verifier_harness_fault", False)):
+            return Verdict("failed", reason, 0.0, f"{why} (the agent could have caused it: {FAULT_CAUSE[reason]}){graded}",
+                           flag=f"fault charged to the agent: {reason}")
+        return Verdict("errored", reason, 0.0, f"{why}{graded}")
 
     if lost:
         return errored("browser_crashed", lost)
@@ -119,8 +123,10 @@ def decide(outcome: AgentOutcome, grade: Grade, calls: BrowserCalls, lost: str |
         return errored("upstream_error", f"the browser server failed {calls.upstream_failures} call(s)")
     if model_fault:  # the gateway read a usage from the model API it could not count: spend unknown
         return errored("model_error", model_fault)
-    if grade.stop_reason in ("judge_error", "verifier_error"):  # the grader failed: nothing measured the agent
-        return Verdict("errored", grade.stop_reason, 0.0, grade.detail)
+    if grade.stop_reason == "judge_error":  # the grader failed: nothing measured the agent
+        return Verdict("errored", "judge_error", 0.0, grade.detail)
+    if grade.stop_reason == "verifier_error":
+        return errored("verifier_error", grade.detail)
     if capped:  # the gateway refused a model request at the trial's cap: the agent's run ended there
         return Verdict("failed", "over_spend", 0.0, f"the model gateway stopped the agent: {capped}; {grade.detail}")
     if outcome.output_refused:  # the answer file was a link, a special file or too large: nothing to grade

@@ -39,6 +39,7 @@ class AgentOutcome:
     output_refused: str | None = None  # the answer file itself was refused: the trial is errored
     verifier_rewards: dict | None = None  # grading "verifier": the task's own verifier's rewards
     verifier_error: str | None = None  # ... or why it gave none
+    verifier_harness_fault: bool = False  # ... and it was the harness's side that failed (VERIFIER_HARNESS_FAULTS)
 
 
 # Harbor's exception types for runs that ended on the agent's own limits: these stay scored
@@ -53,6 +54,10 @@ VERIFIER_FAILURES = frozenset({
     "AddTestsDirError", "DownloadVerifierDirError",
 })
 PAGE_PATH = "/app/page.json"  # grading "verifier": the page the agent left, for the task's own verifier
+MAX_PAGE_BYTES = 16 * 1024 * 1024
+# Harbor's verifier failures on its own side (the tests not put in, its logs not copied out): the
+# harness's fault; any other (no reward, a bad one, a timeout) the verifier met on what the agent left.
+VERIFIER_HARNESS_FAULTS = frozenset({"AddTestsDirError", "DownloadVerifierDirError"})
 PAGE_SNAPSHOT = "return {url: location.href, title: document.title, html: document.documentElement.outerHTML};"
 
 
@@ -63,12 +68,16 @@ async def _page_snapshot(browser) -> bytes:
         page = await browser.services.backend.evaluate(browser.session_id, PAGE_SNAPSHOT)
     except Exception as exc:
         page = {"error": f"the page could not be read: {exc}"}
-    return json.dumps(page).encode()
+    data = json.dumps(page).encode()
+    if len(data) > MAX_PAGE_BYTES:
+        return json.dumps({"error": f"the page is over {MAX_PAGE_BYTES} bytes as JSON: not given"}).encode()
+    return data
 
 
 async def _verify_apart(environment, trial_dir: Path, browser) -> None:
     """The task's verifier gets a workspace of its own (host.py `verify_apart`) holding only what
     it grades: the answer as the harness copied it out (bounded, no link followed) and the page."""
+    await browser.services.backend.end_agent_code(browser.session_id)  # no code of the agent's shapes the page read
     answer, _ = read_answer_file(trial_dir / "artifacts" / "answer.json")
     graded = {PurePosixPath(PAGE_PATH).name: await _page_snapshot(browser)}
     if answer is not None:
@@ -208,7 +217,7 @@ async def run_harbor_trial(
     if result.exception_info is not None:
         text = failure_text(result.exception_info)
         if result.exception_info.exception_type in VERIFIER_FAILURES:
-            verifier_error = text  # the task's verifier failed, not the agent: graded verifier_error
+            verifier_error = text  # graded verifier_error; whose fault it is, verdict.py decides
         elif result.exception_info.exception_type in SCORED_ENDINGS:
             scored_note = text  # the agent ran out of time, context or output, or refused: graded as it stands
         else:
@@ -235,6 +244,8 @@ async def run_harbor_trial(
         output_refused=f"the answer file {ANSWER_PATH} was not read: {answer_refused}" if answer_refused else None,
         verifier_rewards=dict(result.verifier_result.rewards or {}) if result.verifier_result and not signalled else None,
         verifier_error=verifier_error,
+        verifier_harness_fault=result.exception_info is not None
+        and result.exception_info.exception_type in VERIFIER_HARNESS_FAULTS,
     )
 
 
