@@ -280,6 +280,16 @@ BEYOND_THE_RUN = [
     ("chat", {"messages": [{"role": "user", "content": [{"type": "file", "file": {"file_id": "f"}}]}]}, "messages[0].content[0].type"),
     ("chat", {"tools": [{"type": "web_search"}]}, "tools[0].type"),
     ("chat", {"stream_options": {"include_usage": True, "include_obfuscation": True}}, "stream_options.include_obfuscation"),
+    # keys below the types: a stored audio id, a URL beside a text, a file on an allowed item
+    ("chat", {"messages": [CHAT_MSG, {"role": "assistant", "content": None, "audio": {"id": "audio_abc"}}]}, "messages[1].audio"),
+    ("chat", {"messages": [{"role": "user", "content": [{"type": "text", "text": "x", "image_url": {"url": "https://e.example"}}]}]},
+     "messages[0].content[0].image_url"),
+    ("responses", {"input": [{"role": "user", "content": [{**TEXT, "file_url": "https://evil.example/f"}]}]},
+     "input[0].content[0].file_url"),
+    ("responses", {"input": [{"type": "function_call_output", "call_id": "c", "output": "x", "file_id": "file-1"}]},
+     "input[0].file_id"),
+    ("messages", {"messages": [{"role": "user", "content": [{"type": "text", "text": "x", "source": {"type": "url", "url": "https://e"}}]}]},
+     "messages[0].content[0].source"),
 ]
 BASES = {
     "responses": ("responses", {**CODEX_BODY}),

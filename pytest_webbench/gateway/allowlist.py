@@ -32,9 +32,20 @@ class Refused(ValueError):
 
 
 @functools.cache
-def allowed() -> dict[str, dict[str, frozenset[str]]]:
-    raw = tomllib.loads(DATA.read_text())
-    return {api: {key: frozenset(values) for key, values in table.items()} for api, table in raw.items()}
+def allowed() -> dict[str, dict]:
+    """Per protocol: each list as a frozenset, each table (keys by type) as a dict of them."""
+    def sets(table: dict) -> dict:
+        return {k: sets(v) if isinstance(v, dict) else frozenset(v) for k, v in table.items()}
+
+    return {api: sets(table) for api, table in tomllib.loads(DATA.read_text()).items()}
+
+
+def _keys(obj: dict, allowed_keys: frozenset[str] | None, where: str) -> None:
+    """Every key of a container one the CLI sends in it (a stored file, a URL to fetch, an audio id
+    hide in keys as well as in types)."""
+    for key in obj:
+        if allowed_keys is None or key not in allowed_keys:
+            _refuse(f"{where}.{key}", "the key")
 
 
 def _refuse(where: str, what: str) -> None:
@@ -101,6 +112,7 @@ def _responses(request: dict, rules: dict) -> None:
         item = _object(item, f"input[{i}]")
         kind = item.get("type", "message")  # a message may leave its type out
         _one_of(kind, rules["item_types"], f"input[{i}].type")
+        _keys(item, rules["item_keys"].get(kind), f"input[{i}]")
         if kind == "message":
             _one_of(item.get("role"), rules["roles"], f"input[{i}].role")
         for key in ("content", "output", "summary"):
@@ -114,6 +126,7 @@ def _responses(request: dict, rules: dict) -> None:
 
 def _responses_part(part: dict, rules: dict, where: str) -> None:
     _one_of(part.get("type"), rules["part_types"], f"{where}.type")
+    _keys(part, rules["part_keys"].get(part["type"]), where)
     if part["type"] == "input_image":
         if "file_id" in part:
             _refuse(f"{where}.file_id", "a stored file")
@@ -139,6 +152,7 @@ def _messages(request: dict, rules: dict) -> None:
             _messages_block(_object(block, f"system[{i}]"), rules, f"system[{i}]")
     for i, message in enumerate(_list(request.get("messages", []), "messages")):
         message = _object(message, f"messages[{i}]")
+        _keys(message, rules["message_keys"], f"messages[{i}]")
         _one_of(message.get("role"), rules["roles"], f"messages[{i}].role")
         content = message.get("content")
         if isinstance(content, list):
@@ -150,6 +164,7 @@ def _messages(request: dict, rules: dict) -> None:
 
 def _messages_block(block: dict, rules: dict, where: str) -> None:
     _one_of(block.get("type"), rules["block_types"], f"{where}.type")
+    _keys(block, rules["block_keys"].get(block["type"]), where)
     _cache_control(block, rules, where)
     if block["type"] == "image":
         _one_of(_object(block.get("source"), f"{where}.source").get("type"), rules["image_source_types"],
@@ -179,12 +194,14 @@ def _chat(request: dict, rules: dict) -> None:
         _one_of(choice, rules["tool_choice"], "tool_choice")
     for i, message in enumerate(_list(request.get("messages", []), "messages")):
         message = _object(message, f"messages[{i}]")
+        _keys(message, rules["message_keys"], f"messages[{i}]")
         _one_of(message.get("role"), rules["roles"], f"messages[{i}].role")
         content = message.get("content")
         if isinstance(content, list):
             for j, part in enumerate(content):
                 where = f"messages[{i}].content[{j}]"
                 _one_of(_object(part, where).get("type"), rules["part_types"], f"{where}.type")
+                _keys(part, rules["part_keys"].get(part["type"]), where)
                 _cache_control(part, rules, where)  # OpenRouter passes Anthropic's on to it
                 if part["type"] == "image_url":
                     _image_url(part.get("image_url"), rules["image_url_schemes"], f"{where}.image_url")
