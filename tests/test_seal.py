@@ -55,6 +55,19 @@ def _run_all(env: HostEnvironment, commands: list[str], **kwargs):
     return asyncio.run(go())
 
 
+# Which seal a command ran in: its network namespace, and when the seal's root was built (to the
+# nanosecond). The namespace's inode alone is no oracle: the kernel may give a freed one to the next.
+SEAL_ID = "echo SEAL=$(readlink /proc/self/ns/net)@$(stat -c %z / | tr ' ' _)"
+
+
+def seal_of(result) -> str:
+    import re
+
+    found = re.findall(r"^SEAL=(\S+)$", result.stdout, re.M)
+    assert len(found) == 1, result
+    return found[0]
+
+
 def test_this_machine_can_seal():
     assert can_seal()  # root here; CI needs it for every test below to mean anything
 
@@ -139,14 +152,14 @@ def test_a_trial_s_commands_share_one_seal_and_nothing_one_leaves_reaches_the_ne
     marker = f"webbench-seal-left-{os.getpid()}"
     env = _environment(tmp_path, [])
     first, second = _run_all(env, [
-        f"readlink /proc/self/ns/net /proc/self/ns/mnt; (setsid bash -c 'exec -a {marker} sleep 300' &); "
+        f"{SEAL_ID}; (setsid bash -c 'exec -a {marker} sleep 300' &); "
         "echo left > /dev/shm/left; ipcmk -M 4096 >/dev/null; ipcs -m | grep -c '^0x'",
-        "readlink /proc/self/ns/net; echo PROCS; ls /proc | grep '^[0-9]' | wc -l; echo SHM; ls /dev/shm; "
+        f"{SEAL_ID}; echo PROCS; ls /proc | grep '^[0-9]' | wc -l; echo SHM; ls /dev/shm; "
         f"ipcs -m | grep -c '^0x'; echo FDS; ls /proc/$$/fd; echo END"])
     assert first.return_code == 0 and second.return_code == 0, (first, second)
-    net, _, shared_before = first.stdout.split()
+    _, shared_before = first.stdout.split()
     assert shared_before == "1"  # the segment was made
-    assert second.stdout.split()[0] == net  # the same network namespace: one seal
+    assert seal_of(second) == seal_of(first)  # one seal
     after = second.stdout.split("PROCS\n")[1]
     assert int(after.split()[0]) <= 5, after  # PID 1, this shell, ls, grep, wc: the sleeper was ended
     assert after.split("SHM\n")[1].split()[0] == "0"  # no /dev/shm file, no SysV segment
@@ -157,14 +170,10 @@ def test_a_trial_s_commands_share_one_seal_and_nothing_one_leaves_reaches_the_ne
 
 def test_a_timed_out_command_ends_its_seal_and_the_next_command_gets_a_fresh_one(tmp_path):
     env = _environment(tmp_path, [])
-    # the seal's network namespace and when its root was built (to the nanosecond): the namespace's
-    # inode number alone is no oracle, since the kernel may give a freed one to the next it makes
-    whose = "readlink /proc/self/ns/net; stat -c %z /"
-    first, second, third = _run_all(env, [f"{whose}; sleep 300", whose, whose], timeout_sec=3)
+    first, second, third = _run_all(env, [f"{SEAL_ID}; sleep 300", SEAL_ID, SEAL_ID], timeout_sec=3)
     assert first.return_code == 124 and "timed out" in first.stderr
-    built = [result.stdout.splitlines()[1] for result in (first, second, third)]
-    assert second.return_code == 0 and built[1] != built[0]  # a new seal, built 3 s later
-    assert third.stdout == second.stdout  # which then serves on
+    assert second.return_code == 0 and seal_of(second) != seal_of(first)  # a new seal, built 3 s later
+    assert seal_of(third) == seal_of(second)  # which then serves on
 
 
 def test_commands_run_at_once_each_get_a_seal_of_their_own_and_their_own_output_and_code(tmp_path):
@@ -174,7 +183,7 @@ def test_commands_run_at_once_each_get_a_seal_of_their_own_and_their_own_output_
         env = _environment(tmp_path, [])
         await env.start(force_build=False)
         try:
-            return await asyncio.gather(*(env.exec(f"readlink /proc/self/ns/pid; sleep 0.$(( {i} % 3 )); echo {i}-{big}; exit {i}")
+            return await asyncio.gather(*(env.exec(f"{SEAL_ID}; sleep 0.$(( {i} % 3 )); echo {i}-{big}; exit {i}")
                                           for i in range(6)))
         finally:
             await env.stop(delete=True)
@@ -183,7 +192,7 @@ def test_commands_run_at_once_each_get_a_seal_of_their_own_and_their_own_output_
     assert [r.return_code for r in results] == list(range(6))
     assert [r.stdout.split("\n", 1)[1] for r in results] == [f"{i}-{big}\n" for i in range(6)]
     # each in a seal of its own while the others ran: none could see, signal or outlive-kill another
-    assert len({r.stdout.split("\n", 1)[0] for r in results}) == 6
+    assert len({seal_of(r) for r in results}) == 6
 
 
 def test_nothing_a_command_does_to_its_seal_s_dev_proc_or_pid_1_reaches_the_next(tmp_path):
@@ -192,14 +201,14 @@ def test_nothing_a_command_does_to_its_seal_s_dev_proc_or_pid_1_reaches_the_next
     a capability-less uid 0), and PID 1 deaf to the signals a command can send it."""
     env = _environment(tmp_path, [])
     first, second = _run_all(env, [
-        "readlink /proc/self/ns/net; echo x > /dev/note; rm -f /dev/stdout; ln -s /app/x /dev/fd/9; "
+        f"{SEAL_ID}; echo x > /dev/note; rm -f /dev/stdout; ln -s /app/x /dev/fd/9; "
         "ls /proc/1 >/dev/null 2>&1 || echo PID1-HIDDEN; echo 1000 > /proc/1/oom_score_adj || echo OOM-REFUSED; "
         "for s in INT TERM HUP QUIT USR1 USR2 ALRM PIPE; do kill -$s 1; done; echo SIGNALLED",
-        "readlink /proc/self/ns/net; ls /dev; cat <(echo through-the-real-fd)"])
+        f"{SEAL_ID}; ls /dev; cat <(echo through-the-real-fd)"])
     assert first.return_code == 0 and second.return_code == 0, (first, second)
     assert "Read-only file system" in first.stderr and "PID1-HIDDEN" in first.stdout and "OOM-REFUSED" in first.stdout
     assert "SIGNALLED" in first.stdout
-    assert second.stdout.split()[0] == first.stdout.split()[0]  # PID 1 lived through the signals
+    assert seal_of(second) == seal_of(first)  # PID 1 lived through the signals
     assert "note" not in second.stdout.split() and "stdout" in second.stdout.split()
     assert second.stdout.rstrip().endswith("through-the-real-fd")
 
@@ -218,18 +227,19 @@ def test_what_the_host_shares_with_every_seal_is_out_of_a_command_s_reach(tmp_pa
     add_key = {"x86_64": 248, "aarch64": 217}[platform.machine()]
     first, second = _run_all(env, [
         # chmod to the mode it has: were the wall down, the host's node would change in nothing but ctime
-        "readlink /proc/self/ns/net; chmod 666 /dev/null; touch -c /dev/null /dev/urandom; echo x > /dev/null && echo NULL-WRITES; "
+        f"{SEAL_ID}; chmod 666 /dev/null; touch -c /dev/null /dev/urandom; echo x > /dev/null && echo NULL-WRITES; "
         f"chmod 000 /dev/pts/ptmx /dev/pts; python3 -c \"{read_key.format(nr=add_key)}\"; "
         "prlimit --pid 1 --fsize=1000:1000 --nproc=50:50 && echo LOWERED",
-        "readlink /proc/self/ns/net; ulimit -f; script -qc tty /dev/null"])
-    assert first.stderr.count("Read-only file system") >= 4, first.stderr  # chmod, two touches, the pty chmod
+        f"{SEAL_ID}; ulimit -f; script -qc tty /dev/null"])
+    # each of five fails: the chmod, two touches, and the pty chmod's two paths
+    assert first.stderr.count("Read-only file system") == 5, first.stderr
     assert "NULL-WRITES" in first.stdout  # the device itself works as ever
     assert "KEY -1 1" in first.stdout  # EPERM
     after = os.stat("/dev/null")
     assert (after.st_mode, after.st_mtime_ns, after.st_ctime_ns) == (host_null.st_mode, host_null.st_mtime_ns, host_null.st_ctime_ns)
     assert "LOWERED" in first.stdout  # which spends the seal: the next command has a fresh one
-    net, limit, tty = second.stdout.split()
-    assert net != first.stdout.split()[0] and limit == "unlimited" and tty.startswith("/dev/pts/"), second
+    _, limit, tty = second.stdout.split()
+    assert seal_of(second) != seal_of(first) and limit == "unlimited" and tty.startswith("/dev/pts/"), second
 
 
 def test_a_seal_whose_pid_1_was_killed_between_commands_is_replaced(tmp_path):
@@ -240,16 +250,16 @@ def test_a_seal_whose_pid_1_was_killed_between_commands_is_replaced(tmp_path):
         env = _environment(tmp_path, [])
         await env.start(force_build=False)
         try:
-            first = await env.exec("readlink /proc/self/ns/net")
+            first = await env.exec(SEAL_ID)
             (shell,) = env._shells
             os.killpg(shell.proc.pid, signal.SIGKILL)
             await shell.proc.wait()
-            return first, await env.exec("readlink /proc/self/ns/net")
+            return first, await env.exec(SEAL_ID)
         finally:
             await env.stop(delete=True)
 
     first, second = asyncio.run(scenario())
-    assert second.return_code == 0 and second.stdout != first.stdout, (first, second)
+    assert second.return_code == 0 and seal_of(second) != seal_of(first), (first, second)
 
 
 def test_a_seal_that_cannot_be_built_is_a_clear_error(tmp_path):

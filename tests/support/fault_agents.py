@@ -91,7 +91,8 @@ class FaultAgent(ReferenceAgent):
             result = await environment.exec("kill -KILL $$")
             raise RuntimeError(f"the agent's process died: exit {result.return_code}")
         if self.fault == "plant_tests":  # leave a file where the task's own verifier will run, then solve
-            await environment.exec("echo planted > /tests/planted.txt")
+            planted = await environment.exec("echo planted > /tests/planted.txt && cat /tests/planted.txt")
+            assert (planted.return_code, planted.stdout.strip()) == (0, "planted"), planted  # the plant took
             return await super().run(instruction, environment, context)
         if self.fault == "shadow_verifier":
             return await self._shadow_verifier(environment)

@@ -420,6 +420,8 @@ class ModelEndpoint:
         return StreamingResponse(events(), media_type="text/event-stream")
 
     async def other(self, request: Request):
+        # recorded like every request: a test that nothing reached the model counts these too
+        self.model.requests.append({"api": "other", "path": request.url.path, "body": None, "key": _key_of(request)})
         return JSONResponse({"error": {"message": f"{request.url.path} is not scripted"}}, status_code=404)
 
 
