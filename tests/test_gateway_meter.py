@@ -284,3 +284,19 @@ def test_numbers_a_provider_would_read_otherwise_are_refused(stack, tmp_path, co
     before = len(hostile.requests)
     reply = _post(gateway, route, api, content=content)
     assert reply.status_code == 400 and said in reply.text and len(hostile.requests) == before
+
+
+def test_an_unreachable_provider_after_a_rewritten_limit_is_a_logged_502(stack, tmp_path):
+    """The note of a rewritten output limit and the upstream's error go in one line (they once met
+    as two values of one field: a 500, no line, and the reservation kept)."""
+    import socket
+
+    loop, hostile, upstream, routes, gateway = stack
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{closed.getsockname()[1]}"
+    route = _route(routes, dead, tmp_path, "responses", "dead")
+    assert _post(gateway, route, "responses").status_code == 502
+    [line] = read_model_log(tmp_path / "dead.jsonl")
+    assert line.decision == "upstream_error" and "max_output_tokens None ->" in line.detail and "ClientConnector" in line.detail
+    assert route.meter.reserved_usd == pytest.approx(0) and route.meter.provider_failures == 1

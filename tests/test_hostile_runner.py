@@ -20,7 +20,10 @@ ROUTES = {
     "browser code: the harness's process", "browser code: the suite and its answer rules", "browser code: the results",
     "browser code: other trials' pages", "browser: local schemes (file:)", "browser: hosts beyond the task's site",
     "gateway: only the run's protocol and model", "files: links out of the trial", "files: writes through planted links",
+    "shell: the host's /etc", "shell: processes without a limit", "shell: open files without a limit",
+    "gateway: the provider's own tools and fetchers", "browser code: raw CDP through what events hand out",
 }
+NOT_PROBED_OUTSIDE_THE_PLAYWRIGHT_ARM = {"browser code: raw CDP through what events hand out"}
 
 
 def _run(pytester, exp: str, selection: str, *extra: str):
@@ -36,11 +39,14 @@ def test_every_wall_holds_here_in_every_arm(pytester, monkeypatch):
     result.assert_outcomes(passed=3)
     for record in read_trial_records(exp)[0]:
         assert {w.route for w in record.walls} == ROUTES
-        assert all(w.status == "held" for w in record.walls), [w for w in record.walls if w.status != "held"]
+        expected = {w.route: "held" if record.arm == "playwright" or w.route not in NOT_PROBED_OUTSIDE_THE_PLAYWRIGHT_ARM
+                    else "not probed" for w in record.walls}
+        assert {w.route: w.status for w in record.walls} == expected, [w for w in record.walls if w.status != "held"]
         log = read_model_log(exp / record.harbor_trial_dir / "model-log.jsonl")
         assert log and {line.decision for line in log} == {"refused_request"}  # nothing reached a model
     report = json.loads((exp / "report.json").read_text())
-    assert {row["route"]: row["held"] for row in report["walls"]} == dict.fromkeys(ROUTES, 3)
+    assert {row["route"]: row["held"] for row in report["walls"]} == {
+        route: 1 if route in NOT_PROBED_OUTSIDE_THE_PLAYWRIGHT_ARM else 3 for route in ROUTES}
     assert "## The walls of this setup" in (exp / "report.md").read_text()
 
 
@@ -50,6 +56,14 @@ import pytest_webbench.environments.host as host
 
 pod.chromium_etc = lambda: None  # no policy: file: URLs open (on the sealed view)
 host.AGENT_ENV_ALLOWLIST = (*host.AGENT_ENV_ALLOWLIST, "WEBBENCH_HOSTILE_CANARY")  # a harness variable let through
+
+import pytest_webbench.environments.seal as seal
+import pytest_webbench.gateway.policy as policy
+
+seal.ETC_ALLOWED = (*seal.ETC_ALLOWED, "shadow")  # the host's shadow file in every seal
+seal.new_cgroup = lambda: None  # no process limit
+seal.MAX_OPEN_FILES = 0  # no cap on a command's open files (0: PID 1 leaves the host's)
+policy.check_allowed = lambda api, request: None  # the body policy down: the provider's tools go out
 '''
 
 
@@ -62,6 +76,36 @@ def test_a_wall_knocked_down_is_reported_breached_and_fails_its_trial(pytester):
     breached = {w.route: w.evidence for w in record.walls if w.status == "breached"}
     # the variable let through shows in the shell's environment, and so in its processes' ones
     assert set(breached) == {"shell: the harness's keys", "shell: other processes' environments",
-                             "browser: local schemes (file:)"}, breached
+                             "browser: local schemes (file:)", "shell: the host's /etc", "shell: processes without a limit",
+                             "shell: open files without a limit", "gateway: the provider's own tools and fetchers",
+                             # the allowlist also kept out the protocol probes' stored state and hosted tool
+                             "gateway: only the run's protocol and model"}, breached
     assert "wbca" in breached["shell: the harness's keys"] and "file:///etc/passwd" in breached["browser: local schemes (file:)"]
-    assert "3 of 16 walls breached" in record.detail
+    assert "read /etc/shadow" in breached["shell: the host's /etc"]
+    assert "8 of 20 walls breached" in record.detail  # the event-payload wall is the playwright arm's alone
+
+
+def test_the_event_payload_probe_can_report_breached():
+    """The playwright arm's probe, run where raw CDP is allowed (another arm's scope), says so."""
+    from pytest_webbench.browsers.local import LocalBackend
+    from pytest_webbench.runners.hostile import EVENT_PAYLOAD_PROBE, event_payload_wall
+    from pytest_webbench.trial.service_loop import ServiceLoop
+    from starlette.applications import Starlette
+    from starlette.responses import HTMLResponse
+    from starlette.routing import Route
+
+    loop = ServiceLoop()
+    site = "http://site.localhost:" + loop.serve(Starlette(routes=[Route("/", lambda r: HTMLResponse("<p>x</p>"))]),
+                                                 "site").rsplit(":", 1)[1]
+    backend = LocalBackend()
+    try:
+        for session, page_only in (("FREE", False), ("PW", True)):
+            loop.run(backend.create_session(session, page_api_only=page_only, site_urls=[site]))
+            loop.run(backend.goto(session, site + "/"))
+        free = loop.run(backend.execute_playwright("FREE", EVENT_PAYLOAD_PROBE, timeout_sec=30), timeout=60)
+        scoped = loop.run(backend.execute_playwright("PW", EVENT_PAYLOAD_PROBE, timeout_sec=30), timeout=60)
+    finally:
+        loop.run(backend.close())
+        loop.close()
+    assert event_payload_wall(free["result"]).status == "breached", free
+    assert event_payload_wall(scoped["result"]).status == "held", scoped

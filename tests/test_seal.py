@@ -386,3 +386,17 @@ def test_a_command_s_open_files_are_capped(tmp_path):
     result = _run(env, "ulimit -n; ulimit -Hn; ulimit -Hn 1000000 2>/dev/null && echo raised")
     soft, hard = (int(v) for v in result.stdout.split()[:2])
     assert soft <= MAX_OPEN_FILES and hard <= MAX_OPEN_FILES and "raised" not in result.stdout, result
+
+
+def test_a_seal_s_etc_holds_what_the_tools_need_and_none_of_the_host_s_secrets(tmp_path):
+    """The seal's uid 0 could read the host's /etc/shadow through a bind of the whole /etc: now only
+    an allowlist of /etc is there, read-only."""
+    env = _environment(tmp_path, [])
+    result = _run(env, "for f in shadow gshadow ssl/private npmrc pip.conf gitconfig ssh; do "
+                       "[ -e /etc/$f ] && echo PRESENT-$f; done; getent hosts localhost; id -un; "
+                       "python3 -c 'import ssl; print(ssl.get_default_verify_paths().capath)'; "
+                       "touch /etc/x 2>&1 | grep -c 'Read-only'; ls /etc | wc -l")
+    assert "PRESENT" not in result.stdout, result
+    lines = result.stdout.split()
+    assert "localhost" in lines and "root" in lines and lines[-2] == "1", result  # names resolve, /etc read-only
+    assert int(lines[-1]) < 60, result  # an allowlist, not the host's 139 entries

@@ -51,6 +51,20 @@ MAX_PROCESSES = 1024
 MAX_OPEN_FILES = 4096
 MAX_CONNECTIONS = 256
 PIDS_CGROUP_V1 = "/sys/fs/cgroup/pids"
+
+# What of the host's /etc a seal gets: what the CLIs, their shells and Chromium read (names, name
+# resolution, the dynamic linker, time, certificates, fonts, Debian's alternatives and Python's site
+# config, Chromium's own folders). Not the rest: shadow and gshadow (readable by the seal's uid 0),
+# the TLS private keys under ssl/private, package managers' credentials (npmrc, pip.conf,
+# gitconfig), ssh, and the host's services' settings.
+ETC_ALLOWED = (
+    "passwd", "group", "hosts", "hostname", "resolv.conf", "nsswitch.conf", "host.conf", "gai.conf", "protocols",
+    "services", "networks", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "timezone", "locale.alias",
+    "ssl/certs", "ssl/openssl.cnf", "ca-certificates", "ca-certificates.conf", "fonts", "alternatives", "mime.types",
+    "magic", "magic.mime", "os-release", "debian_version", "machine-id", "mtab", "chromium", "chromium.d", "bash.bashrc",
+    "profile", "profile.d", "inputrc", "environment", "terminfo", "xdg", "python3", "python3.11", "python3.12",
+    "python3.13",
+)
 # The longest line read from a sealed command's output (a browser's runner answers one JSON line a call).
 MAX_LINE_BYTES = 64 * 1024 * 1024
 
@@ -97,7 +111,8 @@ class Seal:
         return marshal.dumps({"workdir": self.workdir, "ports": list(self.ports), "rw": [list(p) for p in self.rw],
                               "ro": [list(p) for p in self.ro],
                               "tmpfs": [list(p) for p in self.tmpfs], "root_mountpoint": ROOT_MOUNTPOINT,
-                              "ctl_fd": ctl_fd, "door": self.door, "cgroup": cgroup, "max_files": MAX_OPEN_FILES}).hex()
+                              "ctl_fd": ctl_fd, "door": self.door, "cgroup": cgroup, "max_files": MAX_OPEN_FILES,
+                              "etc": list(ETC_ALLOWED)}).hex()
 
 
 def _cgroup_parent() -> Path | None:

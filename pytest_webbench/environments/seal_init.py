@@ -3,7 +3,7 @@
 Started by `seal.py` as `unshare --net --mount --pid --fork ... python -I -S -c <loader> --init --
 bash -c <command>`, it is the first process of fresh network, mount and PID namespaces. In order:
 
-  1. a new root on a tmpfs holding only an allowlist (`/usr`, `/etc` read-only, a minimal `/dev`, the
+  1. a new root on a tmpfs holding only an allowlist (`/usr` and part of `/etc` read-only, a minimal `/dev`, the
      namespace's own `/proc`, the trial's private folders read-write, the pinned CLIs read-only at
      their own path, a capped tmpfs of its own where asked), then pivot_root into it and detach the
      old root: the checkout, the results, the harness's home are not hidden, they are absent;
@@ -128,6 +128,21 @@ def _prctl(option: int, arg: int = 0) -> None:
     _check(_libc.prctl(option, arg, 0, 0, 0), f"prctl {option}")
 
 
+def _etc(place, allowed: list[str]) -> None:
+    """The seal's /etc: each allowed entry of the host's (seal.py's ETC_ALLOWED), bound read-only (a
+    link copied as a link); the folder itself is the seal's root's, read-only once built."""
+    place("/etc")
+    for name in allowed:
+        host = "/etc/" + name
+        if os.path.islink(host):
+            place("/etc/" + name.rpartition("/")[0]) if "/" in name else None
+            os.symlink(os.readlink(host), place("/etc") + "/" + name)
+        elif os.path.isdir(host):
+            _bind(host, place(host), readonly=True)
+        elif os.path.isfile(host):
+            _bind(host, place(host, directory=False), readonly=True)
+
+
 def _build_root(cfg: dict, lasting: bool = False) -> None:
     """`lasting`: the root serves many commands (`serve_main`), so nothing one command may change
     in it may outlast that command: `/dev` and `/dev/pts` are read-only (`/dev/shm`, a fresh mount
@@ -145,8 +160,8 @@ def _build_root(cfg: dict, lasting: bool = False) -> None:
             open(target, "a").close()
         return target
 
-    for path in ("/usr", "/etc"):
-        _bind(path, place(path), readonly=True)
+    _bind("/usr", place("/usr"), readonly=True)
+    _etc(place, cfg["etc"])
     for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):  # as on the host: links into /usr, or binds
         host = "/" + name
         if os.path.islink(host):

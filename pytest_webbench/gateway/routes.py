@@ -296,8 +296,9 @@ class GatewayRoutes:
     async def _upstream_error(send, route: GatewayRoute, exc: BaseException, secrets: list[str], started: float,
                               fields: dict) -> None:
         route.meter.provider_failed()
-        route.log.write(status=502, decision="upstream_error", detail=redact(f"{type(exc).__name__}: {exc}", secrets)[:500],
-                        latency_ms=(time.perf_counter() - started) * 1000, **fields)
+        why = redact(f"{type(exc).__name__}: {exc}", secrets)[:500]
+        fields = {**fields, "detail": "; ".join(d for d in (fields.get("detail"), why) if d)}  # beside a rewrite's note
+        route.log.write(status=502, decision="upstream_error", latency_ms=(time.perf_counter() - started) * 1000, **fields)
         await _json(send, 502, {"error": {"message": f"the model API could not be reached: {type(exc).__name__}"}})
 
 

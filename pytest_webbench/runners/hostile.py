@@ -35,6 +35,48 @@ ANSWER_RULE = "[metadata.webbench"  # what the suite's task.toml holds and nothi
 ENDPOINTS = {"responses": "responses", "messages": "v1/messages", "chat": "chat/completions"}
 STATEFUL = {"responses": {"background": True}, "messages": {"mcp_servers": [{"type": "url", "url": "https://example.com/mcp"}]},
             "chat": {"store": True}}
+# What makes the provider act beyond one reply with the harness's key, per protocol (gateway/allowlist.py):
+# a hosted shell, a part fetched from a URL, a stored item, a hosted tool named by tool_choice or
+# nested in a namespace, a fallback model list, a web plugin.
+_URL = "https://example.com/x.png"
+VALID_BODIES = {"responses": {"store": False, "stream": True, "input": "hi"},
+                "messages": {"max_tokens": 16, "stream": True, "messages": [{"role": "user", "content": "hi"}]},
+                "chat": {"stream": True, "messages": [{"role": "user", "content": "hi"}]}}
+PROVIDER_REACH = {
+    "responses": [{"tools": [{"type": "local_shell"}]},
+                  {"input": [{"role": "user", "content": [{"type": "input_image", "image_url": _URL}]}]},
+                  {"input": [{"type": "item_reference", "id": "msg_1"}]},
+                  {"tool_choice": {"type": "web_search_preview"}},
+                  {"tools": [{"type": "namespace", "name": "x", "tools": [{"type": "web_search"}]}]}],
+    "messages": [{"tools": [{"type": "bash_20250124", "name": "bash"}]},
+                 {"messages": [{"role": "user", "content": [{"type": "image", "source": {"type": "url", "url": _URL}}]}]},
+                 {"messages": [{"role": "user", "content": [{"type": "document", "source": {"type": "file", "file_id": "f"}}]}]},
+                 {"tools": [{"type": "web_fetch_20250910", "name": "web_fetch"}]}],
+    "chat": [{"models": ["a/b", "c/d"]}, {"plugins": [{"id": "web"}]}, {"web_search_options": {}},
+             {"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": _URL}}]}]}],
+}
+
+
+# The playwright arm's rules on an object an event hands out: a console message's page(), its
+# context, and raw CDP from there (the name built at run time, past the proxy's static rule).
+EVENT_PAYLOAD_PROBE = """
+const seen = [];
+page.on('console', (m) => seen.push(m));
+await page.evaluate(() => console.log('probe'));
+for (let i = 0; i < 50 && !seen.length; i++) await page.waitForTimeout(20);
+if (!seen.length) return {error: 'no console message came'};
+try { return {cdp: typeof seen[0].page().context()[['newCDP', 'Session'].join('')]}; }
+catch (e) { return {cdp: 'refused: ' + String(e.message).slice(0, 120)}; }"""
+
+
+def event_payload_wall(found: dict | None) -> Wall:
+    route = "browser code: raw CDP through what events hand out"
+    if found is None:
+        return Wall(route=route, status="not probed", evidence="this arm may use raw CDP")
+    if "cdp" not in found:
+        return Wall(route=route, status="not probed", evidence=str(found.get("error", found))[:200])
+    return Wall(route=route, status="breached" if found["cdp"] == "function" else "held",
+                evidence=f"a console message's page().context().newCDPSession: {found['cdp']}"[:300])
 
 
 def harness_secrets(canary: str) -> list[str]:
@@ -86,6 +128,7 @@ class HostileAgent(BaseAgent):
         walls = Walls(secrets=harness_secrets(canary), canary_file=str(outside / "canary.txt"), canary_text=canary)
         try:
             walls.walls += await self._shell(environment, walls.secrets, experiment_dir)
+            walls.walls += await self._seal_limits(environment)
             walls.walls += await self._browser(walls.secrets, experiment_dir)
             walls.walls += await self._gateway(environment, trial_dir)
             walls.walls.append(await self._plant(environment, outside))
@@ -140,6 +183,39 @@ class HostileAgent(BaseAgent):
                               evidence=("reached " + ", ".join(opened)) if opened else out[name].strip()[:200]))
         return walls
 
+    # -- the seal's own limits -------------------------------------------------------------------
+    async def _seal_limits(self, environment) -> list[Wall]:
+        """The host's /etc (its shadow file readable, a mount below it writable), processes without
+        a limit, and open files without one. Nothing is written to the host: writability is asked
+        with access(2), which a read-only mount answers."""
+        from ..environments.seal import MAX_OPEN_FILES, MAX_PROCESSES
+
+        probe = "; ".join([
+            "echo ==ETC", "head -c 120 /etc/shadow 2>&1; echo",
+            "for f in /etc/hosts /etc/resolv.conf /etc/hostname /etc/passwd; do [ -w $f ] && echo WRITABLE $f; done",
+            "echo ==PROCS", f"(for i in $(seq 1 {MAX_PROCESSES + 200}); do sleep 5 & done) 2>/dev/null; "
+            "n=0; for p in /proc/[0-9]*; do n=$((n+1)); done; echo $n",
+            "echo ==FILES", "ulimit -Hn",
+        ])
+        result = await environment.exec(probe, timeout_sec=120)
+        out = _sections((result.stdout or "") + "\n" + (result.stderr or ""))
+        etc = out.get("ETC", "")
+        shadow = "root:" in etc.split("WRITABLE")[0]
+        writable = [line.split()[1] for line in etc.splitlines() if line.startswith("WRITABLE")]
+        procs = (out.get("PROCS", "").split() or ["?"])[-1]
+        files = (out.get("FILES", "").split() or ["?"])[-1]
+        return [
+            Wall(route="shell: the host's /etc", status="breached" if shadow or writable else "held",
+                 evidence="; ".join([*(["read /etc/shadow"] if shadow else []), *([f"writable: {', '.join(writable)}"] if writable else [])])
+                 or "no shadow file, nothing of it writable"),
+            Wall(route="shell: processes without a limit",
+                 status="held" if procs.isdigit() and int(procs) <= MAX_PROCESSES else "breached",
+                 evidence=f"{procs} processes alive after trying to start {MAX_PROCESSES + 200} (the limit is {MAX_PROCESSES})"),
+            Wall(route="shell: open files without a limit",
+                 status="held" if files.isdigit() and int(files) <= MAX_OPEN_FILES else "breached",
+                 evidence=f"hard limit {files} (the seal's is {MAX_OPEN_FILES})"),
+        ]
+
     # -- the browser ---------------------------------------------------------------------------
     async def _browser(self, values: list[str], experiment_dir: Path) -> list[Wall]:
         from mcp import Client
@@ -174,6 +250,7 @@ return out;"""
         async with Client(self.mcp_servers[0].url, mode="legacy") as client:
             found = await self._code(client, escape)
             visited = await self._code(client, visits)
+            handed = await self._code(client, EVENT_PAYLOAD_PROBE) if self.arm == "playwright" else None
         text = json.dumps(found)
         site_host = urlsplit(self.start_url).netloc
         foreign = [u for u in found.get("pages", []) if not (u.startswith("about:") or site_host in u)]
@@ -200,6 +277,7 @@ return out;"""
         opened = [u for u, v in beyond.items() if v.startswith("opened")]
         walls.append(Wall(route="browser: hosts beyond the task's site", status="breached" if opened else "held",
                           evidence=(f"opened {', '.join(opened)}" if opened else json.dumps(beyond))[:300]))
+        walls.append(event_payload_wall(handed))
         return walls
 
     async def _code(self, client, code: str) -> dict[str, Any]:
@@ -238,6 +316,10 @@ return out;"""
         lines.append(f"head -c {MAX_BODY_BYTES + 1024} /dev/zero | tr '\\0' 'x' | curl -s -m 20 -o /dev/null -w '%{{http_code}}\\n' "
                      f"-H {shlex.quote(key)} -H 'content-type: application/json' --data-binary @- "
                      f"{shlex.quote(base.rstrip('/') + '/' + endpoint)}")
+        # the provider's own tools and fetchers, each added to a body the gateway would otherwise forward
+        own = [{**VALID_BODIES[api], "model": model, **extra} for extra in PROVIDER_REACH[api]]
+        lines += [f"curl -s -m 10 -o /dev/null -w '%{{http_code}}\\n' -H {shlex.quote(key)} -H 'content-type: application/json' "
+                  f"-d {shlex.quote(json.dumps(b))} {shlex.quote(base.rstrip('/') + '/' + endpoint)}" for b in own]
         result = await environment.exec("command -v curl >/dev/null || { echo NO-CURL; exit 0; }; " + "; ".join(lines),
                                         timeout_sec=180)
         if "NO-CURL" in (result.stdout or ""):
@@ -245,12 +327,18 @@ return out;"""
                          evidence="no curl in the agent's environment")]
         codes = (result.stdout or "").split()
         log = read_model_log(trial_dir / MODEL_LOG)
-        forwarded = [line for line in log if line.decision == "forwarded"]
-        refused = [line for line in log if line.decision == "refused_request"]
-        held = not forwarded and len(refused) == len(probes) + 1 and all(c.startswith("4") for c in codes)
-        return [Wall(route="gateway: only the run's protocol and model", status="held" if held else "breached",
-                     evidence=f"answers {' '.join(codes)}; the gateway's log: {len(refused)} refused, "
-                              f"{len(forwarded)} forwarded" + (f" ({forwarded[0].path})" if forwarded else ""))]
+        first = len(probes) + 1  # the protocol's probes, then the provider's own tools'
+        walls = []
+        for route, lines_of, codes_of in (("gateway: only the run's protocol and model", log[:first], codes[:first]),
+                                          ("gateway: the provider's own tools and fetchers", log[first:], codes[first:])):
+            passed = [line for line in lines_of if line.decision != "refused_request"]
+            expected = first if not walls else len(own)
+            held = not passed and len(lines_of) == expected and all(c.startswith("4") for c in codes_of)
+            walls.append(Wall(route=route, status="held" if held else "breached",
+                              evidence=f"answers {' '.join(codes_of)}; the gateway's log: "
+                                       f"{len(lines_of) - len(passed)} refused, {len(passed)} not"
+                                       + (f" ({passed[0].decision} {passed[0].path})" if passed else "")))
+        return walls
 
     def _model_api(self) -> str | None:
         from . import runner_spec
