@@ -19,7 +19,7 @@ from ..environments.seal import can_seal
 from .base import TRACE_FILE, BackendError
 from .node_driver import NodeDriver
 from .pod import BrowserPod, chromium_path
-from .trace_zip import store_frames_once
+from .trace_zip import rewrite_trace
 
 
 class LocalBackend:
@@ -171,8 +171,8 @@ class LocalBackend:
         saved = await self.call("trace_save", session=session_id, path=str(path), timeout=120)
         if not saved.get("saved"):
             return {}
-        await asyncio.to_thread(store_frames_once, path)
-        return {"file": TRACE_FILE}
+        rewritten = await asyncio.to_thread(rewrite_trace, path)
+        return {"file": TRACE_FILE, **({"bounded": rewritten.flag} if rewritten.flag else {})}
 
     async def screenshot(self, session_id: str) -> bytes:
         return base64.b64decode((await self.call("screenshot", session=session_id))["image"])

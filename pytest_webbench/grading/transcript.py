@@ -24,7 +24,7 @@ MAX_SHOWN = 160
 class Transcript:
     turns: int = 0  # model replies the gateway passed back (forwarded, not an error)
     calls: list[dict[str, str]] = field(default_factory=list)  # the tool calls they asked for, in order
-    estimated: int = 0  # replies without usage, counted from their bytes
+    estimated: int = 0  # replies not metered whole, charged their worst case
     refused_requests: list[str] = field(default_factory=list)  # requests not forwarded: not the run's protocol
     final_text: str | None = None  # the last reply's words: the agent's final message of record
 

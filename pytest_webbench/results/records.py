@@ -162,6 +162,7 @@ class BrowserTrace(BaseModel):
     live_view_url: str | None = None
     replay_url: str | None = None
     error: str | None = None  # why the trace could not be had
+    bounded: str | None = None  # what was left out of it to keep its bound (browsers/trace_zip.py): flagged
 
 
 class Wall(BaseModel):

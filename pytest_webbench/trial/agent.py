@@ -64,6 +64,8 @@ class AgentRunner:
             targets_for("the task's files", paths=[str(self.spec.task.path), str(self.st.suite.path)]),
         ]
         flags = [f"the harness did not copy out {refused}" for refused in self.outcome.files_refused]
+        if self.trace and self.trace.get("bounded"):
+            flags.append(self.trace["bounded"])
         transcript = read_transcript(_trial_dir(self.st, self.spec) / MODEL_LOG)
         if transcript is None:  # no model behind this runner: its own steps are all there is
             calls = [{"name": c.get("function_name"), "arguments": c.get("arguments")}
@@ -71,7 +73,7 @@ class AgentRunner:
             return flags + scan_calls(calls, targets)
         flags += scan_calls(transcript.calls, targets) + disagreements(transcript, self.outcome.trajectory_steps)
         if transcript.estimated:
-            flags.append(f"{transcript.estimated} model repl(ies) carried no usage: counted from their bytes")
+            flags.append(f"{transcript.estimated} model repl(ies) were not metered whole: charged their worst case")
         flags += [f"the gateway refused a request: {why}"[:300] for why in transcript.refused_requests[:5]]
         return flags
 
