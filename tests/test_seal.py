@@ -377,6 +377,10 @@ def test_a_fork_bomb_meets_the_seal_s_process_limit_and_the_harness_runs_on(tmp_
     alive = int(first.stdout.split("alive=")[1].split()[0])
     assert 100 < alive <= MAX_PROCESSES, first  # the seal's limit, not 3,000 or the host's
     assert after.stdout.strip() == "still-here"
+    assert env.forks_refused >= 1  # counted for the trial's flags once the seal ended
+    calm = _environment(tmp_path / "calm", [])
+    _run(calm, "echo fine")
+    assert calm.forks_refused == 0
 
 
 def test_a_command_s_open_files_are_capped(tmp_path):

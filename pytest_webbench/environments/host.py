@@ -104,6 +104,7 @@ class HostEnvironment(BaseEnvironment):
         self.refused: list[Refusal] = []
         self.verifying = False  # `verify_apart` was called: commands are the task verifier's, not the agent's
         self.verifier_signalled: list[str] = []  # verifier commands that a signal ended (the verifier's error)
+        self.forks_refused = 0  # forks the seals' process limit refused (a fork bomb's): flagged on the trial
 
     @property
     def capabilities(self) -> EnvironmentCapabilities:
@@ -245,6 +246,7 @@ class HostEnvironment(BaseEnvironment):
         if shell in self._shells:
             self._shells.remove(shell)
         await shell.close()
+        self.forks_refused += shell.forks_refused
         _LIVE_GROUPS.discard(shell.proc.pid)
 
     async def stop(self, delete: bool) -> None:

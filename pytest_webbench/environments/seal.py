@@ -153,6 +153,25 @@ def remove_cgroup(path: str | None) -> None:
             os.rmdir(path)
 
 
+def forks_refused(path: str) -> int:
+    """How often the seal's process limit refused a fork (the pids controller's `max` event count)."""
+    try:
+        for line in Path(path, "pids.events").read_text().splitlines():
+            name, _, count = line.partition(" ")
+            if name == "max":
+                return int(count)
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
+async def _end_cgroup(proc: asyncio.subprocess.Process, path: str, exits: Exits) -> None:
+    """Once the seal has ended: what its limit refused, then its cgroup goes."""
+    await proc.wait()
+    exits.forks_refused = forks_refused(path)
+    remove_cgroup(path)
+
+
 def sweep_cgroups(parent_too: bool = False) -> None:
     """Removes this process's seal cgroups that no process holds any more (rmdir fails on the rest),
     and at exit its folder of them."""
@@ -224,6 +243,8 @@ class Exits:
         self.connect = connect
         self.opened: dict[int, int] = {}
         self.refused_connections = 0  # past MAX_CONNECTIONS open at once
+        self.forks_refused = 0  # by the seal's process limit, counted once the seal has ended
+        self.cgroup_ended: asyncio.Future | None = None
         self.door: Door | None = None
         self.control: socket.socket | None = None  # a serving seal's request socket (sealed_shell.py)
         self.ready = False  # PID 1 handed over its exits and went on (else it failed: see its stderr)
@@ -340,7 +361,7 @@ async def start_sealed(seal: Seal, command: str | None, env: dict[str, str], cwd
         )
         theirs.close()
         if cgroup is not None:
-            asyncio.ensure_future(proc.wait()).add_done_callback(lambda _: remove_cgroup(cgroup))
+            exits.cgroup_ended = asyncio.ensure_future(_end_cgroup(proc, cgroup, exits))
         try:
             await exits.open(ours, proc)
         except BaseException:

@@ -196,6 +196,12 @@ class SealedShell:
             if self._pid1_output is not None:
                 await self._pid1_output  # to the end of PID 1's pipes, so that their transport closes
             await self.proc.wait()
+        if self.exits is not None and self.exits.cgroup_ended is not None:
+            await self.exits.cgroup_ended  # what the seal's process limit refused is counted
+
+    @property
+    def forks_refused(self) -> int:
+        return self.exits.forks_refused if self.exits is not None else 0
 
 
 async def read_bounded(stream: asyncio.StreamReader, limit: int) -> bytes:

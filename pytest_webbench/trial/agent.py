@@ -66,6 +66,8 @@ class AgentRunner:
         flags = [f"the harness did not copy out {refused}" for refused in self.outcome.files_refused]
         if self.trace and self.trace.get("bounded"):
             flags.append(self.trace["bounded"])
+        if self.outcome.forks_refused:
+            flags.append(f"the agent's commands met their seal's process limit: {self.outcome.forks_refused} fork(s) refused")
         transcript = read_transcript(_trial_dir(self.st, self.spec) / MODEL_LOG)
         if transcript is None:  # no model behind this runner: its own steps are all there is
             calls = [{"name": c.get("function_name"), "arguments": c.get("arguments")}

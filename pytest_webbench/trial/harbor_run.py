@@ -40,6 +40,7 @@ class AgentOutcome:
     verifier_rewards: dict | None = None  # grading "verifier": the task's own verifier's rewards
     verifier_error: str | None = None  # ... or why it gave none
     verifier_harness_fault: bool = False  # ... and it was the harness's side that failed (VERIFIER_HARNESS_FAULTS)
+    forks_refused: int = 0  # forks of the agent's commands its seal's process limit refused
 
 
 # Harbor's exception types for runs that ended on the agent's own limits: these stay scored
@@ -246,6 +247,7 @@ async def run_harbor_trial(
         verifier_error=verifier_error,
         verifier_harness_fault=result.exception_info is not None
         and result.exception_info.exception_type in VERIFIER_HARNESS_FAULTS,
+        forks_refused=getattr(trial.agent_environment, "forks_refused", 0),
     )
 
 
