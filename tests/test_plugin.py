@@ -96,6 +96,29 @@ def test_reusing_an_experiment_id_is_refused(pytester):
     assert (pytester.path / "results" / "same" / "marker").read_text() == "kept"
 
 
+def _claim_at_the_barrier(results: str, barrier) -> str:
+    from pytest_webbench.results.claims import ExperimentExists, claim_experiment_dir
+
+    barrier.wait()  # every process calls the claim at the same moment
+    try:
+        claim_experiment_dir(Path(results), "raced")
+        return "won"
+    except ExperimentExists:
+        return "refused"
+
+
+def test_the_claim_itself_raced_by_many_processes_has_one_winner(tmp_path):
+    """The claim called at one barrier by 16 processes at once: exactly one wins."""
+    import multiprocessing
+
+    context = multiprocessing.get_context("spawn")
+    with context.Manager() as manager:
+        barrier = manager.Barrier(16)
+        with context.Pool(16) as pool:
+            outcomes = pool.starmap(_claim_at_the_barrier, [(str(tmp_path / "results"), barrier)] * 16)
+    assert sorted(outcomes) == ["refused"] * 15 + ["won"]
+
+
 def test_runs_started_together_with_one_id_have_exactly_one_winner(pytester):
     """Four pytest processes plan the same experiment at once: one claims it, the others are told
     it exists, and the winner's plan is the one on disk."""

@@ -36,7 +36,15 @@ def test_a_killed_run_resumed_gives_the_unbroken_run_s_report(pytester, monkeypa
 
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(TESTS / "support"), os.environ.get("PYTHONPATH")])))
     order = planned_order("broken")
-    victim = order[3]
+    partner = {"control": "treatment", "treatment": "control"}
+
+    def second_of_its_pair(i: int) -> bool:
+        task, arm = order[i].rsplit("-", 1)
+        return arm in partner and f"{task}-{partner[arm]}" in order[:i]
+
+    # killed as the second of its pair runs, so its partner's record is the half pair moved aside
+    at = next(i for i in range(len(order)) if second_of_its_pair(i))
+    victim = order[at]
     preset, armed = fault_preset(pytester.path, "kill_worker", [victim])
     killed = pytester.runpytest_subprocess("-p", "no:cacheprovider", f"--results-dir={pytester.path / 'results'}",
                                            "--suite", str(LOCAL_WEB), "--runner", str(preset), "-k", SELECT,
@@ -44,15 +52,15 @@ def test_a_killed_run_resumed_gives_the_unbroken_run_s_report(pytester, monkeypa
     assert killed.ret == -9 and not armed.exists()  # killed by the signal, in the victim's trial
     broken = pytester.path / "results" / "broken"
     recorded = {p.stem for p in (broken / "trials").glob("*.json")}
-    assert recorded == set(order[:3]) and not (broken / "report.json").exists()
+    assert recorded == set(order[:at]) and not (broken / "report.json").exists()
 
     run(pytester, "--experiment-id", "unbroken").assert_outcomes(passed=6)
     resumed = pytester.runpytest_subprocess("-p", "no:cacheprovider", f"--results-dir={pytester.path / 'results'}",
                                             "--resume", "broken", "-n", "2")  # workers agree on what is left
     # the trials without a record, and the recorded member of the pair the kill broke, run again with its partner
-    partner = {"control": "treatment", "treatment": "control"}
     victim_task, victim_arm = victim.rsplit("-", 1)
-    rerun = {f"{victim_task}-{partner[victim_arm]}"} & recorded if victim_arm in partner else set()
+    rerun = {f"{victim_task}-{partner[victim_arm]}"}
+    assert rerun <= recorded  # the half pair the kill left
     resumed.assert_outcomes(passed=len(set(order) - recorded) + len(rerun))
     superseded = broken / "trials" / "superseded"
     assert {p.stem for p in superseded.glob("*.json")} == rerun
