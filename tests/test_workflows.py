@@ -56,7 +56,6 @@ def test_the_prepare_job_s_matrix_is_the_one_tested_here():
 
 @pytest.mark.parametrize("suite, runner", PREPARE)
 def test_the_prepare_job_s_command_plans_every_trial(pytester, suite, runner):
-
     judge = ("--judge-model", JUDGES[(suite, runner)]) if (suite, runner) in JUDGES else ()
     result = pytester.runpytest_subprocess("--suite", str(ROOT / "suites" / suite), "--runner", runner, "--attempts", "5",
                                            "--collect-only", "-q", f"--results-dir={pytester.path / 'prepared'}", *judge)
