@@ -300,3 +300,58 @@ def test_an_unreachable_provider_after_a_rewritten_limit_is_a_logged_502(stack, 
     [line] = read_model_log(tmp_path / "dead.jsonl")
     assert line.decision == "upstream_error" and "max_output_tokens None ->" in line.detail and "ClientConnector" in line.detail
     assert route.meter.reserved_usd == pytest.approx(0) and route.meter.provider_failures == 1
+
+
+def test_a_trial_holds_a_bounded_number_of_request_bodies_at_once(stack, tmp_path):
+    """Twelve requests of one trial whose bodies come slowly: at most MAX_OPEN_BODIES are being read
+    at once; the rest wait unread (their bytes in the kernel's socket buffers, not the harness's)."""
+    import asyncio
+
+    from pytest_webbench.gateway.routes import MAX_OPEN_BODIES
+
+    loop, hostile, upstream, routes, gateway = stack
+    hostile.events, hostile.whole = [{"type": "response.completed", "response": {"usage": {"input_tokens": 1, "output_tokens": 1}}}], None
+    route = _route(routes, upstream, tmp_path, "responses", "bodies")
+    body = json.dumps(BODIES["responses"]).encode()
+
+    async def scenario() -> int:
+        reading, most, release = 0, 0, asyncio.Event()
+
+        async def one() -> None:
+            parts = [{"type": "http.request", "body": body[:10], "more_body": True},
+                     {"type": "http.request", "body": body[10:], "more_body": False}]
+
+            async def receive():
+                nonlocal reading, most
+                if not parts:
+                    await asyncio.Event().wait()  # the client stays: no disconnect
+                part = parts.pop(0)
+                if part["more_body"]:
+                    reading += 1
+                    most = max(most, reading)
+                else:
+                    await release.wait()  # the rest of the body comes only later
+                    reading -= 1
+                return part
+
+            async def send(message) -> None:
+                pass
+
+            scope = {"type": "http", "method": "POST", "path": f"/gateway/{route.trial}/responses", "raw_path": None,
+                     "query_string": b"", "headers": [(b"authorization", f"Bearer {TOKEN}".encode())]}
+            await routes.app(scope, receive, send)
+
+        tasks = [asyncio.ensure_future(one()) for _ in range(12)]
+        for _ in range(10_000):  # (yields, not time) until the first readers have started...
+            if reading >= MAX_OPEN_BODIES:
+                break
+            await asyncio.sleep(0)
+        for _ in range(500):  # ...and then every other request had its chance to start too
+            await asyncio.sleep(0)
+        release.set()
+        await asyncio.wait_for(asyncio.gather(*tasks), 60)
+        return most
+
+    most = loop.run(scenario(), timeout=90)
+    assert most == MAX_OPEN_BODIES
+    assert len(read_model_log(tmp_path / "bodies.jsonl")) == 12  # every request was answered in the end

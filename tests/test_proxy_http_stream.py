@@ -131,3 +131,64 @@ def test_the_stdio_mode_does_the_same_over_an_http_upstream(stateful_standin, tm
     assert asked == ["Which colour?"] and logged == ["about to ask"]
     calls = [r for r in read_call_log(tmp_path / "log.jsonl").records if r.method == "tools/call"]
     assert [(r.tool, r.outcome) for r in calls] == [("execute_playwright_code", "ok")]
+
+
+def test_a_trial_holds_a_bounded_number_of_call_bodies_at_once():
+    """Twenty calls of one trial whose bodies come slowly, and whose relays are slow: at most
+    MAX_OPEN_BODIES are read or held at once; the rest wait unread, and every call is answered."""
+    import asyncio
+    import json as _json
+
+    from pytest_webbench.proxy.http_endpoint import MAX_OPEN_BODIES, ProxyRoutes
+
+    class SlowSession:
+        def __init__(self) -> None:
+            self.holding = self.most = 0
+            self.release = asyncio.Event()
+
+        async def handle_line(self, body, to_agent):
+            await self.release.wait()
+            self.holding -= 1
+            return {"jsonrpc": "2.0", "id": _json.loads(body)["id"], "result": {}}
+
+    async def scenario():
+        routes, session = ProxyRoutes(), SlowSession()
+        path = routes.add("T", session)
+        body = _json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ping"}).encode()
+        statuses = []
+
+        async def one():
+            parts = [{"type": "http.request", "body": body[:5], "more_body": True},
+                     {"type": "http.request", "body": body[5:], "more_body": False}]
+
+            async def receive():
+                if not parts:
+                    await asyncio.Event().wait()
+                part = parts.pop(0)
+                if part["more_body"]:
+                    session.holding += 1  # from its first byte read until its relay is done
+                    session.most = max(session.most, session.holding)
+                return part
+
+            async def send(message):
+                if message["type"] == "http.response.start":
+                    statuses.append(message["status"])
+
+            scope = {"type": "http", "method": "POST", "path": path, "raw_path": path.encode(), "query_string": b"",
+                     "root_path": "", "scheme": "http", "server": ("127.0.0.1", 1), "http_version": "1.1",
+                     "headers": [(b"content-type", b"application/json"), (b"accept", b"application/json, text/event-stream")]}
+            await routes.app(scope, receive, send)
+
+        tasks = [asyncio.ensure_future(one()) for _ in range(20)]
+        for _ in range(10_000):  # (yields, not time) until the first calls are held...
+            if session.holding >= MAX_OPEN_BODIES:
+                break
+            await asyncio.sleep(0)
+        for _ in range(500):  # ...and every other call had its chance to start reading too
+            await asyncio.sleep(0)
+        session.release.set()
+        await asyncio.wait_for(asyncio.gather(*tasks), 60)
+        return session.most, statuses
+
+    most, statuses = asyncio.run(scenario())
+    assert most == MAX_OPEN_BODIES and statuses == [200] * 20

@@ -42,6 +42,7 @@ from .protocols import Api, StreamReader, api_of, invalid_request, refusal, unau
 DROPPED_RESPONSE = {b"content-length", b"transfer-encoding", b"connection", b"keep-alive"}
 REQUEST_HEAD_CHARS = 2000
 PREFIX = "/gateway/"
+MAX_OPEN_BODIES = 4
 FREE_PATHS = ("count_tokens",)  # Messages' token count: free, and no reply to meter
 
 
@@ -56,6 +57,9 @@ class GatewayRoute:
     api: Api | None = None  # the run's protocol: its endpoints only (None: the path says, as a test's stand-in)
     model: str | None = None  # the run's model as the API names it: no other is forwarded (None: any)
     turn: asyncio.Lock = field(default_factory=asyncio.Lock)  # one request of the trial in flight
+    # requests of the trial holding a body (read or being read): the rest wait unread, their bytes in
+    # the kernel's socket buffers, so one trial holds MAX_OPEN_BODIES x MAX_BODY_BYTES at most
+    bodies: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(MAX_OPEN_BODIES))
 
 
 def _given_key(headers: list[tuple[bytes, bytes]]) -> str | None:
@@ -135,6 +139,10 @@ class GatewayRoutes:
             route.log.write(status=status, decision="unauthorized", **fields)
             await _json(send, status, payload)
             return
+        async with route.bodies:
+            await self._request(scope, receive, send, route, path, api, fields)
+
+    async def _request(self, scope: dict, receive, send, route: GatewayRoute, path: str, api: Api, fields: dict) -> None:
         try:
             if route.api is not None:
                 check_path(api, scope["method"], scope.get("raw_path") or scope["path"].encode(), path,

@@ -35,6 +35,9 @@ from .framing import HEAD_BYTES, MAX_LINE_BYTES, Oversized
 from .relay import ProxySession
 
 MAX_BODY_BYTES = MAX_LINE_BYTES
+# Calls of one trial holding a body at once (read, being read, or being relayed): the rest wait
+# unread, so one trial holds MAX_OPEN_BODIES x MAX_BODY_BYTES of the harness's memory at most.
+MAX_OPEN_BODIES = 8
 
 
 class AsciiJSONResponse(JSONResponse):
@@ -49,16 +52,19 @@ class ProxyRoutes:
     def __init__(self) -> None:
         self.sessions: dict[str, ProxySession] = {}
         self._keys: dict[str, str] = {}
+        self._bodies: dict[str, asyncio.Semaphore] = {}
         self.app = Starlette(routes=[Route("/trials/{trial}/{key}/mcp", self._endpoint, methods=["GET", "POST", "DELETE"])])
 
     def add(self, trial: str, session: ProxySession) -> str:
         self.sessions[trial] = session
         self._keys[trial] = secrets.token_urlsafe(16)
+        self._bodies[trial] = asyncio.Semaphore(MAX_OPEN_BODIES)
         return f"/trials/{trial}/{self._keys[trial]}/mcp"
 
     def remove(self, trial: str) -> ProxySession | None:
         """Stops serving the trial; the caller closes the returned session on the service loop."""
         self._keys.pop(trial, None)
+        self._bodies.pop(trial, None)
         return self.sessions.pop(trial, None)
 
     async def _endpoint(self, request: Request) -> Response:
@@ -72,19 +78,26 @@ class ProxyRoutes:
             return Response(status_code=200)
         if refused := _transport_refusal(request):
             return refused
-        body = await _body_within(request, MAX_BODY_BYTES)
+        slots = self._bodies[trial]
+        await slots.acquire()
+        try:
+            body = await _body_within(request, MAX_BODY_BYTES)
+        except BaseException:
+            slots.release()
+            raise
         if isinstance(body, Oversized):
+            slots.release()
             reply = session.refuse_oversized(body.size, body.head, MAX_BODY_BYTES)
             return AsciiJSONResponse(reply, status_code=413) if reply else Response(status_code=413)
-        return await _answer(session, body)
+        return await _answer(session, body, slots.release)
 
 
 _REPLY = object()  # marks the last item on a call's queue: the reply itself
 
 
-async def _answer(session: ProxySession, body: bytes) -> Response:
+async def _answer(session: ProxySession, body: bytes, done=lambda: None) -> Response:
     """JSON when the reply is all there is; otherwise an SSE stream of the server's messages as
-    they come, then the reply."""
+    they come, then the reply. `done` is called once the call's body is no longer held."""
     queue: asyncio.Queue = asyncio.Queue()
 
     async def to_agent(message: dict) -> None:
@@ -95,6 +108,7 @@ async def _answer(session: ProxySession, body: bytes) -> Response:
         try:
             reply = await session.handle_line(body, to_agent)
         finally:  # the queue always ends, so a stream never waits on a failed relay
+            done()
             await queue.put(_REPLY)
         await queue.put(reply)
 
