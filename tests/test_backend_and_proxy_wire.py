@@ -187,14 +187,29 @@ for (let depth = 0; depth < 3 && frontier.length; depth++) {
 let viaEvent = 'not tried';
 const message = payloads.find((x) => x && x.constructor && /Console/.test(x.constructor.name));
 try { viaEvent = typeof message.page().context()[['newCDP', 'Session'].join('')]; } catch (e) { viaEvent = String(e.message); }
-return {reached: reached.size, unwrapped, classes: [...new Set([...reached].map((o) => o.constructor.name))], viaEvent};
+// what the code itself gives Playwright: a predicate in an options object, a getter or method it
+// adds (called with the object as `this`), a method patched on the class
+const handed = [];
+const predicate = page.waitForEvent('console', {predicate: (m) => { handed.push(m); return true; }});
+await page.evaluate(() => console.log('again'));
+await predicate;
+const refusals = [];
+for (const f of [() => Object.defineProperty(page, 'leak', {get() { handed.push(this); return 1; }}),
+                 () => { page.grab = function () { handed.push(this); }; },
+                 () => { Object.getPrototypeOf(page).title = function () { handed.push(this); }; }]) {
+  try { f(); } catch (e) { refusals.push(String(e.message)); }
+}
+for (const o of handed) { try { void o['_' + 'x']; unwrapped.push('handed ' + o.constructor.name); } catch (e) {} }
+return {reached: reached.size, unwrapped, classes: [...new Set([...reached].map((o) => o.constructor.name))], viaEvent, refusals};
 """
 
 
 def test_every_object_the_playwright_arm_s_code_can_reach_is_wrapped(stack):
     """Walked, not listed: from the scope's objects, what events hand listeners (a console message,
     a dialog, a request, a worker, the emitter as `this`), and what their getters and relations
-    return. A console message's page() once gave the real page, whose context opened a CDP session."""
+    return; and what the code hands Playwright (a predicate inside an options object) or puts on
+    its objects and classes. A console message's page() once gave the real page, whose context
+    opened a CDP session; a predicate's argument, or a getter the code added, the real objects."""
     loop, backend, *_ = stack
     site = "http://site.localhost:" + stack[3].rsplit(":", 1)[1]
     loop.run(backend.create_session("WALK", page_api_only=True, site_urls=[site]))
@@ -206,6 +221,7 @@ def test_every_object_the_playwright_arm_s_code_can_reach_is_wrapped(stack):
     found = walked["result"]
     assert found["unwrapped"] == [], found
     assert "not available in this arm" in found["viaEvent"], found
+    assert len(found["refusals"]) == 3 and all("not available in this arm" in r for r in found["refusals"]), found
     # the walk went where the issue's route went, and further
     classes = {c.lstrip("_").rstrip("0123456789") for c in found["classes"]}
     assert found["reached"] >= 15 and {"ConsoleMessage", "Request", "Frame", "Worker", "Dialog"} <= classes, found

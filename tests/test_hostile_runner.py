@@ -109,3 +109,6 @@ def test_the_event_payload_probe_can_report_breached():
         loop.close()
     assert event_payload_wall(free["result"]).status == "breached", free
     assert event_payload_wall(scoped["result"]).status == "held", scoped
+    assert len(scoped["result"]["tries"]) == 5 and "all 5 ways refused" in event_payload_wall(scoped["result"]).evidence
+    # an error of another kind is no `held`
+    assert event_payload_wall({"tries": {"event payload": "refused: Cannot read properties of undefined"}}).status == "breached"

@@ -9,9 +9,11 @@ dropped and their events pointed at the file kept, so `playwright show-trace` an
 
 What the agent's traffic puts into a trace has no bound of its own (the bodies of its requests
 and the site's responses are kept as resources: three minutes of large POSTs made a 397 MB
-trace), so a resource over MAX_RESOURCE_BYTES is left out, and so is every resource once the
-archive passes MAX_TRACE_BYTES; the trial is flagged with what was left out. The archive is read
-and written member by member, never held whole.
+trace; a page's console lines go into the event file), so a resource over MAX_RESOURCE_BYTES and
+an event line over MAX_EVENT_BYTES are left out, and so is everything once the archive's
+members pass MAX_TRACE_BYTES (event lines first, then frames, then resources); the trial is
+flagged with what was left out. The archive is read and written member by member, and an event
+file line by line, never held whole.
 """
 
 from __future__ import annotations
@@ -28,21 +30,47 @@ FRAMES = "screencast/"
 RESOURCES = "resources/"
 MAX_TRACE_BYTES = 64 * 1024 * 1024
 MAX_RESOURCE_BYTES = 2 * 1024 * 1024
+MAX_EVENT_BYTES = 1024 * 1024  # one line of an event file (a console message the page wrote, a body)
 CHUNK = 1024 * 1024
 
 
 @dataclass
 class Rewritten:
     repeated_frame_bytes: int = 0  # frames stored once instead of again
-    left_out: int = 0  # resources left out to keep the bound
+    left_out: int = 0  # resources, frames and event lines left out to keep the bound
     left_out_bytes: int = 0
 
     @property
     def flag(self) -> str | None:
         if not self.left_out:
             return None
-        return (f"the browser trace was bounded: {self.left_out} resource(s), {self.left_out_bytes // (1024 * 1024)} MB, "
-                f"left out (each over {MAX_RESOURCE_BYTES // (1024 * 1024)} MB, or past {MAX_TRACE_BYTES // (1024 * 1024)} MB in all)")
+        return (f"the browser trace was bounded: {self.left_out} part(s), {self.left_out_bytes // (1024 * 1024)} MB, left out "
+                f"(a resource over {MAX_RESOURCE_BYTES // (1024 * 1024)} MB, an event over {MAX_EVENT_BYTES // (1024 * 1024)} MB, "
+                f"or past {MAX_TRACE_BYTES // (1024 * 1024)} MB in all)")
+
+    def leave_out(self, size: int) -> None:
+        self.left_out += 1
+        self.left_out_bytes += size
+
+
+def _copy_events(src, dst, rename, done: Rewritten, room: int) -> int:
+    """An event file line by line, each read to MAX_EVENT_BYTES at most: a longer line (or one past
+    the archive's room) is left out whole. Returns the bytes written."""
+    written = 0
+    while line := src.readline(MAX_EVENT_BYTES + 1):
+        if len(line) > MAX_EVENT_BYTES and not line.endswith(b"\n"):
+            size = len(line)
+            while (rest := src.readline(CHUNK)) and not rest.endswith(b"\n"):  # to the end of that line
+                size += len(rest)
+            done.leave_out(size + len(rest))
+            continue
+        if written + len(line) > room:
+            done.leave_out(len(line))
+            continue
+        line = rename(line) if rename is not None else line
+        dst.write(line)
+        written += len(line)
+    return written
 
 
 def _digest(source: zipfile.ZipFile, member: zipfile.ZipInfo) -> bytes:
@@ -74,30 +102,40 @@ def rewrite_trace(path: Path) -> Rewritten:
                         alias[member.filename] = kept[digest]
                     else:
                         kept[digest] = member.filename
-            if not alias and path.stat().st_size <= MAX_TRACE_BYTES:
+            # sizes unpacked (a deflated archive can be small and hold much); an archive within its
+            # bound and without repeats is left as it is, its event lines then within the bound too
+            within = sum(m.file_size for m in members) <= MAX_TRACE_BYTES and not any(
+                m.file_size > MAX_RESOURCE_BYTES for m in members if m.filename.startswith(RESOURCES))
+            if not alias and within:
                 return done
             partial = path.with_name(f".{path.name}.partial")
-            written = 0
-            # the event files first, whole; then the frames kept; then resources while the bound holds
+            written = 0  # bytes of members kept, before compression: the bound holds whatever they compress to
+            # the event files first, line by line; then the frames kept; then resources, while the bound holds
             order = sorted(members, key=lambda m: (m.filename.startswith(RESOURCES), m.filename.startswith(FRAMES)))
-            renames = re.compile(b'"(' + b"|".join(re.escape(k.encode()) for k in alias) + b')"') if alias else None
-            with zipfile.ZipFile(partial, "w") as out:
-                for member in order:
-                    if member.filename in alias:
-                        done.repeated_frame_bytes += member.file_size
-                        continue
-                    resource = member.filename.startswith(RESOURCES)
-                    if resource and (member.file_size > MAX_RESOURCE_BYTES or written + member.compress_size > MAX_TRACE_BYTES):
-                        done.left_out += 1
-                        done.left_out_bytes += member.file_size
-                        continue
-                    with source.open(member) as src, out.open(member, "w", force_zip64=True) as dst:
-                        if renames is not None and member.filename.endswith(".trace"):
-                            for line in src:  # each frame's event names the file kept
-                                dst.write(renames.sub(lambda m: b'"' + alias[m.group(1).decode()].encode() + b'"', line))
-                        else:
-                            shutil.copyfileobj(src, dst, CHUNK)
-                    written += member.compress_size
+            pattern = re.compile(b'"(' + b"|".join(re.escape(k.encode()) for k in alias) + b')"') if alias else None
+            rename = (lambda line: pattern.sub(lambda m: b'"' + alias[m.group(1).decode()].encode() + b'"', line)) \
+                if pattern is not None else None  # each frame's event names the file kept
+            try:
+                with zipfile.ZipFile(partial, "w") as out:
+                    for member in order:
+                        if member.filename in alias:
+                            done.repeated_frame_bytes += member.file_size
+                            continue
+                        events = not member.filename.startswith((RESOURCES, FRAMES))
+                        too_big = member.filename.startswith(RESOURCES) and member.file_size > MAX_RESOURCE_BYTES
+                        if too_big or (not events and written + member.file_size > MAX_TRACE_BYTES):
+                            done.leave_out(member.file_size)
+                            continue
+                        with source.open(member) as src, out.open(member, "w", force_zip64=True) as dst:
+                            if events:
+                                written += _copy_events(src, dst, rename if member.filename.endswith(".trace") else None,
+                                                        done, MAX_TRACE_BYTES - written)
+                            else:
+                                shutil.copyfileobj(src, dst, CHUNK)
+                                written += member.file_size
+            except BaseException:
+                partial.unlink(missing_ok=True)
+                raise
     except (OSError, zipfile.BadZipFile):
         return Rewritten()
     os.replace(partial, path)

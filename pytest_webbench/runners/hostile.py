@@ -57,26 +57,42 @@ PROVIDER_REACH = {
 }
 
 
-# The playwright arm's rules on an object an event hands out: a console message's page(), its
-# context, and raw CDP from there (the name built at run time, past the proxy's static rule).
+# The playwright arm's rules on objects its code can reach: raw CDP through a console message's
+# page(), a waitForEvent predicate's argument, a getter or method the code adds (run with the real
+# object as `this`), and a method patched on the class (the names built at run time, past the
+# proxy's static rule). Each must be refused as the arm refuses; anything else is no `held`.
 EVENT_PAYLOAD_PROBE = """
+const name = ['newCDP', 'Session'].join('');
+const tries = {};
+const cdp = async (raw) => typeof raw.context()[name];
+const attempt = async (label, f) => { try { tries[label] = await f(); } catch (e) { tries[label] = 'refused: ' + String(e.message).slice(0, 120); } };
 const seen = [];
 page.on('console', (m) => seen.push(m));
+let viaPredicate;
+const waiting = page.waitForEvent('console', {predicate: (m) => { viaPredicate = m; return true; }});
 await page.evaluate(() => console.log('probe'));
+await waiting;
 for (let i = 0; i < 50 && !seen.length; i++) await page.waitForTimeout(20);
-if (!seen.length) return {error: 'no console message came'};
-try { return {cdp: typeof seen[0].page().context()[['newCDP', 'Session'].join('')]}; }
-catch (e) { return {cdp: 'refused: ' + String(e.message).slice(0, 120)}; }"""
+await attempt('event payload', () => cdp(seen[0].page()));
+await attempt('waitForEvent predicate', () => cdp(viaPredicate.page()));
+await attempt('a getter it adds', async () => { let raw; Object.defineProperty(page, 'leak', {get() { raw = this; return 1; }}); void page.leak; return cdp(raw); });
+await attempt('a method it adds', async () => { let raw; page.grab = function () { raw = this; }; page.grab(); return cdp(raw); });
+await attempt('a patched class method', async () => { let raw; const P = Object.getPrototypeOf(page); const old = P.title;
+  P.title = function () { raw = this; return old.call(this); }; await page.title(); return cdp(raw); });
+return {tries};"""
 
 
 def event_payload_wall(found: dict | None) -> Wall:
     route = "browser code: raw CDP through what events hand out"
     if found is None:
         return Wall(route=route, status="not probed", evidence="this arm may use raw CDP")
-    if "cdp" not in found:
+    tries = found.get("tries")
+    if not isinstance(tries, dict) or not tries:
         return Wall(route=route, status="not probed", evidence=str(found.get("error", found))[:200])
-    return Wall(route=route, status="breached" if found["cdp"] == "function" else "held",
-                evidence=f"a console message's page().context().newCDPSession: {found['cdp']}"[:300])
+    through = [label for label, got in tries.items() if not str(got).startswith("refused:") or "not available in this arm" not in str(got)]
+    return Wall(route=route, status="breached" if through else "held",
+                evidence=(f"not refused as the arm refuses: {', '.join(f'{k} ({str(tries[k])[:60]})' for k in through)}" if through
+                          else f"all {len(tries)} ways refused")[:300])
 
 
 def harness_secrets(canary: str) -> list[str]:
@@ -193,9 +209,9 @@ class HostileAgent(BaseAgent):
         probe = "; ".join([
             "echo ==ETC", "head -c 120 /etc/shadow 2>&1; echo",
             "for f in /etc/hosts /etc/resolv.conf /etc/hostname /etc/passwd; do [ -w $f ] && echo WRITABLE $f; done",
-            "echo ==PROCS", f"(for i in $(seq 1 {MAX_PROCESSES + 200}); do sleep 5 & done) 2>/dev/null; "
+            "echo ==PROCS", f"(for i in $(seq 1 {MAX_PROCESSES + 200}); do sleep 60 & done) 2>/dev/null; "
             "n=0; for p in /proc/[0-9]*; do n=$((n+1)); done; echo $n",
-            "echo ==FILES", "ulimit -Hn",
+            "echo ==FILES", f"ulimit -Sn {MAX_OPEN_FILES + 1} 2>/dev/null && echo RAISED; ulimit -Hn",
         ])
         result = await environment.exec(probe, timeout_sec=120)
         out = _sections((result.stdout or "") + "\n" + (result.stderr or ""))
@@ -212,8 +228,10 @@ class HostileAgent(BaseAgent):
                  status="held" if procs.isdigit() and int(procs) <= MAX_PROCESSES else "breached",
                  evidence=f"{procs} processes alive after trying to start {MAX_PROCESSES + 200} (the limit is {MAX_PROCESSES})"),
             Wall(route="shell: open files without a limit",
-                 status="held" if files.isdigit() and int(files) <= MAX_OPEN_FILES else "breached",
-                 evidence=f"hard limit {files} (the seal's is {MAX_OPEN_FILES})"),
+                 status="held" if files.isdigit() and int(files) <= MAX_OPEN_FILES and "RAISED" not in out.get("FILES", "")
+                 else "breached",
+                 evidence=f"hard limit {files}, {'raised' if 'RAISED' in out.get('FILES', '') else 'not raised'} past "
+                          f"{MAX_OPEN_FILES} (the seal's)"),
         ]
 
     # -- the browser ---------------------------------------------------------------------------

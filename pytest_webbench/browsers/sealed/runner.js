@@ -61,7 +61,11 @@ const AROUND_THE_PAGE = {  // per class: Response.request() and Route-less class
 const className = (o) => (o.constructor && o.constructor.name ? o.constructor.name : '').replace(/^_+/, '').replace(/\d+$/, '');
 // Values of the language's own classes pass as they are (a Buffer from a screenshot, a Date).
 const OWN_CLASSES = [Date, RegExp, Map, Set, WeakMap, WeakSet, Error, URL, ArrayBuffer];
-const isPlain = (v) => Object.getPrototypeOf(v) === Object.prototype || Object.getPrototypeOf(v) === null;
+// Plain data of any realm (the code's own objects are made in its vm context, with an Object of its own)
+const isPlain = (v) => {
+  const proto = Object.getPrototypeOf(v);
+  return proto === null || (Object.getPrototypeOf(proto) === null && Object.prototype.hasOwnProperty.call(proto, 'hasOwnProperty'));
+};
 const isOwn = (v) => ArrayBuffer.isView(v) || OWN_CLASSES.some((C) => v instanceof C);
 
 function pageApiOnly(root) {
@@ -84,7 +88,23 @@ function pageApiOnly(root) {
     }
     return callbacks.get(fn);
   };
-  const inward = (a) => (targets.get(a) || (typeof a === 'function' ? callback(a) : a));
+  // What the code hands Playwright: proxies unwrapped, its functions wrapped, at any depth of plain
+  // objects and arrays (a waitForEvent predicate sits in an options object)
+  const inward = (a, depth = 0) => {
+    if (targets.has(a)) return targets.get(a);
+    if (typeof a === 'function') return callback(a);
+    if (depth < 8 && Array.isArray(a)) return a.map((x) => inward(x, depth + 1));
+    if (depth < 8 && a && typeof a === 'object' && isPlain(a)) {
+      const out = {};
+      for (const [k, v] of Object.entries(a)) out[k] = inward(v, depth + 1);
+      return out;
+    }
+    return a;
+  };
+  // Nothing of the code's goes onto a Playwright object or its class (a getter or method it adds
+  // would run with the real object as `this`), and its class is given by name only.
+  const readOnly = (what) => () => { throw new Error(`${what} is not available in this arm: drive the page through Playwright's page API`); };
+  const stub = (target) => Object.freeze({ name: target.constructor && target.constructor.name });
   // A property the language forbids a proxy to change (frozen) is given as it is.
   const fixed = (target, prop) => {
     const d = Reflect.getOwnPropertyDescriptor(target, prop);
@@ -94,7 +114,8 @@ function pageApiOnly(root) {
     get(target, prop) {
       refuse(target, prop);
       const value = Reflect.get(target, prop, target);
-      if (fixed(target, prop) || prop === 'constructor') return value;  // its class, as it is (for its name)
+      if (prop === 'constructor') return stub(target);  // its class by name, never the class itself
+      if (fixed(target, prop)) return value;
       // objects of ours passed back in (a handle to evaluate, a locator to and()) go in unwrapped
       return typeof value === 'function' ? (...args) => wrap(value.apply(target, args.map(inward))) : wrap(value);
     },
@@ -102,6 +123,11 @@ function pageApiOnly(root) {
       refuse(target, prop);
       return Reflect.getOwnPropertyDescriptor(target, prop);
     },
+    set: readOnly('setting a member'),
+    defineProperty: readOnly('defining a member'),
+    deleteProperty: readOnly('deleting a member'),
+    setPrototypeOf: readOnly('changing the prototype'),
+    getPrototypeOf: (target) => wrap(Reflect.getPrototypeOf(target)),  // its class, wrapped: nothing set on it
   };
   // Plain data (a request's headers, an exposed binding's source): its own keys are the page's, so
   // none is refused, but what it holds is wrapped.
@@ -203,7 +229,7 @@ const OPS = {
     ready();
     const started = Date.now();
     if (reset || !repl) freshRepl();
-    repl.page = W.currentPage(s);
+    repl.page = pageApiOnlyArm ? pageApiOnly(W.currentPage(s)) : W.currentPage(s);
     if (!code) return replResult({ success: true, writes: [], stdout: '', stderr: '', error: null }, started, false);
     replWrites = [];
     const hoisted = code.replace(/^(\s*)(?:const|let|var)\s+([A-Za-z_$][\w$]*)\s*=/gm, '$1$2 =');
