@@ -396,7 +396,7 @@ def test_a_seal_s_etc_holds_what_the_tools_need_and_none_of_the_host_s_secrets(t
     """The seal's uid 0 could read the host's /etc/shadow through a bind of the whole /etc: now only
     an allowlist of /etc is there, read-only."""
     env = _environment(tmp_path, [])
-    result = _run(env, "for f in shadow gshadow ssl/private npmrc pip.conf gitconfig ssh; do "
+    result = _run(env, "for f in shadow gshadow ssl/private npmrc pip.conf gitconfig ssh environment profile.d machine-id; do "
                        "[ -e /etc/$f ] && echo PRESENT-$f; done; getent hosts localhost; id -un; "
                        "python3 -c 'import ssl; print(ssl.get_default_verify_paths().capath)'; "
                        "touch /etc/x 2>&1 | grep -c 'Read-only'; ls /etc | wc -l")

@@ -56,13 +56,14 @@ PIDS_CGROUP_V1 = "/sys/fs/cgroup/pids"
 # resolution, the dynamic linker, time, certificates, fonts, Debian's alternatives and Python's site
 # config, Chromium's own folders). Not the rest: shadow and gshadow (readable by the seal's uid 0),
 # the TLS private keys under ssl/private, package managers' credentials (npmrc, pip.conf,
-# gitconfig), ssh, and the host's services' settings.
+# gitconfig), ssh, the host's identity (machine-id) and the settings that may hold a proxy's
+# credentials (environment, profile.d), and the host's services' settings.
 ETC_ALLOWED = (
     "passwd", "group", "hosts", "hostname", "resolv.conf", "nsswitch.conf", "host.conf", "gai.conf", "protocols",
     "services", "networks", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "timezone", "locale.alias",
     "ssl/certs", "ssl/openssl.cnf", "ca-certificates", "ca-certificates.conf", "fonts", "alternatives", "mime.types",
-    "magic", "magic.mime", "os-release", "debian_version", "machine-id", "mtab", "chromium", "chromium.d", "bash.bashrc",
-    "profile", "profile.d", "inputrc", "environment", "terminfo", "xdg", "python3", "python3.11", "python3.12",
+    "magic", "magic.mime", "os-release", "debian_version", "mtab", "chromium", "chromium.d", "bash.bashrc",
+    "profile", "inputrc", "terminfo", "xdg", "python3", "python3.11", "python3.12",
     "python3.13",
 )
 # The longest line read from a sealed command's output (a browser's runner answers one JSON line a call).
