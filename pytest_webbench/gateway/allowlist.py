@@ -150,16 +150,21 @@ def _messages(request: dict, rules: dict) -> None:
     if not isinstance(system, str):
         for i, block in enumerate(_list(system, "system")):
             _messages_block(_object(block, f"system[{i}]"), rules, f"system[{i}]")
-    for i, message in enumerate(_list(request.get("messages", []), "messages")):
-        message = _object(message, f"messages[{i}]")
-        _keys(message, rules["message_keys"], f"messages[{i}]")
-        _one_of(message.get("role"), rules["roles"], f"messages[{i}].role")
-        content = message.get("content")
+    for i, message, content in _each_message(request, rules):
         if isinstance(content, list):
             for j, block in enumerate(content):
                 _messages_block(_object(block, f"messages[{i}].content[{j}]"), rules, f"messages[{i}].content[{j}]")
         elif not isinstance(content, str):
             _refuse(f"messages[{i}].content", f"a {type(content).__name__}")
+
+
+def _each_message(request: dict, rules: dict):
+    """Each message of a Messages or chat request, its keys and role checked: (index, message, content)."""
+    for i, message in enumerate(_list(request.get("messages", []), "messages")):
+        message = _object(message, f"messages[{i}]")
+        _keys(message, rules["message_keys"], f"messages[{i}]")
+        _one_of(message.get("role"), rules["roles"], f"messages[{i}].role")
+        yield i, message, message.get("content")
 
 
 def _messages_block(block: dict, rules: dict, where: str) -> None:
@@ -192,11 +197,7 @@ def _chat(request: dict, rules: dict) -> None:
         _one_of(choice.get("type"), rules["tool_types"], "tool_choice.type")
     else:
         _one_of(choice, rules["tool_choice"], "tool_choice")
-    for i, message in enumerate(_list(request.get("messages", []), "messages")):
-        message = _object(message, f"messages[{i}]")
-        _keys(message, rules["message_keys"], f"messages[{i}]")
-        _one_of(message.get("role"), rules["roles"], f"messages[{i}].role")
-        content = message.get("content")
+    for i, message, content in _each_message(request, rules):
         if isinstance(content, list):
             for j, part in enumerate(content):
                 where = f"messages[{i}].content[{j}]"
