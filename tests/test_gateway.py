@@ -158,11 +158,10 @@ def test_an_unreachable_model_api_is_a_502_and_a_logged_upstream_error(stack, tm
     loop, *_, routes, gateway = stack
     import socket
 
-    with socket.socket() as closed:  # a port nothing listens on
-        closed.bind(("127.0.0.1", 0))
-        dead = f"http://127.0.0.1:{closed.getsockname()[1]}"
-    route = _route(routes, dead, tmp_path, "responses")
-    reply = _post(gateway, route, "responses")
+    with socket.socket() as held:  # bound, never listening: refused, and no other server can take the port meanwhile
+        held.bind(("127.0.0.1", 0))
+        route = _route(routes, f"http://127.0.0.1:{held.getsockname()[1]}", tmp_path, "responses")
+        reply = _post(gateway, route, "responses")
     assert reply.status_code == 502 and "could not be reached" in reply.json()["error"]["message"]
     [line] = read_model_log(tmp_path / "model-log.jsonl")
     assert (line.decision, line.status, line.model) == ("upstream_error", 502, "gpt-test") and line.detail

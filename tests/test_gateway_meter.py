@@ -292,11 +292,11 @@ def test_an_unreachable_provider_after_a_rewritten_limit_is_a_logged_502(stack, 
     import socket
 
     loop, hostile, upstream, routes, gateway = stack
-    with socket.socket() as closed:
-        closed.bind(("127.0.0.1", 0))
-        dead = f"http://127.0.0.1:{closed.getsockname()[1]}"
-    route = _route(routes, dead, tmp_path, "responses", "dead")
-    assert _post(gateway, route, "responses").status_code == 502
+    with socket.socket() as held:  # bound, never listening: refused, and no other server can take the port meanwhile
+        held.bind(("127.0.0.1", 0))
+        route = _route(routes, f"http://127.0.0.1:{held.getsockname()[1]}", tmp_path, "responses", "dead")
+        assert _post(gateway, route, "responses").status_code == 502
+    assert loop.run(routes.idle(route.trial, 20))  # the 502 goes out before the route has released its reservation
     [line] = read_model_log(tmp_path / "dead.jsonl")
     assert line.decision == "upstream_error" and "max_output_tokens None ->" in line.detail and "ClientConnector" in line.detail
     assert route.meter.reserved_usd == pytest.approx(0) and route.meter.provider_failures == 1
