@@ -11,7 +11,6 @@ no interface but `lo`, no route, no DNS.
 from __future__ import annotations
 
 import asyncio
-import atexit
 import contextlib
 import functools
 import marshal
@@ -24,6 +23,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .process_limits import MAX_PROCESSES, forks_refused, new_cgroup, remove_cgroup
 from .seal_init import CONFIG_VAR, GO
 
 def _root_mountpoint() -> str:
@@ -44,13 +44,10 @@ INIT_LOADER = "import sys; sys.path.insert(0, sys.argv[1]); import seal_init; se
 # uts and ipc too: a hostname or a shared-memory segment the agent makes stays in its namespace.
 NAMESPACES = ("--net", "--mount", "--pid", "--uts", "--ipc", "--fork", "--kill-child", "--propagation", "private")
 HANDOVER_TIMEOUT_SEC = 30
-# What one seal may hold at once: processes and threads (a pids cgroup, where the host has one; a
-# sealed Chromium runs ~40 threads, Codex and Node a few dozen), each command's open files, and the
-# connections through its exit (each costs the harness two descriptors).
-MAX_PROCESSES = 1024
+# What one seal may hold at once besides its processes (process_limits.py): each command's open
+# files, and the connections through its exit (each costs the harness two descriptors).
 MAX_OPEN_FILES = 4096
 MAX_CONNECTIONS = 256
-PIDS_CGROUP_V1 = "/sys/fs/cgroup/pids"
 
 # What of the host's /etc a seal gets: what the CLIs, their shells and Chromium read (names, name
 # resolution, the dynamic linker, time, certificates, fonts, Debian's alternatives and Python's site
@@ -116,77 +113,11 @@ class Seal:
                               "etc": list(ETC_ALLOWED)}).hex()
 
 
-def _cgroup_parent() -> Path | None:
-    """This process's folder of seal cgroups in the host's pids hierarchy (cgroup v1's pids
-    controller; None where there is none this process may write, and then no process limit)."""
-    parent = Path(PIDS_CGROUP_V1) / f"webbench-{os.getpid()}"
-    try:
-        parent.mkdir(exist_ok=True)
-    except OSError:
-        return None
-    return parent
-
-
-def new_cgroup() -> str | None:
-    """A pids cgroup for one seal, limited to MAX_PROCESSES; its PID 1 joins it (seal_init) and every
-    process of the seal is counted. Removed once the seal has ended (`remove_cgroup`)."""
-    parent = _cgroup_parent()
-    if parent is None:
-        return None
-    import uuid
-
-    path = parent / uuid.uuid4().hex[:16]
-    try:
-        path.mkdir()
-        (path / "pids.max").write_text(str(MAX_PROCESSES))
-    except OSError:
-        with contextlib.suppress(OSError):
-            path.rmdir()
-        return None
-    return str(path)
-
-
-def remove_cgroup(path: str | None) -> None:
-    """A seal's cgroup, once its processes are gone (one still exiting keeps it: the sweep at exit
-    takes it then)."""
-    if path:
-        with contextlib.suppress(OSError):
-            os.rmdir(path)
-
-
-def forks_refused(path: str) -> int:
-    """How often the seal's process limit refused a fork (the pids controller's `max` event count)."""
-    try:
-        for line in Path(path, "pids.events").read_text().splitlines():
-            name, _, count = line.partition(" ")
-            if name == "max":
-                return int(count)
-    except (OSError, ValueError):
-        pass
-    return 0
-
-
 async def _end_cgroup(proc: asyncio.subprocess.Process, path: str, exits: Exits) -> None:
     """Once the seal has ended: what its limit refused, then its cgroup goes."""
     await proc.wait()
     exits.forks_refused = forks_refused(path)
     remove_cgroup(path)
-
-
-def sweep_cgroups(parent_too: bool = False) -> None:
-    """Removes this process's seal cgroups that no process holds any more (rmdir fails on the rest),
-    and at exit its folder of them."""
-    parent = Path(PIDS_CGROUP_V1) / f"webbench-{os.getpid()}"
-    with contextlib.suppress(OSError):
-        for child in parent.iterdir():
-            if child.is_dir():
-                with contextlib.suppress(OSError):
-                    child.rmdir()
-        if parent_too:
-            parent.rmdir()  # fails while a seal's cgroup is still in it
-
-
-atexit.register(sweep_cgroups, parent_too=True)
 
 
 Connector = Callable[[int], Awaitable[tuple[asyncio.StreamReader, asyncio.StreamWriter]]]
