@@ -212,6 +212,15 @@ def _verifier_suite(root: Path, test_sh: str) -> Path:
     return suite
 
 
+def _verifier_control_trial(pytester, test_sh: str, experiment: str, runner="reference"):
+    """shop-price's control trial graded by `test_sh`: the run's result and the trial's record."""
+    suite = _verifier_suite(pytester.path, test_sh)
+    result = _run(pytester, "--suite", str(suite), "--runner", str(runner), "-k", "shop-price and control",
+                  "--experiment-id", experiment)
+    [record] = [json.loads(p.read_text()) for p in (pytester.path / "results" / experiment / "trials").glob("*.json")]
+    return result, record
+
+
 def test_a_plain_harbor_task_is_refused_with_the_keys_it_needs(tmp_path):
     from pytest_webbench.design.suite import SuiteError, load_suite
 
@@ -283,12 +292,10 @@ def test_nothing_the_agent_leaves_runs_in_the_task_s_verifier(pytester, monkeypa
     from test_faults import TESTS, fault_preset
 
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(TESTS / "support"), os.environ.get("PYTHONPATH")])))
-    suite = _verifier_suite(pytester.path, VERIFIER_TEST)
     preset, armed = fault_preset(pytester.path, "shadow_verifier", ["shop-price-a1-control"])
-    result = _run(pytester, "--suite", str(suite), "--runner", str(preset), "-k", "shop-price and control", "--experiment-id", "v5")
+    result, record = _verifier_control_trial(pytester, VERIFIER_TEST, "v5", runner=preset)
     result.assert_outcomes(failed=1)
     assert not armed.exists()  # the agent did plant its files
-    [record] = [json.loads(p.read_text()) for p in (pytester.path / "results" / "v5" / "trials").glob("*.json")]
     assert (record["outcome"], record["stop_reason"], record["verifier_rewards"]) == ("failed", "wrong_answer", {"reward": 0.0})
 
 
@@ -307,10 +314,8 @@ def test_a_verifier_graded_task_is_refused_in_a_harbor_sandbox(pytester):
 @pytest.mark.seal
 def test_a_verifier_a_signal_ends_gives_no_reward(pytester):
     """A reward written before the verifier was killed is not a verdict."""
-    suite = _verifier_suite(pytester.path, "#!/bin/bash\necho 1 > /logs/verifier/reward.txt\nkill -KILL $$\n")
-    result = _run(pytester, "--suite", str(suite), "--runner", "reference", "-k", "shop-price and control", "--experiment-id", "v6")
+    result, record = _verifier_control_trial(pytester, "#!/bin/bash\necho 1 > /logs/verifier/reward.txt\nkill -KILL $$\n", "v6")
     result.assert_outcomes(failed=1)
-    [record] = [json.loads(p.read_text()) for p in (pytester.path / "results" / "v6" / "trials").glob("*.json")]
     # the verifier ran on what the agent left, which could have made it fail: the agent's failure, flagged
     assert (record["outcome"], record["stop_reason"], record["verifier_rewards"]) == ("failed", "verifier_error", None)
     assert "fault charged to the agent: verifier_error" in record["flags"]
@@ -319,11 +324,9 @@ def test_a_verifier_a_signal_ends_gives_no_reward(pytester):
 
 @pytest.mark.chromium
 @pytest.mark.seal
-def test_a_verifier_that_writes_no_reward_errors_the_trial(pytester):
-    suite = _verifier_suite(pytester.path, "#!/bin/bash\nexit 0\n")
-    result = _run(pytester, "--suite", str(suite), "--runner", "reference", "-k", "shop-price and control", "--experiment-id", "v3")
+def test_a_verifier_that_writes_no_reward_fails_the_trial_flagged(pytester):
+    result, record = _verifier_control_trial(pytester, "#!/bin/bash\nexit 0\n", "v3")
     result.assert_outcomes(failed=1)
-    [record] = [json.loads(p.read_text()) for p in (pytester.path / "results" / "v3" / "trials").glob("*.json")]
     assert (record["outcome"], record["stop_reason"]) == ("failed", "verifier_error") and "RewardFile" in record["detail"]
     assert "fault charged to the agent: verifier_error" in record["flags"]  # a broken verifier shows in every trial's flags
 

@@ -57,14 +57,20 @@ class Price:
         return max(self.input, self.cache_write or 0.0)
 
 
+def _table_rows(model: str):
+    """The model's rows in litellm's cost map, as `provider/model` and as `model`."""
+    name = model.split("/", 1)[1] if "/" in model else model
+    for key in (model, name):
+        if isinstance(entry := cost_map().get(key), dict):
+            yield entry
+
+
 def output_ceiling(model: str | None) -> int:
     """The model's largest output limit in litellm's cost map (DEFAULT_OUTPUT_CEILING where unlisted)."""
-    if model:
-        name = model.split("/", 1)[1] if "/" in model else model
-        for key in (model, name):
-            value = (cost_map().get(key) or {}).get("max_output_tokens")
-            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-                return value
+    for entry in _table_rows(model) if model else ():
+        value = entry.get("max_output_tokens")
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
     return DEFAULT_OUTPUT_CEILING
 
 
@@ -72,10 +78,8 @@ def price_from_table(model: str) -> Price | None:
     """The model's price in litellm's cost map (Harbor brings litellm; set
     LITELLM_LOCAL_MODEL_COST_MAP=True to use its bundled copy offline), under `provider/model` or
     `model`; None when the table does not list it."""
-    name = model.split("/", 1)[1] if "/" in model else model
-    for key in (model, name):
-        entry = cost_map().get(key)
-        if entry and entry.get("input_cost_per_token") is not None and entry.get("output_cost_per_token") is not None:
+    for entry in _table_rows(model):
+        if entry.get("input_cost_per_token") is not None and entry.get("output_cost_per_token") is not None:
             return Price(entry["input_cost_per_token"], entry["output_cost_per_token"], entry.get("cache_read_input_token_cost"),
                          entry.get("cache_creation_input_token_cost"), *_long_context_tier(entry))
     return None
@@ -146,7 +150,7 @@ class ModelCall(BaseModel):
     model: str | None = None
     status: int
     # forwarded, refused (over a cap), refused_request (not the run's protocol, model or options),
-    # unauthorized, upstream_error, agent_left (before the reply began)
+    # unauthorized, upstream_error (a reply the agent left is read to its end: forwarded, said in `detail`)
     decision: str
     detail: str | None = None
     latency_ms: float = 0.0  # request sent to reply ended
@@ -199,7 +203,7 @@ class TrialMeter:
     unpriced_requests: int = 0
     estimated_requests: int = 0  # replies whose usage was not read whole, charged their reservation
     faults: list[str] = field(default_factory=list)  # the provider's usage that could not be read
-    provider_failures: int = 0  # replies the provider failed or refused (4xx, 5xx), or could not be reached
+    provider_failures: int = 0  # replies of the provider's own failing (routes.provider_fault), or none at all
     reserved_usd: float = 0.0  # held for requests in flight
     reserved_tokens: int = 0
     output_ceiling: int = DEFAULT_OUTPUT_CEILING  # the model's largest output limit
