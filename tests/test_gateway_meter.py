@@ -355,3 +355,15 @@ def test_a_trial_holds_a_bounded_number_of_request_bodies_at_once(stack, tmp_pat
     most = loop.run(scenario(), timeout=90)
     assert most == MAX_OPEN_BODIES
     assert len(read_model_log(tmp_path / "bodies.jsonl")) == 12  # every request was answered in the end
+
+
+def test_a_dropped_beta_is_said_beside_a_rewritten_limit(stack, tmp_path):
+    """Both notes of one request reach its log line (the beta's once replaced the limit's)."""
+    loop, hostile, upstream, routes, gateway = stack
+    hostile.events, hostile.whole = [{"type": "message_delta", "usage": {"input_tokens": 5, "output_tokens": 5}}], None
+    route = _route(routes, upstream, tmp_path, "messages", "beta", spend_limit_usd=0.1)  # 64,000 output tokens cannot fit
+    reply = httpx.post(f"{gateway}/gateway/{route.trial}/v1/messages", json=BODIES["messages"], timeout=30,
+                       headers={"x-api-key": TOKEN, "anthropic-beta": "not-a-cli-beta-2099-01-01"})
+    assert reply.status_code == 200
+    [line] = read_model_log(tmp_path / "beta.jsonl")
+    assert "max_tokens 64000 ->" in line.detail and "anthropic-beta not passed on: not-a-cli-beta-2099-01-01" in line.detail

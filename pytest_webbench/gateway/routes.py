@@ -252,7 +252,7 @@ class GatewayRoutes:
                 await self._upstream_error(send, route, exc, secrets, started, fields)
                 return
             if dropped:
-                fields["detail"] = f"anthropic-beta not passed on: {', '.join(dropped)[:300]}"
+                _note(fields, f"anthropic-beta not passed on: {', '.join(dropped)[:300]}")
             content_type = upstream.headers.get("content-type", "").partition(";")[0].strip()
             reader = StreamReader(api, content_type == "text/event-stream" and not upstream.headers.get("content-encoding"))
             passed = [(k, v) for k, v in upstream.raw_headers if k.lower() not in DROPPED_RESPONSE]
@@ -304,8 +304,8 @@ class GatewayRoutes:
     async def _upstream_error(send, route: GatewayRoute, exc: BaseException, secrets: list[str], started: float,
                               fields: dict) -> None:
         route.meter.provider_failed()
-        why = redact(f"{type(exc).__name__}: {exc}", secrets)[:500]
-        fields = {**fields, "detail": "; ".join(d for d in (fields.get("detail"), why) if d)}  # beside a rewrite's note
+        fields = dict(fields)
+        _note(fields, redact(f"{type(exc).__name__}: {exc}", secrets)[:500])
         route.log.write(status=502, decision="upstream_error", latency_ms=(time.perf_counter() - started) * 1000, **fields)
         await _json(send, 502, {"error": {"message": f"the model API could not be reached: {type(exc).__name__}"}})
 
@@ -317,6 +317,11 @@ PROVIDER_FAULTS = frozenset({401, 402, 403, 408, 429})
 
 def provider_fault(status: int) -> bool:
     return status >= 500 or status in PROVIDER_FAULTS
+
+
+def _note(fields: dict, text: str) -> None:
+    """Adds to the log line's detail, beside what is there (a rewritten limit's note)."""
+    fields["detail"] = "; ".join(d for d in (fields.get("detail"), text) if d)
 
 
 def _left(watcher: asyncio.Future) -> bool:
