@@ -128,36 +128,6 @@ const ACTIONS = {
   }),
 };
 
-const MAX_PARSED_BODY = 1000000;
-
-// What a request carried, as a write task's grade reads it: the body parsed as JSON or a form where
-// it is one, and the query's fields.
-function describeRequest(r) {
-  const url = new URL(r.url());
-  const raw = r.postData();
-  let body = null;
-  // The driver serves every trial of its worker: a body too large to be a form is kept cut, not parsed.
-  if (raw != null && raw.length <= MAX_PARSED_BODY) {
-    const type = (r.headers()['content-type'] || '').toLowerCase();
-    try {
-      if (type.includes('json')) body = JSON.parse(raw);
-      else if (type.includes('x-www-form-urlencoded') || type.includes('text/plain') || !type) body = Object.fromEntries(new URLSearchParams(raw));
-    } catch (e) { body = null; }
-  }
-  return { method: r.method(), url: r.url(), query: Object.fromEntries(url.searchParams), body,
-           raw_body: raw == null ? null : String(raw).slice(0, 20000), at: Date.now() };
-}
-
-// Every field of `wanted` is in `got` with the same value (a form's fields are strings: 3 and "3" match).
-function fieldsMatch(got, wanted) {
-  if (!wanted) return true;
-  if (!got || typeof got !== 'object') return false;
-  return Object.entries(wanted).every(([k, v]) => {
-    const have = got[k];
-    return JSON.stringify(have) === JSON.stringify(v) || (typeof have === 'string' && typeof v !== 'object' && have === String(v));
-  });
-}
-
 const OPS = {
   async ping() {
     return { pong: true };
@@ -295,34 +265,59 @@ const OPS = {
     }
   },
 
-  // Write tasks (grading "request"): from the harness's own connection, block every request that
-  // matches the task's check and keep what it carried; log every request the trial's pages make.
-  // The agent's code runs on another connection: it can neither see this route nor remove it.
-  async intercept({ session: id, url_pattern, method, body, params }) {
+  // Write tasks (grading "request"): the harness's own browser-level CDP session pauses every
+  // request of every target (pages, frames, dedicated, shared and service workers, a keepalive sent
+  // as a page closes, each hop of a redirect) before it leaves the browser, and runs after any
+  // route the agent's code set. A read-only request goes on at once; the rest wait for the
+  // harness's matcher (grading/write_match.py), which takes them with `paused` and answers with
+  // `release`. Nothing answers, nothing leaves: a request is never let through by default.
+  async intercept({ session: id, methods }) {
     const s = session(id);
-    const pattern = new RegExp(url_pattern);
-    s.intercepted = [];
+    if (s.fetch) throw new Error(`browser session ${id} intercepts already`);
+    const held = new Set(methods || []);
     s.requests = [];
-    s.context.on('request', (r) => {
-      if (s.requests.length < 5000) s.requests.push({ method: r.method(), url: r.url(), at: Date.now() });
-    });
-    await s.context.route('**/*', async (route) => {
-      const r = route.request();
-      if (r.method() === method && pattern.test(r.url())) {  // only a candidate's body is read
-        const seen = describeRequest(r);
-        if (fieldsMatch(seen.body, body) && fieldsMatch(seen.query, params)) {
-          if (s.intercepted.length < 100) s.intercepted.push(seen);
-          return route.abort('blockedbyclient');
-        }
+    s.paused = [];
+    s.waiters = [];
+    s.fetch = await s.browser.newBrowserCDPSession();
+    s.fetch.on('Fetch.requestPaused', (e) => {
+      const r = e.request;
+      if (s.requests.length < 5000) s.requests.push({ method: r.method, url: r.url, type: e.resourceType || null, at: Date.now() });
+      if (!held.has(r.method) && ['GET', 'HEAD', 'OPTIONS'].includes(r.method)) {
+        s.fetch.send('Fetch.continueRequest', { requestId: e.requestId }).catch(() => {});
+        return;
       }
-      return route.fallback();
+      const entries = r.postDataEntries || [];
+      const complete = entries.every((part) => typeof part.bytes === 'string');
+      const body = entries.length && complete ? Buffer.concat(entries.map((part) => Buffer.from(part.bytes, 'base64'))).toString('base64') : null;
+      s.paused.push({ id: e.requestId, method: r.method, url: r.url, headers: r.headers || {}, post_data: r.postData ?? null,
+                      body_b64: body, body_unknown: Boolean(r.hasPostData) && body === null && r.postData == null || !complete,
+                      type: e.resourceType || null, at: Date.now() });
+      for (const wake of s.waiters.splice(0)) wake();
     });
+    await s.fetch.send('Fetch.enable', { patterns: [{ urlPattern: '*', requestStage: 'Request' }] });
     return { intercepting: true };
+  },
+
+  // The requests waiting for the harness's decision (at most `wait_ms` spent waiting for one).
+  async paused({ session: id, wait_ms }) {
+    const s = session(id);
+    if (!s.paused.length) await new Promise((resolve) => { s.waiters.push(resolve); setTimeout(resolve, wait_ms || 0); });
+    return { requests: s.paused.splice(0, 50) };
+  },
+
+  async release({ session: id, decisions }) {
+    const s = session(id);
+    for (const { id: requestId, block } of decisions) {
+      const sent = block ? s.fetch.send('Fetch.failRequest', { requestId, errorReason: 'BlockedByClient' })
+        : s.fetch.send('Fetch.continueRequest', { requestId });
+      await sent.catch(() => {});  // a request whose page went meanwhile
+    }
+    return { released: decisions.length };
   },
 
   async intercepted({ session: id }) {
     const s = session(id);
-    return { intercepted: s.intercepted || [], requests: s.requests || [] };
+    return { requests: s.requests || [] };
   },
 
   async current_url({ session: id }) {

@@ -56,7 +56,7 @@ class KernelBackend:
         self.session_ids: dict[str, str] = {}  # our name -> Kernel's session id
         self.cdp_urls: dict[str, str] = {}  # our name -> the browser's CDP endpoint, for the harness's own connection
         self._driver = None  # the Node driver, started for the first write task only
-        self._attached: set[str] = set()
+        self._attached: dict[str, Any] = {}  # session -> its Interception (browsers/interception.py)
         self.traces: dict[str, dict[str, Any]] = {}  # our name -> live view URL, replay id and view URL
 
     async def _call(self, what: str, coro) -> Any:
@@ -112,8 +112,8 @@ class KernelBackend:
     async def delete_session(self, session_id: str) -> None:
         """Deletes the browser (a billed one keeps running otherwise): the SDK retries transient
         failures, and this tries once more after them; one already gone counts as deleted."""
-        if session_id in self._attached:  # the harness's own connection goes first
-            self._attached.discard(session_id)
+        if (interception := self._attached.pop(session_id, None)) is not None:  # the harness's own connection goes first
+            await interception.stop()
             try:
                 await self._driver.call("close", session=session_id, timeout=30)
             except BackendError:
@@ -200,8 +200,9 @@ class KernelBackend:
         return None  # Kernel's browser reaches the web from Kernel's network: nothing here sees it
 
     async def intercept_requests(self, session_id: str, check: dict) -> None:
-        """Attaches the harness's own CDP connection to the browser and routes every request of its
-        context there: the first matching the task's check is blocked and kept (driver.js)."""
+        """Attaches the harness's own CDP connection to the browser: every request of every target
+        that is not read-only waits there for the task's matcher (browsers/interception.py)."""
+        from .interception import Interception
         from .node_driver import NodeDriver
 
         url = self.cdp_urls.get(session_id)
@@ -210,13 +211,15 @@ class KernelBackend:
                                "intercepted", code="unsupported")
         self._driver = self._driver or NodeDriver()
         await self._driver.call("open", session=session_id, cdp_url=url, trace=False, timeout=60)
-        self._attached.add(session_id)
-        await self._driver.call("intercept", session=session_id, **check)
+        interception = Interception(session_id, check, {}, self._driver.call)
+        await interception.start()
+        self._attached[session_id] = interception
 
     async def intercepted_requests(self, session_id: str) -> dict:
         if session_id not in self._attached:
             raise BackendError(f"browser {session_id}: no interceptor was attached", code="unsupported")
-        return await self._driver.call("intercepted", session=session_id)
+        seen = await self._driver.call("intercepted", session=session_id)
+        return self._attached[session_id].account(seen["requests"])
 
     async def read_page(self, session_id: str, url: str, script: str) -> Any:
         return (await self.check_page(session_id, url, script))["value"]

@@ -11,14 +11,17 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import functools
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 from ..environments.seal import can_seal
 from .base import TRACE_FILE, BackendError
+from .interception import Interception
 from .node_driver import NodeDriver
 from .pod import BrowserPod, chromium_path
+from .site_door import guarded_relay
 from .trace_zip import rewrite_trace
 
 
@@ -52,6 +55,7 @@ class LocalBackend:
         if pod is None:
             pod = BrowserPod(session_id, ports, chromium_path(), page_api_only)
         pod.session_id, pod.page_api_only = session_id, page_api_only
+        pod.site_hosts = _hosts(site_urls)
         self.pods[session_id] = pod
         try:
             endpoint = await pod.start()
@@ -184,10 +188,25 @@ class LocalBackend:
         return await self.call("read_page", session=session_id, url=url, script=script)
 
     async def intercept_requests(self, session_id: str, check: dict) -> None:
-        await self.call("intercept", session=session_id, **check)
+        """The browser's side (every target, on the harness's connection) and, sealed, the site's
+        door (each request read where the harness forwards the site's ports): one matcher."""
+        pod = self._pod(session_id)
+        if pod.interception is not None:
+            raise BackendError(f"browser session {session_id} intercepts already")
+        interception = Interception(session_id, check, pod.site_hosts, self.call)
+        await interception.start()
+        pod.interception = interception
+        if pod.exits is not None:
+            if pod.exits.opened:  # a connection made before the door would go unread: refused, not weakened
+                raise BackendError(f"browser session {session_id} reached its sites before interception began")
+            pod.exits.guard = functools.partial(guarded_relay, interception)
 
     async def intercepted_requests(self, session_id: str) -> dict:
-        return await self.call("intercepted", session=session_id)
+        pod = self._pod(session_id)
+        if pod.interception is None:
+            raise BackendError(f"browser session {session_id}: no interceptor was attached", code="unsupported")
+        seen = await self.call("intercepted", session=session_id)
+        return pod.interception.account(seen["requests"])
 
     async def session_lost(self, session_id: str) -> str | None:
         pod = self.pods.get(session_id)
@@ -213,6 +232,11 @@ class LocalBackend:
         self.pods.clear()
         await self._drop_ahead()
         await self.driver.close()
+
+
+def _hosts(site_urls: list[str]) -> dict[int, str]:
+    """Each site port's host name, as the trial's URLs give it (the site door's name for a port)."""
+    return {parts.port: (parts.hostname or "").lower() for url in site_urls if (parts := urlsplit(url)).port}
 
 
 def _ports(site_urls: list[str]) -> list[int]:

@@ -37,6 +37,7 @@ from typing import Any
 from ..environments.seal import Exits, Seal, can_seal, relay, start_sealed
 from .base import BackendError
 from .code_runner import Runner
+from .interception import Interception
 
 DEFAULT_CHROMIUM = "/usr/bin/chromium"
 CDP_PORT = 9222  # inside the Chromium's seal
@@ -155,6 +156,8 @@ class BrowserPod:
         self._drain: asyncio.Task | None = None
         self.agent_ended = False
         self._prestart: asyncio.Future | None = None
+        self.site_hosts: dict[int, str] = {}  # site port -> the host the trial names it by
+        self.interception: Interception | None = None  # a write task's (browsers/interception.py)
 
     # -- the Chromium ------------------------------------------------------------------------
     async def launch(self) -> None:
@@ -315,6 +318,8 @@ class BrowserPod:
             self.runner = self._spawned = None
 
     async def close(self) -> None:
+        if self.interception is not None:
+            await self.interception.stop()
         if self._prestart is not None:
             self._prestart.cancel()
         await self.end_agent_code()

@@ -180,6 +180,9 @@ class Exits:
         self.door: Door | None = None
         self.control: socket.socket | None = None  # a serving seal's request socket (sealed_shell.py)
         self.ready = False  # PID 1 handed over its exits and went on (else it failed: see its stderr)
+        # Reads each connection in place of a plain relay, from the next connection on: a write
+        # task's site door (browsers/site_door.py), called (port, reader, writer, up_reader, up_writer).
+        self.guard: Callable[..., Awaitable[None]] | None = None
 
     async def open(self, ctl: socket.socket, proc: asyncio.subprocess.Process) -> None:
         loop = asyncio.get_running_loop()
@@ -228,7 +231,10 @@ class Exits:
                 writer.close()
                 self.connections.discard(task)
                 return
-            await relay(reader, writer, up_reader, up_writer)
+            if self.guard is not None:
+                await self.guard(port, reader, writer, up_reader, up_writer)
+            else:
+                await relay(reader, writer, up_reader, up_writer)
             self.connections.discard(task)
         return forward
 

@@ -156,6 +156,10 @@ def grade_submission(meta: WebbenchMeta, answer_raw: bytes | str | None, value: 
         if not judge.lenient.match:
             return Grade(False, "wrong_submission", said, answer, expected)
         return Grade(True, None, said + extra, answer, expected)
+    if (meta.request.body or meta.request.params) and submitted.get("clawbench") is False:
+        # blocked as a spelling of the submission (a case, a space, an encoding ClawBench's check reads otherwise)
+        problems.append("the blocked request matches the task's check only as the site would read it, not as "
+                        "ClawBench's check reads it")
     if problems:
         return Grade(False, "wrong_submission", "; ".join(problems), answer, expected)
     return Grade(True, None, "the submission carries what the task asks" + extra, answer, expected)

@@ -11,7 +11,7 @@ def test_trial(request, webbench_trial, browser_session, mcp_proxy, model_gatewa
     from pytest_webbench.grading import grade_trial
     from pytest_webbench.grading.evidence import unseen_flag
     from pytest_webbench.planning.state import state
-    from pytest_webbench.trial.browser_session import read_page_state, read_page_value
+    from pytest_webbench.trial.browser_session import read_page_state, read_page_value, write_flags
     from pytest_webbench.trial.judging import judge_trial
 
     outcome = agent_runner.run()  # the agent, as a one-trial Harbor run, through the proxy
@@ -40,7 +40,7 @@ def test_trial(request, webbench_trial, browser_session, mcp_proxy, model_gatewa
         grade, walls = grade_walls(outcome.harbor_trial_dir)
     # A call that went around the browser tools is flagged for the report; it never changes the score.
     # Nor does a pass whose answer no permitted call showed: it is flagged, never a clean pass.
-    flags = agent_runner.flags()
+    flags = agent_runner.flags() + write_flags(page_value)
     if grade.passed and (unseen := unseen_flag(webbench_trial.task.meta, mcp_proxy.session.stats.answer_seen,
                                                mcp_proxy.session.stats.screenshots)):
         flags.append(unseen)

@@ -178,7 +178,26 @@ def read_submission(browser: BrowserSessionHandle, trial_dir: Path) -> tuple[Any
         return None, str(exc)
     trial_dir.mkdir(parents=True, exist_ok=True)
     (trial_dir / REQUESTS_FILE).write_text(json.dumps(seen, indent=1))
-    intercepted = seen.get("intercepted") or []
+    intercepted = [r for r in seen.get("intercepted") or [] if isinstance(r, dict)]
     first = intercepted[0] if intercepted else None
     return {"submissions": len(intercepted),
-            "submitted": None if first is None else {k: first.get(k) for k in ("method", "url", "body", "query")}}, None
+            "at_site_door": sum(1 for r in intercepted if r.get("where") == "site"),
+            "unreadable": sum(1 for r in intercepted if r.get("reason") == "unreadable"),
+            "submitted": None if first is None else {k: first.get(k) for k in SUBMITTED_FIELDS}}, None
+
+
+SUBMITTED_FIELDS = ("method", "url", "body", "query", "clawbench", "reason", "where")
+
+
+def write_flags(value: Any) -> list[str]:
+    """What a write task's interception says of the trial: a request the browser's side did not
+    hold, stopped at the site's door; a request blocked at the submission's address unread."""
+    if not isinstance(value, dict):
+        return []
+    flags = []
+    if door := value.get("at_site_door"):
+        flags.append(f"{door} request(s) to the submission's address passed the browser's interceptor and were "
+                     "stopped at the site's door")
+    if unread := value.get("unreadable"):
+        flags.append(f"{unread} request(s) to the submission's address carried a body the harness could not read: blocked")
+    return flags

@@ -1,0 +1,87 @@
+"""A write task's interception on one trial's browser, decided by one matcher
+(grading/write_match.py) wherever a request is seen:
+
+- in the browser: the driver's browser-level CDP session holds every request that is not
+  read-only, from any target, until `_serve` answers it (driver.js `intercept`);
+- at the site's door, on the local backend: the harness's forwarding of the site's ports reads
+  each HTTP request before the site does (browsers/site_door.py), so a request the browser's
+  side did not hold (or saw otherwise) still meets the matcher.
+
+What is kept: every request blocked (where, why, what it carried, and whether ClawBench's own
+runtime would have blocked it), and every write let through, for the trial's record."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import time
+from typing import Any, Awaitable, Callable
+
+from ..grading.write_match import Decision, WriteMatcher
+from .base import BackendError
+
+MAX_KEPT = 100  # blocked requests kept per trial (each counted past it)
+MAX_KEPT_BODY = 20000  # characters of a blocked request's raw body kept
+POLL_MS = 10000
+
+DriverCall = Callable[..., Awaitable[Any]]
+
+
+class Interception:
+    def __init__(self, session_id: str, check: dict, site_hosts: dict[int, str], call: DriverCall) -> None:
+        self.session_id, self.call = session_id, call
+        self.matcher = WriteMatcher(check, site_hosts)
+        self.intercepted: list[dict] = []
+        self.blocked_total = 0
+        self.writes: list[dict] = []  # mutating requests let through (after the matcher read them)
+        self.failure: str | None = None
+        self._task: asyncio.Task | None = None
+
+    async def start(self) -> None:
+        await self.call("intercept", session=self.session_id, methods=[self.matcher.method], timeout=60)
+        self._task = asyncio.ensure_future(self._serve())
+
+    async def _serve(self) -> None:
+        """Answers the browser's held requests until its session ends (then nothing is held)."""
+        try:
+            while True:
+                held = await self.call("paused", session=self.session_id, wait_ms=POLL_MS, timeout=POLL_MS / 1000 + 30)
+                if held["requests"]:
+                    decisions = [{"id": r["id"], "block": self.decide_held(r)} for r in held["requests"]]
+                    await self.call("release", session=self.session_id, decisions=decisions, timeout=60)
+        except BackendError as exc:  # the session closed, or the driver went: what it held goes with it
+            self.failure = str(exc)
+
+    def decide_held(self, request: dict) -> bool:
+        headers = {str(k).lower(): str(v) for k, v in (request.get("headers") or {}).items()}
+        raw = base64.b64decode(request["body_b64"]) if request.get("body_b64") else None
+        if raw is None and isinstance(request.get("post_data"), str):
+            raw = request["post_data"].encode("utf-8", "surrogatepass")
+        decision = self.matcher.decide(request["method"], request["url"], raw, headers.get("content-type", ""),
+                                       headers.get("content-encoding", ""), post_data=request.get("post_data"),
+                                       body_unknown=bool(request.get("body_unknown")))
+        self.record(decision, request["method"], request["url"], raw, "browser")
+        return decision.block
+
+    def record(self, decision: Decision, method: str, url: str, raw: bytes | None, where: str) -> None:
+        seen = {"method": method, "url": url, "at": time.time(), "where": where}
+        if not decision.block:
+            if method.upper() not in ("GET", "HEAD", "OPTIONS") and len(self.writes) < 5000:
+                self.writes.append(seen)
+            return
+        self.blocked_total += 1
+        if len(self.intercepted) < MAX_KEPT:
+            text = None if raw is None else raw[:MAX_KEPT_BODY * 4].decode("utf-8", "replace")[:MAX_KEPT_BODY]
+            self.intercepted.append({**seen, "reason": decision.reason, "clawbench": decision.clawbench,
+                                     "body": decision.body, "read_as": decision.read_as, "query": decision.query,
+                                     "raw_body": text})
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+    def account(self, requests: list[dict]) -> dict:
+        """What the trial's record keeps (requests.json)."""
+        return {"intercepted": self.intercepted, "blocked": self.blocked_total, "writes": self.writes,
+                "requests": requests, **({"interceptor_ended": self.failure} if self.failure else {})}

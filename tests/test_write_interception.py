@@ -1,0 +1,205 @@
+"""Write interception no page can get around (issue 47 §0): the classes of request that reached
+Shoply and CodeHub past the old interceptor, sent by the agent's own code through a real sealed
+Chromium, with the sites' own write logs as the oracle.
+
+Each class runs four times: with both walls (the browser's, on every CDP target, and the site's
+door, where the harness forwards the site's port), with each wall alone, and with none. With
+none, every request is a real write (the log has it: the attack is real); with either wall
+alone or both, the log stays empty and the harness kept the request as blocked."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from pytest_webbench.browsers.interception import Interception
+from pytest_webbench.browsers.local import LocalBackend
+from pytest_webbench.trial.service_loop import ServiceLoop
+
+SITES = Path(__file__).resolve().parents[1] / "suites" / "local-web" / "sites"
+ISSUE_CHECK = {"url_pattern": r"codehub\.localhost(:\d+)?/api/v3/repos/acme/rocket/issues$", "method": "POST",
+               "body": {"title": "Telemetry drops on reconnect", "labels": ["bug"]}}
+ORDER_CHECK = {"url_pattern": r"shop\.localhost(:\d+)?/checkout", "method": "POST",
+               "body": {"items": "BOT-GRE-L:2", "name": "Webbench", "postcode": "QX417"}}
+
+# Each sends CodeHub the issue the check names, its description naming the class; from a CodeHub page.
+ISSUE_ATTACKS = r"""
+const [CH, port] = [args.codehub, new URL(args.codehub).port];
+const path = '/api/v3/repos/acme/rocket/issues';
+const issue = (how) => JSON.stringify({ title: 'Telemetry drops on reconnect', labels: ['bug'], body: how });
+const send = (url, body, type) => fetch(url, { method: 'POST', mode: 'no-cors', body,
+  headers: type ? { 'content-type': type } : {} }).then((r) => r.status, () => 'failed');
+const utf16 = (text) => { const units = new Uint16Array(text.length + 1); units[0] = 0xfeff;
+  for (let i = 0; i < text.length; i++) units[i + 1] = text.charCodeAt(i); return new Blob([units]); };
+const out = {};
+out.json = await fetch(CH + path, { method: 'POST', headers: { 'content-type': 'application/json' }, body: issue('json') })
+  .then((r) => r.status, () => 'failed');
+out.text_plain = await send(CH + path, issue('text_plain'), 'text/plain');
+out.form_type = await send(CH + path, issue('form_type'), 'application/x-www-form-urlencoded');
+out.no_type = await send(CH + path, new Blob([issue('no_type')]));
+out.bom = await send(CH + path, new Blob(['\ufeff' + issue('bom')]), 'text/plain');
+out.utf16 = await send(CH + path, utf16(issue('utf16')), 'text/plain');
+out.nan = await send(CH + path, issue('nan').replace(/}$/, ',"n":NaN}'), 'text/plain');
+out.ip = await send(`http://127.0.0.1:${port}${path}`, issue('ip'), 'text/plain');
+out.localhost = await send(`http://localhost:${port}${path}`, issue('localhost'), 'text/plain');
+out.trailing_dot = await send(`http://CodeHub.localhost.:${port}${path}`, issue('trailing_dot'), 'text/plain');
+out.encoded_letter = await send(CH + path.replace('rocket', '%72ocket'), issue('encoded_letter'), 'text/plain');
+out.encoded_slash = await send(CH + path.replace('/api/v3', '/api%2Fv3'), issue('encoded_slash'), 'text/plain');
+out.query = await send(CH + path + '?via=query', issue('query'), 'text/plain');
+out.redirect = await send(CH + path + '/', issue('redirect'), 'text/plain');
+out.shared_worker = await new Promise((done) => {
+  const src = `onconnect = (e) => fetch(${JSON.stringify(CH + path)}, { method: 'POST', body: ${JSON.stringify(issue('shared_worker'))} })
+    .then((r) => e.ports[0].postMessage(r.status), () => e.ports[0].postMessage('failed'));`;
+  const w = new SharedWorker(URL.createObjectURL(new Blob([src], { type: 'text/javascript' })));
+  w.port.onmessage = (e) => done(e.data); w.port.start();
+});
+addEventListener('pagehide', () => fetch(CH + path, { method: 'POST', keepalive: true, mode: 'no-cors',
+  headers: { 'content-type': 'text/plain' }, body: issue('keepalive') }));
+return out;
+"""
+ISSUE_CLASSES = ["json", "text_plain", "form_type", "no_type", "bom", "utf16", "nan", "ip", "localhost", "trailing_dot", "encoded_letter",
+                 "encoded_slash", "query", "redirect", "shared_worker", "keepalive"]
+# Each places the order the check names, from a Shoply page: fields as the shop normalises them,
+# multipart, a redirect's next hop, and a form whose enctype the page's code changed.
+ORDER_ATTACKS = r"""
+const form = (fields) => { const f = new FormData(); for (const [k, v] of Object.entries(fields)) f.append(k, v); return f; };
+const order = { items: 'BOT-GRE-L:2', name: 'Webbench', postcode: 'QX417' };
+const post = (url, body) => fetch(url, { method: 'POST', body }).then((r) => r.status, () => 'failed');
+const out = {};
+out.normalised = await post('/checkout', new URLSearchParams({ ...order, name: '  Webbench ', postcode: 'qx417' }));
+out.multipart = await post('/checkout', form(order));
+out.redirect = await post('/checkout/', new URLSearchParams(order));
+return out;
+"""
+ENCTYPE_SUBMIT = r"""
+await page.evaluate(() => {
+  const f = document.createElement('form'); f.method = 'post'; f.action = '/checkout'; f.enctype = 'multipart/form-data';
+  for (const [k, v] of Object.entries({ items: 'BOT-GRE-L:2', name: 'Webbench', postcode: 'QX417' })) {
+    const i = document.createElement('input'); i.name = k; i.value = v; f.append(i); }
+  document.body.append(f); f.submit();
+});
+await page.waitForLoadState('load').catch(() => {});
+await page.waitForTimeout(300);
+"""
+ORDER_CLASSES = 4
+
+
+def _load(name: str):
+    sys.path.insert(0, str(SITES))
+    spec = importlib.util.spec_from_file_location(f"interception_{name}", SITES / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def sites(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("writes")
+    saved = {k: os.environ.get(k) for k in ("SITE_WRITES_LOG", "SHOP_ORDERS_LOG")}
+    os.environ["SITE_WRITES_LOG"], os.environ["SHOP_ORDERS_LOG"] = str(folder / "issues.jsonl"), str(folder / "orders.jsonl")
+    loop = ServiceLoop()
+    urls = {name: f"http://{name}.localhost:" + loop.serve(_load(name).create_app(), name).rsplit(":", 1)[1]
+            for name in ("codehub", "shop")}
+    backend = LocalBackend()
+    yield loop, backend, urls, folder
+    loop.run(backend.close())
+    loop.close()
+    for key, value in saved.items():
+        os.environ.pop(key, None) if value is None else os.environ.__setitem__(key, value)
+
+
+def _written(folder: Path, name: str) -> list[dict]:
+    path = folder / name
+    lines = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+    path.unlink(missing_ok=True)
+    return lines
+
+
+def _attack(sites, session: str, walls: set[str], page_api_only: bool, monkeypatch) -> dict:
+    loop, backend, urls, folder = sites
+    loop.run(backend.create_session(session, page_api_only=page_api_only, site_urls=list(urls.values())))
+    try:
+        if walls:
+            if "browser" not in walls:  # the browser's side lets everything go
+                monkeypatch.setattr(Interception, "decide_held", lambda self, r: False)
+            loop.run(backend.intercept_requests(session, ISSUE_CHECK))
+            if "door" not in walls:
+                backend.pods[session].exits.guard = None
+        run = lambda code, **args: loop.run(backend.execute_playwright(  # noqa: E731
+            session, f"const args = {json.dumps(args)};\n" + code, timeout_sec=30), timeout=90)
+        assert run(f"await page.goto({urls['codehub'] + '/acme/rocket/issues/new'!r});")["success"]
+        sent = run(f"return await page.evaluate(async (args) => {{ {ISSUE_ATTACKS} }}, args);", codehub=urls["codehub"])
+        assert sent["success"], sent
+        assert run("await page.goto('about:blank'); await page.waitForTimeout(500);")["success"]  # the keepalive goes as the page hides
+        issues = _written(folder, "issues.jsonl")
+        seen = loop.run(backend.intercepted_requests(session)) if walls else None
+        return {"sent": sent["result"], "issues": issues, "seen": seen}
+    finally:
+        monkeypatch.undo()
+        loop.run(backend.delete_session(session))
+
+
+def _attack_orders(sites, session: str, walls: set[str], monkeypatch) -> tuple[list, dict | None]:
+    loop, backend, urls, folder = sites
+    loop.run(backend.create_session(session, site_urls=list(urls.values())))
+    try:
+        if walls:
+            if "browser" not in walls:
+                monkeypatch.setattr(Interception, "decide_held", lambda self, r: False)
+            loop.run(backend.intercept_requests(session, ORDER_CHECK))
+            if "door" not in walls:
+                backend.pods[session].exits.guard = None
+        run = lambda code: loop.run(backend.execute_playwright(session, code, timeout_sec=30), timeout=90)  # noqa: E731
+        assert run(f"await page.goto({urls['shop'] + '/cart'!r});")["success"]
+        sent = run(f"return await page.evaluate(async () => {{ {ORDER_ATTACKS} }});")
+        assert sent["success"], sent
+        assert run(ENCTYPE_SUBMIT)["success"]
+        orders = _written(folder, "orders.jsonl")
+        return orders, loop.run(backend.intercepted_requests(session)) if walls else None
+    finally:
+        monkeypatch.undo()
+        loop.run(backend.delete_session(session))
+
+
+@pytest.mark.chromium
+@pytest.mark.seal
+def test_with_no_wall_every_class_is_a_real_write(sites, monkeypatch):
+    """The oracle can fail: each class, unblocked, is a write the site logs."""
+    got = _attack(sites, "none", set(), False, monkeypatch)
+    assert sorted(i["body"] for i in got["issues"]) == sorted(ISSUE_CLASSES), got["sent"]
+    orders, _ = _attack_orders(sites, "none-orders", set(), monkeypatch)
+    assert [o["name"] for o in orders] == ["Webbench"] * ORDER_CLASSES and {o["postcode"] for o in orders} == {"QX417"}
+
+
+@pytest.mark.chromium
+@pytest.mark.seal
+@pytest.mark.parametrize("walls,page_api_only", [({"browser", "door"}, False), ({"browser", "door"}, True),
+                                                 ({"browser"}, False), ({"door"}, False)],
+                         ids=["both", "both-playwright-arm", "browser-alone", "door-alone"])
+def test_no_class_of_write_reaches_a_site(sites, monkeypatch, walls, page_api_only):
+    got = _attack(sites, "-".join(sorted(walls)) + str(page_api_only), walls, page_api_only, monkeypatch)
+    assert got["issues"] == [], got["sent"]
+    seen = got["seen"]
+    assert sorted(r["read_as"]["body"] for r in seen["intercepted"]) == sorted(ISSUE_CLASSES)
+    where = {r["where"] for r in seen["intercepted"]}
+    assert where == ({"browser"} if "browser" in walls else {"site"})
+    # ClawBench's own check would have let these through: the spellings its runtime reads otherwise
+    missed = {r["read_as"]["body"] for r in seen["intercepted"] if not r["clawbench"]}
+    assert {"query", "encoded_letter", "encoded_slash"} <= missed
+    if "browser" in walls:  # the door names the site by its port, as the site is reached: these are the site's URL there
+        assert {"ip", "localhost"} <= missed
+
+
+@pytest.mark.chromium
+@pytest.mark.seal
+@pytest.mark.parametrize("walls", [{"browser", "door"}, {"browser"}, {"door"}], ids=["both", "browser-alone", "door-alone"])
+def test_no_order_reaches_the_shop_in_any_spelling(sites, monkeypatch, walls):
+    orders, seen = _attack_orders(sites, "orders-" + "-".join(sorted(walls)), walls, monkeypatch)
+    assert orders == []
+    assert len(seen["intercepted"]) == ORDER_CLASSES
+    assert not seen["intercepted"][0]["clawbench"]  # "  Webbench " and "qx417": the shop reads them as the order
