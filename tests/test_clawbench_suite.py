@@ -153,22 +153,34 @@ def test_clawbench_local_runs_end_to_end_graded_by_check_and_judge_and_nothing_r
     records = {p.stem: json.loads(p.read_text()) for p in (exp / "trials").glob("*.json")}
     for trial_id, r in records.items():
         assert r["submissions"] >= 1, trial_id
-        judged = "market-quote" in trial_id or "wiki-signup" in trial_id
-        assert (r["judge"] is not None) == judged, trial_id
-        if judged:  # both rubrics asked, through the trial's own gateway route, which logged them
-            assert r["judge"]["strict"]["match"] and r["judge"]["lenient"]["match"] and r["judge"]["requests"] == 2
-            log = [json.loads(line) for line in (exp / r["harbor_trial_dir"] / "judge" / "model-log.jsonl").read_text().splitlines()]
-            assert [entry["status"] for entry in log] == [200, 200]
-    # the judge saw the instruction and the intercepted request, never the real key; each rubric once per judged trial
+        # every intercepted request is judged, as verify.py judges it: a body in the check only chose the request
+        # both rubrics asked, through the trial's own gateway route, which logged them
+        assert r["judge"]["strict"]["match"] and r["judge"]["lenient"]["match"] and r["judge"]["requests"] == 2
+        log = [json.loads(line) for line in (exp / r["harbor_trial_dir"] / "judge" / "model-log.jsonl").read_text().splitlines()]
+        assert [entry["status"] for entry in log] == [200, 200]
+    # the judge saw the instruction and the intercepted request, never the real key; each rubric once per trial
     asked = endpoint.model.judged[judged_before:]
-    assert len(asked) == 12 and all("INTERCEPTED REQUEST:" in a["user"] for a in asked)
+    assert len(asked) == 24 and all("INTERCEPTED REQUEST:" in a["user"] for a in asked)
     assert {a["system"].split("\n", 1)[0] for a in asked} == {"You are a strict evaluator for a web-agent benchmark.",
                                                              "You are a lenient evaluator for a web-agent benchmark."}
-    assert all(r["key"] == "sk-judge-real-key-0c4f" for r in endpoint.model.requests[-12:] if r.get("api") == "chat")
+    assert all(r["key"] == "sk-judge-real-key-0c4f" for r in endpoint.model.requests[-24:] if r.get("api") == "chat")
     assert not writes.exists() or writes.read_text() == ""  # no intercepted submission reached any site
     report = (exp / "report.md").read_text()
     assert "## Write tasks: ClawBench's metrics" in report
-    assert "| control | 4 | 4/4 | 2 (2) | 2 | 2/2 | 2/2 |" in report
+    assert "| control | 4 | 4/4 | 0 (0) | 4 | 4/4 | 4/4 |" in report
+    # ClawBench's own figures, as rescore.py computes them: every run, reward over all runs
+    assert "| control | 4 | 4 (100.0%) | 100.0% | 100.0% | 4/4 | 0 / 0 | 0 |" in report
+    # exported as ClawBench's run folders, its own rescore.py reads the run's figures
+    from clawbench.eval.rescore import aggregate_batch
+
+    from pytest_webbench.report.__main__ import main as report_main
+
+    assert report_main(["clawbench-export", str(exp), str(pytester.path / "cb-export")]) == 0
+    figures = {f["arm"]: f for f in json.loads((exp / "report.json").read_text())["clawbench"]}
+    for arm in ("control", "treatment", "playwright"):
+        theirs = aggregate_batch(pytester.path / "cb-export" / arm, ["strict", "lenient"])
+        assert (theirs["n_total"], theirs["n_intercepted"], theirs["n_match_lenient"]) == (
+            figures[arm]["runs"], figures[arm]["intercepted"], figures[arm]["match_lenient"]) == (4, 4, 4)
     # grouped by the cases' metaclass: shopping holds the checkout and the quote
     assert "| shopping | treatment | 2 | 2 | 2/2 | 2/2 |" in report
     # treatment's batch offers a shortcut on each: fewer browser calls than control, pair by pair
@@ -281,10 +293,10 @@ def test_an_ungradable_case_runs_when_asked_and_is_counted_nowhere(pytester, mon
     assert "Ungradable ClawBench cases" in (pytester.path / "results" / "p1" / "report.md").read_text()
 
 
-def test_deselecting_the_judged_tasks_lets_a_run_go_without_a_judge(pytester):
+def test_clawbench_cases_are_all_judged_so_a_run_of_them_needs_a_judge(pytester):
     result = run(pytester, "--suite", str(LOCAL), "-k", "shop or codehub", "--collect-only", "-q", "--experiment-id", "nj")
-    assert result.ret == 0, result.stderr.str()
-    assert len(collected(result)) == 6
+    assert result.ret != 0
+    assert "2 task(s) (local-01-shop-checkout, local-02-codehub-issue) are graded by an LLM judge" in result.stdout.str()
 
 
 def test_the_plan_hashes_the_sites_it_borrows_from_another_suite(tmp_path):

@@ -80,10 +80,48 @@ def meta(**request) -> WebbenchMeta:
     return WebbenchMeta.model_validate({**META, "request": {"url_pattern": "/x", "method": "POST", **request}})
 
 
-def test_a_check_that_decides_needs_no_judge():
+def test_only_expected_fields_decide_without_the_judge():
+    """verify.py judges every intercepted request: a body or query in the check only chose which
+    request was intercepted (a rating with the wrong title matched its check and failed the judge)."""
     assert needs_judge(meta())
-    assert not needs_judge(meta(body={"a": "1"})) and not needs_judge(meta(params={"r": "7"}))
+    assert needs_judge(meta(body={"a": "1"})) and needs_judge(meta(params={"r": "7"}))
     assert not needs_judge(meta(expect={"a": "1"}))
+
+
+CONTEXT = {"rubric": "The rating must be for Prof. Ada, 5 stars.", "reference_solution": "  POST /graphql ... ",
+           "source_task_yaml": "", "other": "not shown"}
+
+
+@pytest.mark.parametrize("context", [CONTEXT, None, {"rubric": 7}, {}])
+def test_the_strict_judge_sees_the_case_s_hidden_context_as_verify_py_shows_it(verify, context):
+    submitted = {"method": "POST", "url": "https://r.example/graphql", "body": {"operationName": "Rate"}}
+    assert user_message("Rate Ada", submitted, context) == verify.build_user_msg("Rate Ada", {"request": submitted}, context)
+
+
+def test_a_judge_that_fails_is_asked_three_times_as_clawbench_asks_it():
+    from starlette.applications import Starlette
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    from pytest_webbench.grading.judge import judge_submission
+    from pytest_webbench.trial.service_loop import ServiceLoop
+
+    seen: list[str] = []
+
+    async def chat(request):
+        seen.append((await request.json())["messages"][0]["content"].split("\n", 1)[0])
+        if len(seen) in (1, 2, 4, 5, 6):  # the strict rubric once flaky, then the lenient one down for good
+            return JSONResponse({"error": "overloaded"}, status_code=529)
+        return JSONResponse({"choices": [{"message": {"content": '{"match": true, "reason": "ok"}'}}]})
+
+    loop = ServiceLoop()
+    try:
+        url = loop.serve(Starlette(routes=[Route("/chat/completions", chat, methods=["POST"])]), "judge")
+        record = judge_submission("Buy", {"method": "POST", "url": "http://s/x", "body": None}, url, "t", "chat", "m")
+    finally:
+        loop.close()
+    assert record.strict is not None and record.strict.match and record.lenient is None
+    assert "HTTP 529" in record.error and len(seen) == 6  # 3 strict (2 failed), 3 lenient (all failed)
 
 
 def verdict(lenient: bool | None, strict: bool | None = True, error: str | None = None):

@@ -45,6 +45,10 @@ out.no_type = await send(CH + path, new Blob([issue('no_type')]));
 out.bom = await send(CH + path, new Blob(['\ufeff' + issue('bom')]), 'text/plain');
 out.utf16 = await send(CH + path, utf16(issue('utf16')), 'text/plain');
 out.nan = await send(CH + path, issue('nan').replace(/}$/, ',"n":NaN}'), 'text/plain');
+const utf32 = (text) => { const bytes = new Uint8Array(text.length * 4); const view = new DataView(bytes.buffer);
+  for (let i = 0; i < text.length; i++) view.setUint32(i * 4, text.charCodeAt(i)); return new Blob([bytes]); };
+out.utf32 = await send(CH + path, utf32(issue('utf32')));
+out.labels_object = await send(CH + path, issue('labels_object').replace('["bug"]', '{"bug": 1}'), 'text/plain');
 out.ip = await send(`http://127.0.0.1:${port}${path}`, issue('ip'), 'text/plain');
 out.localhost = await send(`http://localhost:${port}${path}`, issue('localhost'), 'text/plain');
 out.trailing_dot = await send(`http://CodeHub.localhost.:${port}${path}`, issue('trailing_dot'), 'text/plain');
@@ -62,7 +66,7 @@ addEventListener('pagehide', () => fetch(CH + path, { method: 'POST', keepalive:
   headers: { 'content-type': 'text/plain' }, body: issue('keepalive') }));
 return out;
 """
-ISSUE_CLASSES = ["json", "text_plain", "form_type", "no_type", "bom", "utf16", "nan", "ip", "localhost", "trailing_dot", "encoded_letter",
+ISSUE_CLASSES = ["json", "text_plain", "form_type", "no_type", "bom", "utf16", "nan", "utf32", "labels_object", "ip", "localhost", "trailing_dot", "encoded_letter",
                  "encoded_slash", "query", "redirect", "shared_worker", "keepalive"]
 # Each places the order the check names, from a Shoply page: fields as the shop normalises them,
 # multipart, a redirect's next hop, and a form whose enctype the page's code changed.

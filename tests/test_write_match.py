@@ -163,3 +163,117 @@ def test_a_url_is_read_in_its_canonical_forms():
     assert url_readings("https://Example.COM.:443/x") == ["https://Example.COM.:443/x", "https://example.com/x"]
     # another port than a site's is not that site, whatever its name
     assert not any("shop.localhost" in r for r in url_readings("http://localhost:9999/x", {8001: "shop.localhost"}))
+
+
+# -- the sites as the oracle: whatever spelling a site takes as the submission, the matcher blocks --
+SITES = Path(__file__).resolve().parents[1] / "suites" / "local-web" / "sites"
+ISSUE = {"url_pattern": r"codehub\.localhost(:\d+)?/api/v3/repos/acme/rocket/issues$", "method": "POST",
+         "body": {"title": "Telemetry drops on reconnect", "labels": ["bug"]}}
+ISSUE_JSON = json.dumps(ISSUE["body"])
+
+
+def _parts(fmt: bytes, boundary: bytes = b"BBB", fields=None) -> bytes:
+    fields = fields or [(b"items", b"BOT-GRE-L:2"), (b"name", b"Webbench"), (b"postcode", b"QX417")]
+    return b"".join(b"--" + boundary + b"\r\n" + (fmt % k) + b"\r\n\r\n" + v + b"\r\n" for k, v in fields) + b"--" + boundary + b"--\r\n"
+
+
+SPELLINGS = [  # (site, body, content types): each taken by the site as the submission
+    ("codehub", ISSUE_JSON.encode(), ["application/json"]),
+    ("codehub", ISSUE_JSON.encode("utf-32-be"), ["text/plain"]),
+    ("codehub", ISSUE_JSON.encode("utf-32-le"), []),
+    ("codehub", ISSUE_JSON.encode("utf-16-le"), ["text/plain; charset=undefined"]),
+    ("codehub", json.dumps({**ISSUE["body"], "labels": {"bug": 1}}).encode(), ["application/json"]),
+    ("codehub", json.dumps({"title": "Telemetry\u0020drops on reconnect", "labels": ["bug"], "x": "1" * 5000}).encode(), []),
+    ("codehub", b'{"title": "\\u0054elemetry drops on reconnect", "labels": ["\\u0062ug"]}', ["application/json"]),
+    ("codehub", b'{"title": "x", "title": "Telemetry drops on reconnect", "labels": ["bug"]}', ["application/json"]),
+    ("shop", _parts(b'Content-Disposition: form-data; name="%s"'), ["multipart/form-data; boundary=BBB"]),
+    ("shop", _parts(b"Content-Disposition: form-data; name=%s"), ["multipart/form-data; boundary=BBB"]),
+    ("shop", _parts(b'Content-Disposition: form-data; NAME="%s"'), ["multipart/form-data; boundary=BBB"]),
+    ("shop", _parts(b'Content-Disposition: form-data; name = "%s"'), ["multipart/form-data; boundary=BBB"]),
+    ("shop", _parts(b'Content-Disposition: form-data; xname="zz"; name="%s"'), ["multipart/form-data; boundary=BBB"]),
+    ("shop", _parts(b'X-A: name="zz"\r\nContent-Disposition: form-data; name="%s"'), ["multipart/form-data; boundary=BBB"]),
+    ("shop", _parts(b'Content-Disposition: form-data; name="%s"'), ["multipart/form-data; boundary= BBB"]),
+    ("shop", _parts(b'Content-Disposition: form-data; name="%s"'), ["multipart/form-data; boundary=AAA; boundary=BBB"]),
+    ("shop", _parts(b'Content-Disposition: form-data; name="%s"', b"a'b(c)"), ["multipart/form-data; boundary=\"a'b(c)\""]),
+    ("shop", _parts(b'content-disposition: FORM-DATA; name="%s"'), ["multipart/form-data; boundary=BBB", "text/plain"]),
+    ("shop", b"items=BOT-GRE-L%3A2&name=%57ebbench&postcode=qx417+", ["application/x-www-form-urlencoded"]),
+    ("shop", b"items=BOT-GRE-L:2&name=Someone&postcode=QX417&name=Webbench", ["application/x-www-form-urlencoded; charset=latin-1"]),
+]
+
+
+def _site_takes(app, path: str, body: bytes, types: list[str]) -> int:
+    import asyncio
+
+    sent = False
+
+    async def receive():
+        nonlocal sent
+        if sent:
+            return {"type": "http.disconnect"}
+        sent = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    status = {}
+
+    async def send(message):
+        if message["type"] == "http.response.start":
+            status["code"] = message["status"]
+
+    headers = [(b"host", b"x")] + [(b"content-type", t.encode("latin-1")) for t in types]
+    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST", "scheme": "http", "path": path,
+             "raw_path": path.encode(), "query_string": b"", "headers": headers, "server": ("127.0.0.1", 1),
+             "client": ("127.0.0.1", 2), "root_path": ""}
+    asyncio.run(app(scope, receive, send))
+    return status.get("code", 0)
+
+
+@pytest.fixture(scope="module")
+def site_apps(tmp_path_factory):
+    import os
+    import sys
+
+    folder = tmp_path_factory.mktemp("site-writes")
+    saved = {k: os.environ.get(k) for k in ("SITE_WRITES_LOG", "SHOP_ORDERS_LOG")}
+    os.environ["SITE_WRITES_LOG"], os.environ["SHOP_ORDERS_LOG"] = str(folder / "codehub"), str(folder / "shop")
+    sys.path.insert(0, str(SITES))
+    apps = {}
+    for name in ("codehub", "shop"):
+        spec = importlib.util.spec_from_file_location(f"matcher_oracle_{name}", SITES / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        apps[name] = module.create_app()
+    yield apps, folder
+    for key, value in saved.items():
+        os.environ.pop(key, None) if value is None else os.environ.__setitem__(key, value)
+
+
+@pytest.mark.parametrize("site,body,types", SPELLINGS, ids=[f"{s}-{i}" for i, (s, _, _) in enumerate(SPELLINGS)])
+def test_whatever_spelling_a_site_takes_for_the_submission_is_blocked(site_apps, site, body, types):
+    apps, folder = site_apps
+    check, path = (ISSUE, "/api/v3/repos/acme/rocket/issues") if site == "codehub" else (ORDER, "/checkout")
+    _site_takes(apps[site], path, body, types)
+    log = folder / site
+    written = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+    log.unlink(missing_ok=True)
+    taken = [w for w in written if all(w.get(k) == v for k, v in check["body"].items())]
+    assert taken, f"the site did not take this spelling as the submission ({written}): the case proves nothing"
+    host = "codehub.localhost:5001" if site == "codehub" else "shop.localhost:8001"
+    decision = WriteMatcher(check).decide("POST", f"http://{host}{path}", body, types)
+    assert decision.block, decision
+
+
+def test_a_reading_that_fails_blocks_and_a_bomb_is_not_inflated():
+    import tracemalloc
+
+    matcher = WriteMatcher(ISSUE)
+    url = "http://codehub.localhost:5001/api/v3/repos/acme/rocket/issues"
+    bomb = gzip.compress(b"0" * (64 * 1024 * 1024))
+    tracemalloc.start()
+    decision = matcher.decide("POST", url, bomb, "application/json", "gzip")
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert (decision.block, decision.reason) == (True, "unreadable") and peak < 40 * 1024 * 1024
+    assert not matcher.decide("POST", "http://codehub.localhost:5001/elsewhere", bomb, "", "gzip").block
+    # a number past Python's digit limit breaks server.py's own reading: no exception leaves the matcher
+    assert not matcher.decide("POST", "http://codehub.localhost:5001/elsewhere", b"1" * 5000).block
+    assert matcher.decide("POST", url, b"1" * 5000, "text/plain; charset=punycode").block is False

@@ -128,6 +128,13 @@ const ACTIONS = {
   }),
 };
 
+// A held request's body is carried to the matcher up to its bound (grading/write_match.py MAX_READ_BODY);
+// what one session holds, and one reply carries, stays far under the reply line's limit (node_driver.py).
+const MAX_HELD_BODY = 8 * 1024 * 1024;
+const MAX_HELD_BYTES = 64 * 1024 * 1024;
+const MAX_HELD = 2000;
+const MAX_REPLY_BODY = 12 * 1024 * 1024;
+
 const OPS = {
   async ping() {
     return { pong: true };
@@ -277,6 +284,7 @@ const OPS = {
     const held = new Set(methods || []);
     s.requests = [];
     s.paused = [];
+    s.heldBytes = 0;
     s.waiters = [];
     s.fetch = await s.browser.newBrowserCDPSession();
     s.fetch.on('Fetch.requestPaused', (e) => {
@@ -288,10 +296,22 @@ const OPS = {
       }
       const entries = r.postDataEntries || [];
       const complete = entries.every((part) => typeof part.bytes === 'string');
-      const body = entries.length && complete ? Buffer.concat(entries.map((part) => Buffer.from(part.bytes, 'base64'))).toString('base64') : null;
-      s.paused.push({ id: e.requestId, method: r.method, url: r.url, headers: r.headers || {}, post_data: r.postData ?? null,
-                      body_b64: body, body_unknown: Boolean(r.hasPostData) && body === null && r.postData == null || !complete,
-                      type: e.resourceType || null, at: Date.now() });
+      let body = entries.length && complete ? Buffer.concat(entries.map((part) => Buffer.from(part.bytes, 'base64'))) : null;
+      // Past the matcher's bound a body is not carried (the matcher blocks it at the submission's address);
+      // past the driver's, a request is blocked here: this process serves every trial of its worker.
+      const tooLarge = body !== null && body.length > MAX_HELD_BODY;
+      if (tooLarge) body = null;
+      const size = body ? body.length : 0;
+      if (s.heldBytes + size > MAX_HELD_BYTES || s.paused.length >= MAX_HELD) {
+        s.overflowed = (s.overflowed || 0) + 1;
+        s.fetch.send('Fetch.failRequest', { requestId: e.requestId, errorReason: 'BlockedByClient' }).catch(() => {});
+        return;
+      }
+      s.heldBytes += size;
+      s.paused.push({ id: e.requestId, method: r.method, url: r.url, headers: r.headers || {},
+                      post_data: body === null && !tooLarge ? (r.postData ?? null) : null, body_b64: body ? body.toString('base64') : null,
+                      body_unknown: tooLarge || !complete || (Boolean(r.hasPostData) && body === null && r.postData == null),
+                      size, type: e.resourceType || null, at: Date.now() });
       for (const wake of s.waiters.splice(0)) wake();
     });
     await s.fetch.send('Fetch.enable', { patterns: [{ urlPattern: '*', requestStage: 'Request' }] });
@@ -302,7 +322,15 @@ const OPS = {
   async paused({ session: id, wait_ms }) {
     const s = session(id);
     if (!s.paused.length) await new Promise((resolve) => { s.waiters.push(resolve); setTimeout(resolve, wait_ms || 0); });
-    return { requests: s.paused.splice(0, 50) };
+    const taken = [];
+    let bytes = 0;
+    while (s.paused.length && taken.length < 50 && (!taken.length || bytes + s.paused[0].size <= MAX_REPLY_BODY)) {
+      const held = s.paused.shift();
+      bytes += held.size;
+      s.heldBytes -= held.size;
+      taken.push(held);
+    }
+    return { requests: taken, overflowed: s.overflowed || 0 };
   },
 
   async release({ session: id, decisions }) {

@@ -35,6 +35,7 @@ class Interception:
         self.blocked_total = 0
         self.writes: list[dict] = []  # mutating requests let through (after the matcher read them)
         self.failure: str | None = None
+        self.overflowed = 0  # requests the driver blocked unread: more held at once than it keeps
         self._task: asyncio.Task | None = None
 
     async def start(self) -> None:
@@ -46,6 +47,7 @@ class Interception:
         try:
             while True:
                 held = await self.call("paused", session=self.session_id, wait_ms=POLL_MS, timeout=POLL_MS / 1000 + 30)
+                self.overflowed = held.get("overflowed", 0)
                 if held["requests"]:
                     decisions = [{"id": r["id"], "block": self.decide_held(r)} for r in held["requests"]]
                     await self.call("release", session=self.session_id, decisions=decisions, timeout=60)
@@ -53,14 +55,20 @@ class Interception:
             self.failure = str(exc)
 
     def decide_held(self, request: dict) -> bool:
-        headers = {str(k).lower(): str(v) for k, v in (request.get("headers") or {}).items()}
-        raw = base64.b64decode(request["body_b64"]) if request.get("body_b64") else None
-        if raw is None and isinstance(request.get("post_data"), str):
-            raw = request["post_data"].encode("utf-8", "surrogatepass")
-        decision = self.matcher.decide(request["method"], request["url"], raw, headers.get("content-type", ""),
-                                       headers.get("content-encoding", ""), post_data=request.get("post_data"),
-                                       body_unknown=bool(request.get("body_unknown")))
-        self.record(decision, request["method"], request["url"], raw, "browser")
+        """Whether a held request is blocked; one this cannot read (whatever the page made of it) is."""
+        method, url = str(request.get("method")), str(request.get("url"))
+        try:
+            headers = {str(k).lower(): str(v) for k, v in (request.get("headers") or {}).items()}
+            raw = base64.b64decode(request["body_b64"]) if request.get("body_b64") else None
+            if raw is None and isinstance(request.get("post_data"), str):
+                raw = request["post_data"].encode("utf-8", "surrogatepass")
+            # CDP joins repeated headers with newlines: each Content-Type is one a site may read
+            decision = self.matcher.decide(method, url, raw, headers.get("content-type", "").split("\n"),
+                                           headers.get("content-encoding", "").replace("\n", ","),
+                                           post_data=request.get("post_data"), body_unknown=bool(request.get("body_unknown")))
+        except Exception as exc:  # noqa: BLE001 - fails closed
+            raw, decision = None, Decision(True, "unreadable", False, how=f"{type(exc).__name__}: {str(exc)[:200]}")
+        self.record(decision, method, url, raw, "browser")
         return decision.block
 
     def record(self, decision: Decision, method: str, url: str, raw: bytes | None, where: str) -> None:
@@ -72,7 +80,7 @@ class Interception:
         self.blocked_total += 1
         if len(self.intercepted) < MAX_KEPT:
             text = None if raw is None else raw[:MAX_KEPT_BODY * 4].decode("utf-8", "replace")[:MAX_KEPT_BODY]
-            self.intercepted.append({**seen, "reason": decision.reason, "clawbench": decision.clawbench,
+            self.intercepted.append({**seen, "reason": decision.reason, "how": decision.how, "clawbench": decision.clawbench,
                                      "body": decision.body, "read_as": decision.read_as, "query": decision.query,
                                      "raw_body": text})
 
@@ -84,4 +92,5 @@ class Interception:
     def account(self, requests: list[dict]) -> dict:
         """What the trial's record keeps (requests.json)."""
         return {"intercepted": self.intercepted, "blocked": self.blocked_total, "writes": self.writes,
-                "requests": requests, **({"interceptor_ended": self.failure} if self.failure else {})}
+                "overflowed": self.overflowed, "requests": requests,
+                **({"interceptor_ended": self.failure} if self.failure else {})}

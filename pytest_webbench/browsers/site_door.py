@@ -67,14 +67,15 @@ async def guarded_relay(interception: Interception, port: int, reader: asyncio.S
             request, body = got
             method, target = request.method.decode("latin-1"), request.target.decode("latin-1")
             headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in request.headers}
+            types = [v.decode("latin-1") for k, v in request.headers if k.lower() == b"content-type"]  # a site may read any
             url = f"http://{host}:{port}{target}"
             if body is None or "upgrade" in headers:
                 why = "a body past the harness's bound" if body is None else "a protocol upgrade"
                 interception.record(Decision(True, "unreadable", False), method, url, None, "site")
                 writer.write(_refusal(browser, 413 if body is None else 403, why))
                 break
-            decision = interception.matcher.decide(method, url, body, headers.get("content-type", ""),
-                                                   headers.get("content-encoding", ""))
+            codings = ",".join(v.decode("latin-1") for k, v in request.headers if k.lower() == b"content-encoding")
+            decision = interception.matcher.decide(method, url, body, types, codings)
             interception.record(decision, method, url, body, "site")
             if decision.block:
                 writer.write(_refusal(browser, 403, "a write task's submission never reaches the site"))
@@ -99,9 +100,9 @@ async def guarded_relay(interception: Interception, port: int, reader: asyncio.S
                 break
             browser.start_next_cycle()
             site.start_next_cycle()
-    except (h11.ProtocolError, ConnectionError, OSError, asyncio.IncompleteReadError):
-        pass  # a connection the browser or the site broke off, or bytes h11 would not read: it ends here
     except asyncio.CancelledError:
+        pass
+    except Exception:  # noqa: BLE001 - a connection broken off, bytes h11 will not read or send: it ends here, closed
         pass
     finally:
         for w in (writer, up_writer):

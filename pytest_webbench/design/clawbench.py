@@ -20,6 +20,7 @@ import shutil
 import tempfile
 from importlib import metadata, resources
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -74,6 +75,7 @@ class ClawBenchCase(BaseModel):
     eval_schema: EvalSchema
     time_limit: float = Field(ge=1, allow_inf_nan=False)  # minutes
     extra_info: list[ExtraFile] = Field(default_factory=list)
+    judge_context: dict[str, Any] | None = None  # the strict judge's hidden context (verify.py)
 
     @property
     def gradable(self) -> bool:
@@ -142,7 +144,7 @@ def load_cases(case_set: str = DEFAULT_CASE_SET, root: Path | None = None, own: 
 # every worker and every run; the cases stay the source.
 
 SHARED_USER = ("runtime", "shared", "alex_green_personal_info.json")  # the dummy user every case acts for
-CONVERTER_VERSION = "3"  # bump when the folders below change shape
+CONVERTER_VERSION = "4"  # bump when the folders below change shape
 
 
 class ClawBenchSource(BaseModel):
@@ -228,6 +230,7 @@ def case_task(case: ClawBenchCase, source: ClawBenchSource, batches: dict[str, s
         # treatment only where an injected batch covers the site: elsewhere it would be control again
         "arms": ["control", "treatment", "playwright"] if batch else ["control", "playwright"],
         "ungradable": not case.gradable, "group": meta.metaclass if meta else None,
+        "judge_context": case.judge_context,
     }
     if batch:
         webbench["tool_batch"] = site

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import rtoml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -69,6 +69,8 @@ class WebbenchMeta(_Strict):
     # is planned only when asked for and reported apart, never as a failure of an arm.
     ungradable: bool = False
     group: str | None = None  # the report's grouping of tasks (ClawBench's metaclass)
+    # A ClawBench case's hidden context for its strict judge (rubric, reference_solution, source_task_yaml)
+    judge_context: dict[str, Any] | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> WebbenchMeta:

@@ -231,11 +231,13 @@ class Exits:
                 writer.close()
                 self.connections.discard(task)
                 return
-            if self.guard is not None:
-                await self.guard(port, reader, writer, up_reader, up_writer)
-            else:
-                await relay(reader, writer, up_reader, up_writer)
-            self.connections.discard(task)
+            try:
+                if self.guard is not None:
+                    await self.guard(port, reader, writer, up_reader, up_writer)
+                else:
+                    await relay(reader, writer, up_reader, up_writer)
+            finally:  # whatever ended it, its place among MAX_CONNECTIONS is free again
+                self.connections.discard(task)
         return forward
 
     def close(self) -> None:

@@ -113,10 +113,10 @@ def _fields(value: Any) -> dict:
 
 def needs_judge(meta: WebbenchMeta) -> bool:
     """A write task whose check does not decide the grade: no field a right submission carries
-    (`expect`), and no body or query it must match exactly (a request that matched those carried
-    them). There the judge decides, as ClawBench's verifier does for every case."""
+    (`expect`). There the judge decides, as ClawBench's verifier does for every case: a body or
+    query in the check only chooses which request is intercepted, never what it should say."""
     check = meta.request
-    return check is not None and not (check.expect or check.body or check.params)
+    return check is not None and not check.expect
 
 
 def grade_submission(meta: WebbenchMeta, answer_raw: bytes | str | None, value: Any, error: str | None,

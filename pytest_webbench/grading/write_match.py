@@ -18,13 +18,12 @@ Two answers per request:
 from __future__ import annotations
 
 import codecs
-import gzip
 import json
 import re
 import zlib
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import parse_qs, unquote, urlsplit, urlunsplit
+from urllib.parse import parse_qs, unquote, unquote_plus, urlsplit, urlunsplit
 
 READ_ONLY_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 MAX_READ_BODY = 8 * 1024 * 1024  # a body past this is not read: at the submission's address it is blocked
@@ -103,7 +102,8 @@ def url_readings(url: str, site_hosts: dict[int, str] | None = None) -> list[str
 
 
 def _texts(raw: bytes, content_type: str) -> list[str]:
-    """The body as text every way a site could decode it: its charset, a BOM's, UTF-8, Latin-1."""
+    """The body as text every way a site could decode it: its charset, a BOM's, what json.loads
+    detects in bytes (UTF-16 and UTF-32 without a BOM), UTF-8, Latin-1."""
     found = re.search(r"charset=\"?([\w.:-]+)", content_type, re.I)
     encodings = [found.group(1)] if found else []
     for bom, name in ((codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"), (codecs.BOM_UTF8, "utf-8-sig"),
@@ -111,63 +111,83 @@ def _texts(raw: bytes, content_type: str) -> list[str]:
         if raw.startswith(bom):
             encodings.insert(0, name)
             break
-    if len(raw) >= 2 and raw[0] == 0 and raw[1] != 0:
-        encodings.append("utf-16-be")  # what json.loads(bytes) detects without a BOM
-    elif len(raw) >= 2 and raw[0] != 0 and raw[1] == 0:
-        encodings.append("utf-16-le")
+    encodings.append(json.detect_encoding(raw))  # what a site's json.loads(body) reads the bytes as
     texts = []
     for name in [*encodings, "utf-8", "latin-1"]:
         try:
             text = raw.decode(name)
-        except (LookupError, UnicodeDecodeError):
+        except (LookupError, UnicodeError, ValueError):  # a charset the page named that is none, or its bytes are not
             continue
         texts.append(text.lstrip("\ufeff"))
     return list(dict.fromkeys(texts))
 
 
-def _multipart(raw: bytes, content_type: str) -> dict[str, Any] | None:
-    """A multipart body's fields (a file's content as text), by the boundary its type names or,
-    with none, its first line."""
-    found = re.search(r"boundary=\"?([^\";,]+)", content_type, re.I)
-    boundary = found.group(1).encode() if found else None
-    if boundary is None:
-        first = raw.split(b"\r\n", 1)[0]
-        if not (first.startswith(b"--") and 2 < len(first) <= 72):
-            return None
-        boundary = first[2:]
-    fields: dict[str, Any] = {}
-    for part in raw.split(b"--" + boundary)[1:]:
-        head, sep, value = part.partition(b"\r\n\r\n")
-        name = re.search(rb"name=\"([^\"]*)\"", head)
-        if not sep or name is None:
-            continue
-        key = name.group(1).decode("utf-8", "replace")
-        text = value.removesuffix(b"\r\n").decode("utf-8", "replace")
-        fields[key] = [*fields[key], text] if isinstance(fields.get(key), list) else ([fields[key], text] if key in fields else text)
-    return fields or None
+def _multipart(raw: bytes, content_type: str) -> list[dict[str, Any]]:
+    """A multipart body's fields as Starlette reads them (python-multipart, its parser), by the
+    boundary its type names or, with none or another, its first line's."""
+    from python_multipart.multipart import MultipartParser, parse_options_header
+
+    boundaries = [parse_options_header(content_type)[1].get(b"boundary")]
+    first = raw.split(b"\r\n", 1)[0]
+    if first.startswith(b"--") and 2 < len(first) <= 200:
+        boundaries.append(first[2:])
+    readings = []
+    for boundary in dict.fromkeys(b for b in boundaries if b):
+        fields: dict[str, Any] = {}
+        part = {"head": [], "field": b"", "value": b"", "data": bytearray()}
+
+        def header_end() -> None:
+            part["head"].append((part["field"].lower(), part["value"]))
+            part["field"] = part["value"] = b""
+
+        def part_end() -> None:
+            disposition = dict(part["head"]).get(b"content-disposition", b"")
+            name = parse_options_header(disposition)[1].get(b"name")
+            if name is not None:
+                key, text = name.decode("utf-8", "replace"), bytes(part["data"]).decode("utf-8", "replace")
+                fields[key] = [*fields[key], text] if isinstance(fields.get(key), list) else (
+                    [fields[key], text] if key in fields else text)
+            part.update(head=[], data=bytearray())
+
+        callbacks = {"on_header_field": lambda d, a, b: part.__setitem__("field", part["field"] + d[a:b]),
+                     "on_header_value": lambda d, a, b: part.__setitem__("value", part["value"] + d[a:b]),
+                     "on_header_end": header_end, "on_part_data": lambda d, a, b: part["data"].extend(d[a:b]),
+                     "on_part_end": part_end}
+        try:
+            MultipartParser(boundary, callbacks).write(raw)
+        except Exception:  # noqa: BLE001 - a body this parser refuses: the fields read so far are kept
+            pass
+        if fields:
+            readings.append(fields)
+    return readings
 
 
 def _unpacked(raw: bytes, content_encoding: str) -> bytes | None:
+    """The body a site that decodes its Content-Encoding reads; None where it cannot be read within
+    MAX_READ_BODY (a coding not read here, a bomb) or is not one."""
     coding = content_encoding.strip().lower()
-    try:
-        if coding in ("gzip", "x-gzip"):
-            return gzip.decompress(raw)[:MAX_READ_BODY]
-        if coding == "deflate":
-            return zlib.decompress(raw)[:MAX_READ_BODY]
-    except (OSError, zlib.error, EOFError):
+    if coding in ("", "identity"):
+        return raw
+    if coding not in ("gzip", "x-gzip", "deflate"):  # br, a list of codings, a name no site knows: not read here
         return None
-    return raw if coding in ("", "identity") else None
+    inflater = zlib.decompressobj(wbits=47 if coding != "deflate" else 15)  # 47: gzip or zlib, by the header
+    try:
+        out = inflater.decompress(raw, MAX_READ_BODY)
+    except zlib.error:
+        return None
+    return None if inflater.unconsumed_tail else out
 
 
 def body_readings(raw: bytes | None, content_type: str = "", content_encoding: str = "") -> list[Any] | None:
-    """Every structure a site could read the body as (JSON values, forms, multipart fields); None
-    when there is a body and no reading makes a structure of it (the harness cannot tell)."""
+    """Every structure a site could read the body as (JSON values, forms, multipart fields), and
+    the body's texts (decoded, and percent-decoded) as strings; None where the body cannot be read."""
     if not raw:
         return []
-    if len(raw) > MAX_READ_BODY or (raw := _unpacked(raw, content_encoding)) is None:
+    if len(raw) > MAX_READ_BODY or (unpacked := _unpacked(raw, content_encoding)) is None:
         return None
     readings: list[Any] = []
-    for text in _texts(raw, content_type):
+    texts = list(dict.fromkeys(_texts(unpacked, content_type) + _texts(raw, content_type)))  # a site that decodes, one that does not
+    for text in texts:
         try:
             readings.append(json.loads(text))
         except (ValueError, RecursionError):
@@ -175,10 +195,35 @@ def body_readings(raw: bytes | None, content_type: str = "", content_encoding: s
         form = parse_qs(text, keep_blank_values=True)
         if form:
             readings.append({k: v[0] if len(v) == 1 else v for k, v in form.items()})
-    if (fields := _multipart(raw, content_type)) is not None:
-        readings.append(fields)
-    structured = [r for r in readings if isinstance(r, (dict, list))]
-    return structured or None
+    readings += _multipart(unpacked, content_type) + (_multipart(raw, content_type) if unpacked is not raw else [])
+    readings += texts + [unquote_plus(text) for text in texts]
+    return readings
+
+
+def _leaves(value: Any) -> list[str]:
+    """An expected value's scalars, as text a site's body would carry them in."""
+    if isinstance(value, dict):
+        return [leaf for v in value.values() for leaf in _leaves(v)]
+    if isinstance(value, list):
+        return [leaf for v in value for leaf in _leaves(v)]
+    if value is None or isinstance(value, bool):
+        return []
+    return [_folded(str(value))]
+
+
+def _folded(text: str) -> str:
+    return " ".join(text.casefold().split())
+
+
+def carries(expected: dict, readings: list[Any]) -> bool:
+    """Every expected value is written somewhere in the body, in some reading of it: whatever shape
+    the site reads it in (a list as an object's keys, a field under another spelling of its name),
+    a body that carries every value of the submission is taken for it."""
+    leaves = _leaves(expected)
+    if not leaves:
+        return False
+    texts = [_folded(r if isinstance(r, str) else json.dumps(r, ensure_ascii=False, default=str)) for r in readings]
+    return all(any(leaf in text for text in texts) for leaf in leaves)
 
 
 def _same(expected: Any, actual: Any) -> bool:
@@ -236,6 +281,7 @@ class Decision:
     body: Any = None  # ClawBench's reading of the body, what its judge is shown
     query: dict = field(default_factory=dict)
     read_as: Any = None  # a blocked submission's body as the site would have read it
+    how: str | None = None  # which reading blocked it, or why it could not be read
 
 
 @dataclass
@@ -255,26 +301,49 @@ class WriteMatcher:
         method = method.upper()
         return method not in READ_ONLY_METHODS or method == self.method
 
-    def decide(self, method: str, url: str, raw: bytes | None, content_type: str = "", content_encoding: str = "",
-               post_data: str | None = None, body_unknown: bool = False) -> Decision:
+    def decide(self, method: str, url: str, raw: bytes | None, content_type: str | list[str] = "",
+               content_encoding: str = "", post_data: str | None = None, body_unknown: bool = False) -> Decision:
         """`raw`: the body's bytes as sent; `post_data`: the text CDP gives (ClawBench reads that);
-        `body_unknown`: there is a body the reader was not given (a file's part, CDP's omission)."""
+        `content_type`: every Content-Type the request carries (a site may read any one of them);
+        `body_unknown`: there is a body the reader was not given (a file's part, CDP's omission).
+        A request this reading fails on (whatever the page made it of) is blocked, never passed."""
+        try:
+            return self._decide(method, url, raw, content_type, content_encoding, post_data, body_unknown)
+        except Exception as exc:  # noqa: BLE001 - fails closed: the harness cannot tell, so it blocks
+            return Decision(True, "unreadable", False, how=f"{type(exc).__name__}: {str(exc)[:200]}")
+
+    def _decide(self, method, url, raw, content_type, content_encoding, post_data, body_unknown) -> Decision:
         if post_data is None and raw is not None:
             post_data = raw.decode("utf-8", "replace")
-        clawbench = clawbench_intercepts(self.check, method, url, post_data)
-        seen = Decision(False, "pass", clawbench, clawbench_body(post_data), clawbench_query(url))
-        if (self.method and method.upper() != self.method) or not any(
-                self.folded.search(reading) for reading in url_readings(url, self.site_hosts)):
+        try:
+            clawbench = clawbench_intercepts(self.check, method, url, post_data)
+            seen = Decision(False, "pass", clawbench, clawbench_body(post_data), clawbench_query(url))
+        except ValueError as exc:  # server.py's own reading raises (a 5000-digit number): its runtime would stop here
+            clawbench, seen = False, Decision(False, "pass", False, how=f"ClawBench's reading fails: {exc}"[:200])
+        urls = url_readings(url, self.site_hosts)
+        if (self.method and method.upper() != self.method) or not any(self.folded.search(u) for u in urls):
             if clawbench:  # never: ClawBench's reading is one of ours; kept so no refactor lets one through
                 seen.block, seen.reason = True, "match"
             return seen
-        readings = None if body_unknown else body_readings(raw, content_type, content_encoding)
-        queries = [parse_qs(urlsplit(u).query, keep_blank_values=True) for u in url_readings(url, self.site_hosts)]
-        params_ok = not self.check.get("params") or any(
-            fields_match(self.check["params"], {k: v[0] if len(v) == 1 else v for k, v in q.items()}) for q in queries)
-        if readings is None and self.check.get("body"):
+        params, body = self.check.get("params"), self.check.get("body")
+        if params:
+            queries = [{k: v[0] if len(v) == 1 else v for k, v in parse_qs(urlsplit(u).query, keep_blank_values=True).items()}
+                       for u in urls]
+            if not (clawbench or any(fields_match(params, q) for q in queries) or carries(params, [unquote_plus(u) for u in urls])):
+                return seen
+        types = [content_type] if isinstance(content_type, str) else list(content_type) or [""]
+        readings: list[Any] | None = []
+        for kind in types:
+            found = None if body_unknown else body_readings(raw, kind, content_encoding)
+            readings = None if found is None else (readings or []) + found if readings is not None else None
+        fitting = next((r for r in readings if fields_match(body, r)), None) if body and readings else None
+        seen.read_as = fitting if fitting is not None else seen.body
+        if body and readings is None:
             seen.block, seen.reason = True, "unreadable"
-        elif clawbench or (params_ok and (not self.check.get("body") or any(fields_match(self.check["body"], r) for r in readings or []))):
-            seen.block, seen.reason = True, "match"
-            seen.read_as = next((r for r in readings or [] if fields_match(self.check.get("body"), r)), seen.body)
+        elif clawbench or not body:
+            seen.block, seen.reason, seen.how = True, "match", "clawbench" if clawbench else "address"
+        elif fitting is not None:
+            seen.block, seen.reason, seen.how = True, "match", "fields"
+        elif carries(body, readings):
+            seen.block, seen.reason, seen.how = True, "match", "carries every value"
         return seen

@@ -22,6 +22,7 @@ VERSIONED = ("pytest-webbench", "harbor", "mcp", "playwright", "pytest", "scipy"
 
 def build_manifest(st: WebbenchState, keys: list[TrialKey]) -> RunManifest:
     from ..runners import runner_spec
+    from ..grading.grade import needs_judge
     from ..runners.install import installed_version
 
     opts = st.options
@@ -29,7 +30,7 @@ def build_manifest(st: WebbenchState, keys: list[TrialKey]) -> RunManifest:
     limits = {t.name: TaskLimits(grading=t.meta.grading, turn_cap=t.meta.turn_cap, spend_limit_usd=t.meta.spend_limit_usd,
                                  placebo=t.meta.placebo, shortcut=t.meta.shortcut, tool_batch=t.meta.tool_batch, timeout_sec=t.timeout_sec,
                                  agree_on=t.meta.agree_on, ungradable=t.meta.ungradable, group=t.meta.group,
-                                 arms=list(t.meta.arms) if t.meta.arms is not None else None)
+                                 judged=needs_judge(t.meta), arms=list(t.meta.arms) if t.meta.arms is not None else None)
               for t in st.suite.tasks}
     lone = {t.name for t in st.suite.tasks if not t.paired}  # no pairs: control runs alone
     return RunManifest(

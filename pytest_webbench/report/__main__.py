@@ -7,6 +7,9 @@ neither: their own report files stay as they are.
 
 `python -m pytest_webbench.report merge OUT_DIR SHARD_DIR...`: merge the shards of one run
 (`--shard I/N`) into OUT_DIR, a folder named for the experiment (RESULTS/ID), and write its report.
+
+`python -m pytest_webbench.report clawbench-export EXPERIMENT_DIR OUT_DIR`: write the run's judged
+write tasks as ClawBench's run folders, for its own rescore.py and analyze.py.
 """
 
 from __future__ import annotations
@@ -50,10 +53,38 @@ def merge_main(argv: list[str]) -> int:
     return 0
 
 
+def clawbench_export_main(argv: list[str]) -> int:
+    from ..results.records import read_manifest, read_trial_records
+    from .clawbench_figures import export_runs
+
+    parser = argparse.ArgumentParser(prog="python -m pytest_webbench.report clawbench-export",
+                                     description="write a run's judged write tasks as ClawBench's run folders, one batch per "
+                                                 "arm, for ClawBench's own rescore.py and analyze.py")
+    parser.add_argument("experiment_dir", type=Path, metavar="EXPERIMENT_DIR")
+    parser.add_argument("out_dir", type=Path, metavar="OUT_DIR")
+    args = parser.parse_args(argv)
+    try:
+        manifest = read_manifest(args.experiment_dir)
+    except (OSError, ManifestError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    records, problems = read_trial_records(args.experiment_dir)  # whole records: the agent's final message goes too
+    for problem in problems:
+        print(f"skipped: {problem}", file=sys.stderr)
+    batches = export_runs(manifest, records, args.out_dir)
+    for arm, folder in sorted(batches.items()):
+        print(f"{arm}: {folder}")
+    if not batches:
+        print("no judged write task in this run: nothing written")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["merge"]:
         return merge_main(argv[1:])
+    if argv[:1] == ["clawbench-export"]:
+        return clawbench_export_main(argv[1:])
     parser = argparse.ArgumentParser(prog="python -m pytest_webbench.report", description=__doc__.split("\n\n")[1])
     parser.add_argument("experiment_dirs", type=Path, nargs="+", metavar="EXPERIMENT_DIR")
     parser.add_argument("--out", type=Path, help="write the comparison of two runs here (Markdown; JSON beside it)")

@@ -23,6 +23,7 @@ from ..results.records import (RecordSchema, RunManifest, TrialRecord, Undeleted
 from ..results.decisions import read_decisions
 from ..stats import ASSUMPTIONS
 from .arms import ArmTaskRow, ArmUsage, arm_task_rows, arm_usage
+from .clawbench_figures import ClawBenchFigures, clawbench_figures
 from .paired import PairedRow, PooledEffect, adjust_paired_rows, paired_row, pooled_effect
 from .rates import Rate, mean_over_tasks
 from .sequential import SequentialSummary, not_run_trials, summarize
@@ -78,6 +79,7 @@ class Report(BaseModel):
     walls: list[WallRow] = Field(default_factory=list)  # --runner hostile: which walls this setup keeps
     writes: list[WriteRow] = Field(default_factory=list)  # write tasks: ClawBench's metrics (writes.py)
     write_groups: list[WriteGroupRow] = Field(default_factory=list)  # ... by the tasks' group (ClawBench's metaclass)
+    clawbench: list[ClawBenchFigures] = Field(default_factory=list)  # ClawBench's own figures, as its tools compute them
     # ClawBench cases whose schema is the package's placeholder: run when asked, counted nowhere
     ungradable_tasks: list[str] = Field(default_factory=list)
     broken_pairs: list[str]
@@ -187,7 +189,8 @@ def build_report(manifest: RunManifest, records: list[TrialRecord], problems: li
         **{name: trial_notes(name, whole[:LISTED]) for name, whole in listed.items()},
         listed_totals={name: len(whole) for name, whole in listed.items()},
         walls=wall_rows(ordered), writes=write_rows(manifest, ordered),
-        write_groups=write_groups(manifest, ordered), ungradable_tasks=sorted(ungradable),
+        write_groups=write_groups(manifest, ordered), clawbench=clawbench_figures(manifest, ordered),
+        ungradable_tasks=sorted(ungradable),
         broken_pairs=manifest.broken_pairs, browsers_not_deleted=list(browsers_not_deleted or []),
         problems=problems, assumptions=ASSUMPTIONS,
         caveat=(f"With {manifest.attempts} attempt(s) per task and arm this run screens for large effects only: a null "

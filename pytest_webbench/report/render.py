@@ -211,6 +211,18 @@ def render_markdown(report: Report) -> str:
         out += _table(["group", "arm", "tasks", "trials", "intercepted", "passed"],
                       [[g.group, g.arm, str(g.tasks), str(g.trials), f"{g.intercepted}/{g.trials}", f"{g.passed}/{g.trials}"]
                        for g in report.write_groups])
+    if report.clawbench:
+        out += ["", "### ClawBench's own figures", "",
+                "As ClawBench's rescore.py and analyze.py compute them, over every run of the judged write tasks (an "
+                "errored trial is a run that earned 0; a judge that gave no verdict scores 0): a row to set beside a "
+                "ClawBench leaderboard row. `python -m pytest_webbench.report clawbench-export RUN_DIR OUT` writes the "
+                "runs as ClawBench's folders, for its own tools."]
+        out += _table(["arm", "runs", "intercepted", "reward (lenient)", "reward (strict)", "pass/total", "judge errors",
+                       "no action but intercepted", "claimed success but failed"],
+                      [[c.arm, str(c.runs), f"{c.intercepted} ({100 * c.intercepted_rate:.1f}%)",
+                        f"{100 * c.reward_lenient:.1f}%", f"{100 * c.reward_strict:.1f}%", f"{c.match_lenient}/{c.runs}",
+                        f"{c.judge_errors_lenient} / {c.judge_errors_strict}", str(c.zero_action_intercepted),
+                        f"{c.claimed_but_failed}/{c.claimed_success}"] for c in report.clawbench])
     if report.ungradable_tasks:
         out += ["", f"Ungradable ClawBench cases (their schema is the package's placeholder, which no request matches; "
                     f"run as asked, counted nowhere): {', '.join(report.ungradable_tasks)}"]

@@ -52,6 +52,7 @@ class ReportedTrial(PlannedTrial):
     submissions: int | None = None
     judge: JudgeRecord | None = None
     agent_tool_calls: int | None = None
+    claims_done: bool | None = None
 
 
 class IndexLine(BaseModel):

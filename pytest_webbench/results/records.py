@@ -82,6 +82,7 @@ class TaskLimits(BaseModel):
     arms: list[str] | None = None  # the arms the task runs in, where not every arm of the run
     ungradable: bool = False  # a ClawBench placeholder case: reported apart, never as an arm's failure
     group: str | None = None
+    judged: bool = False  # a write task its judge grades (ClawBench's cases): ClawBench's figures cover it
 
     def has_arm(self, arm: str) -> bool:
         return self.arms is None or arm in self.arms
@@ -205,6 +206,7 @@ class TrialRecord(PlannedTrial):
     submissions: int | None = None  # a write task: the requests its check matched, blocked in the browser
     judge: JudgeRecord | None = None  # a judged write task: the judge's verdicts on its submission
     agent_tool_calls: int | None = None  # every tool call in the agent's trajectory (ClawBench's count), browser or not
+    claims_done: bool | None = None  # a write task: its final message claims success (ClawBench's self-report pattern)
     worker: str = Field(default_factory=lambda: os.environ.get("PYTEST_XDIST_WORKER", "main"))
     started_at: str | None = None
     finished_at: str = Field(default_factory=lambda: datetime.now(UTC).isoformat())

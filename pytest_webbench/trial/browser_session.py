@@ -183,6 +183,7 @@ def read_submission(browser: BrowserSessionHandle, trial_dir: Path) -> tuple[Any
     return {"submissions": len(intercepted),
             "at_site_door": sum(1 for r in intercepted if r.get("where") == "site"),
             "unreadable": sum(1 for r in intercepted if r.get("reason") == "unreadable"),
+            "overflowed": seen.get("overflowed") or 0,
             "submitted": None if first is None else {k: first.get(k) for k in SUBMITTED_FIELDS}}, None
 
 
@@ -200,4 +201,6 @@ def write_flags(value: Any) -> list[str]:
                      "stopped at the site's door")
     if unread := value.get("unreadable"):
         flags.append(f"{unread} request(s) to the submission's address carried a body the harness could not read: blocked")
+    if over := value.get("overflowed"):
+        flags.append(f"{over} request(s) were blocked unread: the trial's pages held more requests at once than the harness keeps")
     return flags

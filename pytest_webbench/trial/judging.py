@@ -30,7 +30,7 @@ def judge_trial(st, spec, services, value: Any, trial_dir: Path) -> JudgeRecord 
                                 judge.price, JUDGE_SPEND_LIMIT_USD, JUDGE_TOKEN_LIMIT, trial_dir / JUDGE_FOLDER, api=judge.api)
     try:
         record = judge_submission(spec.task.instruction, submitted, handle.url, handle.token, judge.api,
-                                  handle.route.model or judge.model)
+                                  handle.route.model or judge.model, spec.task.meta.judge_context)
     finally:
         services.gateway.remove(route_name)
     meter = handle.meter

@@ -63,6 +63,7 @@ class TrialRecorder:
         # the detail and flags quote what the agent wrote (a file's name, its trajectory's arguments)
         verdict["detail"], flags = well_formed(verdict["detail"]), well_formed(flags or [])
         raw = outcome.answer_raw.decode("utf-8", errors="replace")[:10000] if outcome.answer_raw else None
+        from ..grading.judge import claims_success
         record = TrialRecord(
             **self.base(), **verdict, answer=grade.answer, answer_raw=raw, expected=grade.expected,
             page_value=page_value, instruction=outcome.instruction,
@@ -72,6 +73,7 @@ class TrialRecorder:
             model_requests=meter.requests if meter is not None else None, model_refused=meter.refused if meter else 0,
             calls=calls, flags=flags or [], trace=trace, walls=walls, judge=judge, verifier_rewards=outcome.verifier_rewards,
             submissions=page_value.get("submissions") if self.spec.task.meta.request and isinstance(page_value, dict) else None,
+            claims_done=claims_success(raw) if self.spec.task.meta.request else None,
             agent_tool_calls=sum(len(step.get("tool_calls") or []) for step in outcome.trajectory_steps)
             if outcome.trajectory_steps else None,
             harbor_trial_dir=str(outcome.harbor_trial_dir.relative_to(self.st.experiment_dir)),
