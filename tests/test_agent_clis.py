@@ -329,10 +329,11 @@ def test_codex_does_clawbench_local_write_tasks_graded_by_interception_and_the_j
     result.assert_outcomes(passed=6)
     records = {r.trial_id: r for r in read_trial_records(pytester.path / "results" / "cw")[0]}
     for trial_id, record in records.items():
-        assert record.submissions == 1 and record.agent_tool_calls and record.agent_tool_calls >= 1, trial_id
-        assert (record.judge is not None) == ("wiki-signup" in trial_id), trial_id
-        if record.judge is not None:  # strict: both the username and the email, read from the given file
-            assert record.judge.model == "webbench-script" and record.judge.requests == 2
-            assert record.judge.lenient.match and record.judge.strict.match, record.judge
-    assert len(model.model.judged) - judged_before == 6  # 3 judged trials x 2 rubrics
+        assert record.submissions == 1, trial_id
+        # every intercepted request is judged (verify.py); strict: the fields read from the given file
+        assert record.judge.model == "webbench-script" and record.judge.requests == 2
+        assert record.judge.lenient.match and record.judge.strict.match, record.judge
+        # the run ended at its submission, as ClawBench's does: the CLI's closing turn never came
+        assert "ended at its first intercepted submission" in record.detail, record.detail
+    assert len(model.model.judged) - judged_before == 12  # 6 trials x 2 rubrics
     assert not writes.exists() or writes.read_text() == ""

@@ -96,9 +96,10 @@ def test_a_case_becomes_a_harbor_task_folder_with_its_limits_check_and_given_fil
     assert raw["metadata"]["clawbench"] == {"case_set": "v2", "task_id": 47, "class": "personal-care", "platform": "taskrabbit",
                                             "sites_involved": ["taskrabbit.com"]}
     given = sorted(p.name for p in (task.path / "given").iterdir())
-    assert given == ["address_info.json", "alex_green_personal_info.json"]
+    assert given == ["address_info.json", "alex_green_personal_info.json", "alex_green_resume.pdf"]
     assert (task.path / "given" / "address_info.json").read_bytes() == (case.folder / "extra_info" / "address_info.json").read_bytes()
-    assert task.instruction.startswith(case.instruction) and "my-info/address_info.json" in task.instruction
+    assert task.instruction.startswith(case.instruction) and "address_info.json" in task.instruction
+    assert task.meta.start_blank  # ClawBench's agent starts on about:blank
     # the site the agent starts on is the first host the case involves
     assert load_suite(CLAWBENCH).spec.sites["taskrabbit"].base_url == "https://taskrabbit.com"
 
@@ -341,3 +342,51 @@ def test_a_resumed_run_takes_its_judge_as_the_first_run_chose_it(pytester, monke
     resumed = _from_manifest("j", pytester.path / "results", {"suite": None})
     assert resumed["judge_model"] == ("openai/gpt-4o-mini" if named else None)
     assert resumed["model_price"] == "1,2" and resumed["model_base_url"] == "http://127.0.0.1:9/v1"
+
+
+# What this harness gives a case's agent that the package's Harbor adapter does not, or the reverse, and why.
+DIFFERENCES = {
+    "email_credentials.json": "ClawBench's runtime makes a disposable PurelyMail account per run; none is made here, "
+                              "so its credentials are not given (docs/suites.md)",
+    "the adapter's runtime lines": "its CDP endpoint and noVNC lines name ClawBench's own Chromium; this harness gives its "
+                                   "browser through its tools and names the start page (design/arms.py)",
+}
+
+
+@pytest.mark.parametrize("case_set", ["v2", "v1", "v1-lite", "environmental-observation", "claw-eval"])
+def test_every_case_s_instruction_files_and_time_are_what_the_package_builds(case_set, tmp_path):
+    """Differential, for every bundled case: the instruction is the package's build_instruction (the
+    Harbor adapter's harbor_instruction less its runtime lines), the files its prepare_personal_info
+    and copy_extra_info stage (less the e-mail credentials), the time limit its adapter's."""
+    from clawbench.eval.harbor_adapter import harbor_instruction
+    from clawbench.runner.run_support.task import build_instruction, copy_extra_info, prepare_personal_info
+
+    from pytest_webbench.design.clawbench import SHARED_USER, installed_root, task_name
+
+    suite = load_suite(CLAWBENCH, case_set=case_set, ungradable=True)
+    tasks = {t.name: t for t in suite.tasks}
+    shared = installed_root().parents[1].joinpath(*SHARED_USER).parent
+    email = json.loads((shared / SHARED_USER[-1]).read_text())["contact"]["email"]
+    staged, _ = prepare_personal_info(shared, email, "", tmp_path)
+    cases = load_cases(case_set)
+    assert len(tasks) == len(cases)
+    for case in cases:
+        raw = json.loads((case.folder / "task.json").read_text())
+        task = tasks[task_name(case)]
+        assert task.instruction == build_instruction(raw), case.name
+        assert harbor_instruction(raw).startswith(task.instruction + "\n\n---\nHarbor browser runtime:"), case.name
+        assert task.timeout_sec == int(float(raw["time_limit"]) * 60), case.name
+        theirs = tmp_path / case.name
+        theirs.mkdir()
+        for made in staged.iterdir():
+            (theirs / made.name).write_bytes(made.read_bytes())
+        copy_extra_info(raw, case.folder, theirs)
+        ours = {p.name: p.read_bytes() for p in (task.path / "given").iterdir()}
+        expected = {p.name: p.read_bytes() for p in theirs.iterdir() if p.name != "email_credentials.json"}
+        assert ours.keys() == expected.keys(), case.name
+        for name, data in ours.items():
+            if name.endswith(".pdf"):  # rendered again: the same pages, another creation date
+                assert data[:8] == expected[name][:8] and abs(len(data) - len(expected[name])) < 64, (case.name, name)
+            else:
+                assert data == expected[name], (case.name, name)
+        assert task.meta.start_blank

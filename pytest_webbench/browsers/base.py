@@ -7,6 +7,7 @@ them directly to open sessions, register the treatment's tool batch and read the
 from __future__ import annotations
 
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any, Protocol
 
 
@@ -88,6 +89,10 @@ class BrowserBackend(Protocol):
     async def intercept_requests(self, session_id: str, check: dict) -> None: ...
 
     async def intercepted_requests(self, session_id: str) -> dict: ...
+
+    def on_submission(self, session_id: str, callback: Callable[[], None]) -> None:
+        """`callback` runs once, on the first request blocked as the submission (ClawBench ends
+        the agent's run there)."""
 
     async def read_page(self, session_id: str, url: str, script: str) -> Any: ...
 

@@ -36,6 +36,7 @@ class Interception:
         self.writes: list[dict] = []  # mutating requests let through (after the matcher read them)
         self.failure: str | None = None
         self.overflowed = 0  # requests the driver blocked unread: more held at once than it keeps
+        self.on_match: Callable[[], None] | None = None  # the first submission's: ends the agent's run
         self._task: asyncio.Task | None = None
 
     async def start(self) -> None:
@@ -78,6 +79,9 @@ class Interception:
                 self.writes.append(seen)
             return
         self.blocked_total += 1
+        if decision.reason == "match" and self.on_match is not None:
+            callback, self.on_match = self.on_match, None  # once: the first submission ends the agent's run
+            callback()
         if len(self.intercepted) < MAX_KEPT:
             text = None if raw is None else raw[:MAX_KEPT_BODY * 4].decode("utf-8", "replace")[:MAX_KEPT_BODY]
             self.intercepted.append({**seen, "reason": decision.reason, "how": decision.how, "clawbench": decision.clawbench,

@@ -215,6 +215,11 @@ class KernelBackend:
         await interception.start()
         self._attached[session_id] = interception
 
+    def on_submission(self, session_id: str, callback) -> None:
+        if (interception := self._attached.get(session_id)) is None:
+            raise BackendError(f"browser {session_id}: no interceptor was attached", code="unsupported")
+        interception.on_match = callback
+
     async def intercepted_requests(self, session_id: str) -> dict:
         if session_id not in self._attached:
             raise BackendError(f"browser {session_id}: no interceptor was attached", code="unsupported")

@@ -201,6 +201,11 @@ class LocalBackend:
                 raise BackendError(f"browser session {session_id} reached its sites before interception began")
             pod.exits.guard = functools.partial(guarded_relay, interception)
 
+    def on_submission(self, session_id: str, callback) -> None:
+        if (interception := self._pod(session_id).interception) is None:
+            raise BackendError(f"browser {session_id}: no interceptor was attached", code="unsupported")
+        interception.on_match = callback
+
     async def intercepted_requests(self, session_id: str) -> dict:
         pod = self._pod(session_id)
         if pod.interception is None:

@@ -144,7 +144,7 @@ def load_cases(case_set: str = DEFAULT_CASE_SET, root: Path | None = None, own: 
 # every worker and every run; the cases stay the source.
 
 SHARED_USER = ("runtime", "shared", "alex_green_personal_info.json")  # the dummy user every case acts for
-CONVERTER_VERSION = "4"  # bump when the folders below change shape
+CONVERTER_VERSION = "5"  # bump when the folders below change shape
 
 
 class ClawBenchSource(BaseModel):
@@ -201,21 +201,43 @@ def case_sites(cases: list[ClawBenchCase]) -> dict[str, dict]:
     return sites
 
 
-def _instruction(case: ClawBenchCase, given: list[tuple[str, str]]) -> str:
-    text = case.instruction.strip() + "\n"
-    if given:
-        text += ("\nFiles about the user you act for are in the folder `my-info/` of your working directory:\n"
-                 + "".join(f"- `my-info/{name}`: {description}\n" for name, description in given))
-    return text
+def _task_dict(case: ClawBenchCase) -> dict[str, Any]:
+    return {"instruction": case.instruction, "extra_info": [item.model_dump() for item in case.extra_info]}
 
 
-def case_task(case: ClawBenchCase, source: ClawBenchSource, batches: dict[str, str | None]) -> tuple[dict, str, list]:
+def case_instruction(case: ClawBenchCase) -> str:
+    """ClawBench's own instruction for the case: its text and the package's assistant preamble
+    (browser only, no confirmation, stop where information is missing, the my-info/ files), by the
+    package's `build_instruction`. Harbor's adapter adds its runtime's CDP lines after it; this
+    harness gives its browser through its tools instead, and names the start page (design/arms.py)."""
+    from clawbench.runner.run_support.task import build_instruction
+
+    return build_instruction(_task_dict(case))
+
+
+def personal_files(folder: Path) -> list[tuple[Path, str, str]]:
+    """The dummy user's files as the package prepares them (`prepare_personal_info`): the personal
+    details without their online accounts, and the resume PDF, each naming the user's own address.
+    The e-mail credentials it also writes name a disposable PurelyMail account, made per run by
+    ClawBench's runtime: none is made here, so that file is not given (docs/suites.md)."""
+    from clawbench.runner.run_support.task import prepare_personal_info
+
+    shared = installed_root().parents[1].joinpath(*SHARED_USER).parent
+    email = json.loads((shared / SHARED_USER[-1]).read_text())["contact"]["email"]
+    made, _ = prepare_personal_info(shared, email, "", folder)
+    return [(made / "alex_green_personal_info.json", "alex_green_personal_info.json",
+             "name, address, phone, date of birth, financial info"),
+            (made / "alex_green_resume.pdf", "alex_green_resume.pdf", "professional resume")]
+
+
+def case_task(case: ClawBenchCase, source: ClawBenchSource, batches: dict[str, str | None],
+              personal: list[tuple[Path, str, str]]) -> tuple[dict, str, list]:
     """The case's task.toml (as a dict for Harbor's TaskConfig), its instruction and the files it
-    gives its agent ((source path, name, description) each)."""
+    gives its agent ((source path, name, description) each): `personal`, the dummy user's
+    (`personal_files`), then the case's own."""
     meta = case.metadata
     site = case_site(case)[0]
-    given = [(installed_root().parents[1].joinpath(*SHARED_USER), "alex_green_personal_info.json",
-              "the dummy user's personal information")]
+    given = list(personal)
     for item in case.extra_info:
         path = case.folder / item.path
         # what the agent is given stays inside the case's folder: no `..`, no link out of it
@@ -230,7 +252,7 @@ def case_task(case: ClawBenchCase, source: ClawBenchSource, batches: dict[str, s
         # treatment only where an injected batch covers the site: elsewhere it would be control again
         "arms": ["control", "treatment", "playwright"] if batch else ["control", "playwright"],
         "ungradable": not case.gradable, "group": meta.metaclass if meta else None,
-        "judge_context": case.judge_context,
+        "judge_context": case.judge_context, "start_blank": True,  # ClawBench's agent starts on about:blank
     }
     if batch:
         webbench["tool_batch"] = site
@@ -243,13 +265,14 @@ def case_task(case: ClawBenchCase, source: ClawBenchSource, batches: dict[str, s
                      "clawbench": {"case_set": case.case_set, **({"task_id": meta.task_id, "class": meta.class_,
                                    "platform": meta.platform, "sites_involved": meta.sites_involved} if meta else {})}},
     }
-    return config, _instruction(case, [(name, d) for _, name, d in given]), given
+    return config, case_instruction(case), given
 
 
-def _write_case(case: ClawBenchCase, folder: Path, source: ClawBenchSource, batches: dict[str, str | None]) -> None:
+def _write_case(case: ClawBenchCase, folder: Path, source: ClawBenchSource, batches: dict[str, str | None],
+                personal: list[tuple[Path, str, str]]) -> None:
     from harbor.models.task.config import TaskConfig as HarborTaskConfig
 
-    config, instruction, given = case_task(case, source, batches)
+    config, instruction, given = case_task(case, source, batches, personal)
     (folder / GIVEN_FOLDER).mkdir(parents=True)
     (folder / "task.toml").write_text(HarborTaskConfig.model_validate(config).model_dump_toml())
     (folder / "instruction.md").write_text(instruction)
@@ -292,8 +315,10 @@ def tasks_folder(case_set: str, ungradable: bool, source: ClawBenchSource, batch
         cache.mkdir(parents=True, exist_ok=True)
         building = Path(tempfile.mkdtemp(prefix=f".{case_set}-", dir=cache))
         try:
+            personal = personal_files(building)  # made once: every case gives the same files
             for case in cases:
-                _write_case(case, building / task_name(case), source, batches)
+                _write_case(case, building / task_name(case), source, batches, personal)
+            shutil.rmtree(building / ".my-info-tmp")  # copied into each case's given/
             os.rename(building, final)  # another process may have won the race: its folders are the same
         except OSError:
             if not final.is_dir():

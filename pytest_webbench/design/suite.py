@@ -71,6 +71,7 @@ class WebbenchMeta(_Strict):
     group: str | None = None  # the report's grouping of tasks (ClawBench's metaclass)
     # A ClawBench case's hidden context for its strict judge (rubric, reference_solution, source_task_yaml)
     judge_context: dict[str, Any] | None = None
+    start_blank: bool = False  # the agent starts on about:blank and is told the start page (ClawBench's cases)
 
     @model_validator(mode="after")
     def _consistent(self) -> WebbenchMeta:

@@ -90,6 +90,11 @@ def isolation() -> str:
     return SEALED if can_seal() else "none"
 
 
+class SubmissionIntercepted(RuntimeError):
+    """The agent's run ended at its first intercepted submission, as ClawBench ends a run there:
+    its commands were ended by the harness (harbor_run.py scores the trial as it stands)."""
+
+
 class HostEnvironment(BaseEnvironment):
     def __init__(self, *args, exit_ports: list[int] | None = None, visible_paths: list[str] | None = None,
                  allow_unsealed: bool = False, **kwargs):
@@ -105,6 +110,8 @@ class HostEnvironment(BaseEnvironment):
         self.verifying = False  # `verify_apart` was called: commands are the task verifier's, not the agent's
         self.verifier_signalled: list[str] = []  # verifier commands that a signal ended (the verifier's error)
         self.forks_refused = 0  # forks the seals' process limit refused (a fork bomb's): flagged on the trial
+        self.submitted = False  # `end_at_submission` ended the agent's commands
+        self._running: set[asyncio.Task] = set()  # the agent's commands under way
 
     @property
     def capabilities(self) -> EnvironmentCapabilities:
@@ -242,6 +249,18 @@ class HostEnvironment(BaseEnvironment):
         _LIVE_GROUPS.add(shell.proc.pid)
         return shell
 
+    def end_at_submission(self) -> None:
+        """The browser blocked the task's submission: the agent's commands under way end now (their
+        seals with them), and each raises SubmissionIntercepted to Harbor's agent. Called on the
+        harness's loop by the interceptor; a verifier's commands are never the agent's."""
+        if self.verifying or self.submitted:
+            return
+        self.submitted = True
+        for shell in list(self._shells):
+            asyncio.ensure_future(self._end_shell(shell))
+        for task in list(self._running):
+            task.cancel()
+
     async def _end_shell(self, shell: SealedShell) -> None:
         if shell in self._shells:
             self._shells.remove(shell)
@@ -294,6 +313,22 @@ class HostEnvironment(BaseEnvironment):
 
     async def exec(self, command: str, cwd: str | None = None, env: dict[str, str] | None = None,
                    timeout_sec: int | None = None, user: str | int | None = None) -> ExecResult:
+        if self.submitted and not self.verifying:
+            raise SubmissionIntercepted("the agent's run ended at its submission: no command of its runs after it")
+        task = asyncio.current_task()
+        self._running.add(task)
+        try:
+            return await self._exec(command, cwd, env, timeout_sec)
+        except asyncio.CancelledError:
+            if self.submitted and task.cancelling() <= 1 and not self.verifying:
+                task.uncancel()  # ended for the submission, not by Harbor: Harbor's agent is told why
+                raise SubmissionIntercepted("the agent's run ended at its first intercepted submission, as ClawBench "
+                                            "ends a run") from None
+            raise
+        finally:
+            self._running.discard(task)
+
+    async def _exec(self, command: str, cwd: str | None, env: dict[str, str] | None, timeout_sec: int | None) -> ExecResult:
         # Harbor's own working folders (never the agent's names): made through files.py all the same.
         copy_in_dirs(self.root, self.inside(cwd or WORKDIR))
         workdir = self.host_path(cwd or WORKDIR)

@@ -64,6 +64,14 @@ class ReferenceBrowser:
         return out.get("output")
 
 
+def _starts_blank(task_dir: Path) -> bool:
+    """The task's browser starts on about:blank (ClawBench's cases): its task.toml says so."""
+    import tomllib
+
+    with open(task_dir / "task.toml", "rb") as f:
+        return bool(tomllib.load(f).get("metadata", {}).get("webbench", {}).get("start_blank"))
+
+
 def load_solution(task_dir: Path):
     path = task_dir / "solution" / "reference.py"
     spec = importlib.util.spec_from_file_location(f"webbench_solution_{task_dir.name.replace('-', '_')}", path)
@@ -105,6 +113,8 @@ class ReferenceAgent(BaseAgent):
         async with Client(server.url, mode="legacy") as client:
             browser = ReferenceBrowser(client, self.browser_session_id, self.start_url)
             try:
+                if _starts_blank(self.task_dir):  # told "Start at ...", as every agent is (design/arms.py)
+                    await browser.playwright(f"await page.goto({json.dumps(self.start_url)});")
                 answer = await solve(browser, self.arm)
             finally:
                 self.logs_dir.mkdir(parents=True, exist_ok=True)

@@ -97,10 +97,11 @@ async def open_browser_session(services: RunServices, spec: TrialSpec, session_i
                                  site_urls=trial_site_urls(services, spec))
     if (request := spec.task.meta.request) is not None:  # a write task: its submission is blocked and kept
         await backend.intercept_requests(session_id, request.model_dump(include={"url_pattern", "method", "body", "params"}))
+    first = "about:blank" if spec.task.meta.start_blank else start_url  # ClawBench's agent starts on a blank page
     try:
-        await backend.goto(session_id, start_url)
+        await backend.goto(session_id, first)
     except BackendError as exc:
-        raise BackendError(f"could not open the start page {start_url}: {exc}") from exc
+        raise BackendError(f"could not open the start page {first}: {exc}") from exc
     batch_site = spec.task.meta.tool_batch
     if spec.policy.inject_tool_batch and batch_site:
         batch_path = services.suite.tool_batch_path(batch_site)

@@ -48,6 +48,7 @@ class AgentOutcome:
 # setup failure) makes the trial errored and the run incomplete.
 SCORED_ENDINGS = frozenset({
     "AgentTimeoutError", "ContextWindowExceededError", "OutputTokenExceededError", "AgentSafetyRefusalError",
+    "SubmissionIntercepted",  # a write task's run ends at its first intercepted submission, as ClawBench's does
 })
 # Harbor's exception types for a task verifier that gave no reward (grading "verifier").
 VERIFIER_FAILURES = frozenset({
@@ -201,6 +202,10 @@ async def run_harbor_trial(
 
         trial.add_hook(TrialEvent.AGENT_START, give_the_files)
     trial_dir = jobs_dir / spec.trial_id
+    ending = getattr(trial.agent_environment, "end_at_submission", None)
+    if spec.task.meta.request is not None and not spec.task.meta.answer and ending is not None:
+        # ClawBench ends a run at its first intercepted submission: its time and spend stop there too
+        browser.services.backend.on_submission(browser.session_id, ending)
     if spec.task.meta.grading == "verifier":  # refused at configure for any environment but the host's
         async def verify_apart(_event) -> None:
             await _verify_apart(trial.agent_environment, trial_dir, browser)

@@ -185,8 +185,9 @@ class ScriptedModel:
                         return Step("shell", {"cmd": "cat my-info/account.json"})
                     given, results = _json_in(results[0]) or {}, results[1:]
                     code = code % {"username": given.get("username", "?"), "email": given.get("email", "?")}
-                if not results:
-                    return Step("execute_playwright_code", {**session, "code": code})
+                if not results:  # from the start page it was told of (ClawBench's browser starts on about:blank)
+                    start = f"if (page.url() === 'about:blank') await page.goto({json.dumps(conv.start_url)});\n"
+                    return Step("execute_playwright_code", {**session, "code": start + code})
                 return Step(text="{}")
         if "Large Green Bottle" not in conv.instruction:
             if not results:
