@@ -390,3 +390,29 @@ def test_every_case_s_instruction_files_and_time_are_what_the_package_builds(cas
             else:
                 assert data == expected[name], (case.name, name)
         assert task.meta.start_blank
+
+
+@pytest.mark.chromium
+def test_a_request_its_check_matches_is_still_judged_and_the_judge_can_fail_it(pytester, monkeypatch, judge_endpoint):
+    """ClawBench's verify.py judges every intercepted request: the check's body only chose it. Here the
+    check matches on the label, the instruction names the title, and the agent sends another title:
+    graded by the check alone it passed; the judge fails it, as ClawBench's would."""
+    def wrong_title(suite: Path):
+        case = suite / "cases" / "local-02-codehub-issue"
+        raw = json.loads((case / "task.json").read_text())
+        raw["eval_schema"]["body"] = {"labels": ["bug"]}
+        raw["instruction"] = raw["instruction"].replace("`bug`", "bug")  # the title is the one value the judge weighs
+        (case / "task.json").write_text(json.dumps(raw))
+        solution = case / "solution" / "reference.py"
+        solution.write_text(solution.read_text().replace("'Telemetry drops on reconnect'", "'Telemetry is fine'")
+                            .replace('title="Telemetry drops on reconnect"', 'title="Telemetry is fine"'))
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    suite = _local_copy(pytester.path / "copy", wrong_title)
+    result = run(pytester, "--suite", str(suite), *JUDGE, "--judge-base-url", judge_endpoint[1], "-k", "codehub",
+                 "--experiment-id", "wt")
+    result.assert_outcomes(failed=3)
+    for path in (pytester.path / "results" / "wt" / "trials").glob("*.json"):
+        record = json.loads(path.read_text())
+        assert record["submissions"] == 1 and record["stop_reason"] == "wrong_submission", record["detail"]
+        assert record["judge"]["lenient"]["match"] is False and "0 of 1 quoted values" in record["judge"]["lenient"]["reason"]

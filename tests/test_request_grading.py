@@ -231,3 +231,36 @@ def test_the_local_write_task_passes_in_every_arm_and_no_order_reaches_the_shop(
     client.post("/checkout", data={"items": "BOT-GRE-L:2", "name": "Webbench", "postcode": "QX417"})
     assert json.loads(orders.read_text())["items"] == "BOT-GRE-L:2"
 
+
+
+@pytest.mark.chromium
+@pytest.mark.seal
+def test_claw_eval_s_submit_page_is_clawbench_s_own_and_its_answer_is_intercepted(shop):
+    """claw-eval's cases send the agent to ClawBench's runtime submit page (127.0.0.1:7878): the
+    interceptor serves the package's own page, and the answer's POST is the submission."""
+    from pytest_webbench.design.clawbench import SUBMIT_PAGE_URLS, runtime_submit_page
+
+    loop, backend, site, received = shop
+    page = runtime_submit_page()
+    assert "Submit Final Answer" in page and "/api/task-submit" in page
+    loop.run(backend.create_session("ce", site_urls=[site]))
+    loop.run(backend.intercept_requests("ce", {"url_pattern": "/api/task-submit", "method": "POST"},
+                                        served=dict.fromkeys(SUBMIT_PAGE_URLS, page)))
+    out = _agent(shop, "ce", """
+    await page.goto('http://127.0.0.1:7878/submit');
+    await page.fill('#answer', 'Log4Shell is CVE-2021-44228, CVSS 10.0');
+    const blocked = page.waitForEvent('requestfailed', (r) => r.method() === 'POST');
+    await page.click('button[type=submit]');
+    await blocked;
+    return await page.textContent('#status');""")
+    assert out["success"] and out["result"] == "Submitted.", out
+    [sent] = loop.run(backend.intercepted_requests("ce"))["intercepted"]
+    assert sent["url"] == "http://127.0.0.1:7878/api/task-submit" and sent["body"] == {"answer": "Log4Shell is CVE-2021-44228, CVSS 10.0"}
+    assert sent["clawbench"] and received == []
+
+
+def test_claw_eval_s_cases_are_planned_with_the_submit_page():
+    from pytest_webbench.design.suite import load_suite
+
+    tasks = load_suite(Path(__file__).resolve().parents[1] / "suites" / "clawbench", case_set="claw-eval").tasks
+    assert len(tasks) == 19 and all(t.meta.submit_page and t.meta.start_blank for t in tasks)

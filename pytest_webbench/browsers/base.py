@@ -86,7 +86,9 @@ class BrowserBackend(Protocol):
     # Write tasks: block and keep every request matching the task's check (url_pattern, method,
     # body, params), on the harness's own connection, before the agent starts; then what was
     # blocked ("intercepted") and every request the session's pages made ("requests").
-    async def intercept_requests(self, session_id: str, check: dict) -> None: ...
+    # `served`: pages (URL -> HTML) the interceptor answers itself, for a GET of that exact URL
+    # (ClawBench's runtime submit page), so no connection is made for them.
+    async def intercept_requests(self, session_id: str, check: dict, served: dict[str, str] | None = None) -> None: ...
 
     async def intercepted_requests(self, session_id: str) -> dict: ...
 

@@ -278,10 +278,11 @@ const OPS = {
   // route the agent's code set. A read-only request goes on at once; the rest wait for the
   // harness's matcher (grading/write_match.py), which takes them with `paused` and answers with
   // `release`. Nothing answers, nothing leaves: a request is never let through by default.
-  async intercept({ session: id, methods }) {
+  async intercept({ session: id, methods, served }) {
     const s = session(id);
     if (s.fetch) throw new Error(`browser session ${id} intercepts already`);
     const held = new Set(methods || []);
+    const pages = new Map(Object.entries(served || {}));
     s.requests = [];
     s.paused = [];
     s.heldBytes = 0;
@@ -290,6 +291,12 @@ const OPS = {
     s.fetch.on('Fetch.requestPaused', (e) => {
       const r = e.request;
       if (s.requests.length < 5000) s.requests.push({ method: r.method, url: r.url, type: e.resourceType || null, at: Date.now() });
+      if (r.method === 'GET' && pages.has(r.url)) {  // a page the harness serves itself (ClawBench's submit page)
+        s.fetch.send('Fetch.fulfillRequest', { requestId: e.requestId, responseCode: 200,
+          responseHeaders: [{ name: 'Content-Type', value: 'text/html; charset=utf-8' }],
+          body: Buffer.from(pages.get(r.url)).toString('base64') }).catch(() => {});
+        return;
+      }
       if (!held.has(r.method) && ['GET', 'HEAD', 'OPTIONS'].includes(r.method)) {
         s.fetch.send('Fetch.continueRequest', { requestId: e.requestId }).catch(() => {});
         return;

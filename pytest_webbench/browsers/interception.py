@@ -39,8 +39,8 @@ class Interception:
         self.on_match: Callable[[], None] | None = None  # the first submission's: ends the agent's run
         self._task: asyncio.Task | None = None
 
-    async def start(self) -> None:
-        await self.call("intercept", session=self.session_id, methods=[self.matcher.method], timeout=60)
+    async def start(self, served: dict[str, str] | None = None) -> None:
+        await self.call("intercept", session=self.session_id, methods=[self.matcher.method], served=served or {}, timeout=60)
         self._task = asyncio.ensure_future(self._serve())
 
     async def _serve(self) -> None:

@@ -199,7 +199,7 @@ class KernelBackend:
     async def site_connections(self, session_id: str) -> dict[int, int] | None:
         return None  # Kernel's browser reaches the web from Kernel's network: nothing here sees it
 
-    async def intercept_requests(self, session_id: str, check: dict) -> None:
+    async def intercept_requests(self, session_id: str, check: dict, served: dict[str, str] | None = None) -> None:
         """Attaches the harness's own CDP connection to the browser: every request of every target
         that is not read-only waits there for the task's matcher (browsers/interception.py)."""
         from .interception import Interception
@@ -212,7 +212,7 @@ class KernelBackend:
         self._driver = self._driver or NodeDriver()
         await self._driver.call("open", session=session_id, cdp_url=url, trace=False, timeout=60)
         interception = Interception(session_id, check, {}, self._driver.call)
-        await interception.start()
+        await interception.start(served)
         self._attached[session_id] = interception
 
     def on_submission(self, session_id: str, callback) -> None:

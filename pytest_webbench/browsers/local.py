@@ -187,14 +187,14 @@ class LocalBackend:
     async def check_page(self, session_id: str, url: str, script: str) -> dict:
         return await self.call("read_page", session=session_id, url=url, script=script)
 
-    async def intercept_requests(self, session_id: str, check: dict) -> None:
+    async def intercept_requests(self, session_id: str, check: dict, served: dict[str, str] | None = None) -> None:
         """The browser's side (every target, on the harness's connection) and, sealed, the site's
         door (each request read where the harness forwards the site's ports): one matcher."""
         pod = self._pod(session_id)
         if pod.interception is not None:
             raise BackendError(f"browser session {session_id} intercepts already")
         interception = Interception(session_id, check, pod.site_hosts, self.call)
-        await interception.start()
+        await interception.start(served)
         pod.interception = interception
         if pod.exits is not None:
             if pod.exits.opened:  # a connection made before the door would go unread: refused, not weakened

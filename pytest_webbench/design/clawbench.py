@@ -144,7 +144,7 @@ def load_cases(case_set: str = DEFAULT_CASE_SET, root: Path | None = None, own: 
 # every worker and every run; the cases stay the source.
 
 SHARED_USER = ("runtime", "shared", "alex_green_personal_info.json")  # the dummy user every case acts for
-CONVERTER_VERSION = "5"  # bump when the folders below change shape
+CONVERTER_VERSION = "6"  # bump when the folders below change shape
 
 
 class ClawBenchSource(BaseModel):
@@ -230,6 +230,23 @@ def personal_files(folder: Path) -> list[tuple[Path, str, str]]:
             (made / "alex_green_resume.pdf", "alex_green_resume.pdf", "professional resume")]
 
 
+SUBMIT_PAGE_URLS = ("http://127.0.0.1:7878/submit", "http://localhost:7878/submit")  # what claw-eval's cases open
+
+
+def runtime_submit_page() -> str:
+    """The page ClawBench's runtime serves at 127.0.0.1:7878/submit (claw-eval's cases submit their
+    answer there), taken from the installed runtime-server/server.py: its `submit_page` returns it."""
+    import ast
+
+    path = installed_root().parents[1] / "runtime" / "runtime-server" / "server.py"
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    found = next((n for n in tree.body if isinstance(n, ast.AsyncFunctionDef) and n.name == "submit_page"), None)
+    returned = found.body[-1] if found is not None else None
+    if not (isinstance(returned, ast.Return) and isinstance(returned.value, ast.Constant) and isinstance(returned.value.value, str)):
+        raise ClawBenchError(f"{path}: submit_page no longer returns its page as one string")
+    return returned.value.value
+
+
 def case_task(case: ClawBenchCase, source: ClawBenchSource, batches: dict[str, str | None],
               personal: list[tuple[Path, str, str]]) -> tuple[dict, str, list]:
     """The case's task.toml (as a dict for Harbor's TaskConfig), its instruction and the files it
@@ -253,6 +270,7 @@ def case_task(case: ClawBenchCase, source: ClawBenchSource, batches: dict[str, s
         "arms": ["control", "treatment", "playwright"] if batch else ["control", "playwright"],
         "ungradable": not case.gradable, "group": meta.metaclass if meta else None,
         "judge_context": case.judge_context, "start_blank": True,  # ClawBench's agent starts on about:blank
+        "submit_page": any(url in case.instruction for url in SUBMIT_PAGE_URLS),
     }
     if batch:
         webbench["tool_batch"] = site

@@ -72,6 +72,7 @@ class WebbenchMeta(_Strict):
     # A ClawBench case's hidden context for its strict judge (rubric, reference_solution, source_task_yaml)
     judge_context: dict[str, Any] | None = None
     start_blank: bool = False  # the agent starts on about:blank and is told the start page (ClawBench's cases)
+    submit_page: bool = False  # ClawBench's runtime submit page is served at 127.0.0.1:7878/submit (claw-eval's cases)
 
     @model_validator(mode="after")
     def _consistent(self) -> WebbenchMeta:

@@ -96,7 +96,13 @@ async def open_browser_session(services: RunServices, spec: TrialSpec, session_i
     await backend.create_session(session_id, page_api_only=spec.policy.page_api_only, trace=trace,
                                  site_urls=trial_site_urls(services, spec))
     if (request := spec.task.meta.request) is not None:  # a write task: its submission is blocked and kept
-        await backend.intercept_requests(session_id, request.model_dump(include={"url_pattern", "method", "body", "params"}))
+        served = None
+        if spec.task.meta.submit_page:  # served by the interceptor itself: no connection is made for it
+            from ..design.clawbench import SUBMIT_PAGE_URLS, runtime_submit_page
+
+            served = dict.fromkeys(SUBMIT_PAGE_URLS, runtime_submit_page())
+        await backend.intercept_requests(session_id, request.model_dump(include={"url_pattern", "method", "body", "params"}),
+                                         served=served)
     first = "about:blank" if spec.task.meta.start_blank else start_url  # ClawBench's agent starts on a blank page
     try:
         await backend.goto(session_id, first)
