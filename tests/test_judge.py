@@ -150,3 +150,15 @@ def test_a_judge_that_gave_no_verdict_errors_the_trial_whatever_else():
 def test_no_submission_is_a_failure_before_any_judge():
     grade = grade_trial(meta(), None, 3, page_value={"submissions": 0, "submitted": None}, judge=None)
     assert (grade.passed, grade.stop_reason) == (False, "no_submission")
+
+
+def test_a_judged_case_s_request_blocked_only_in_another_spelling_is_no_clawbench_submission():
+    """The matcher blocks spellings ClawBench's own check would let through ("  Webbench ", "qx417"):
+    such a request is no submission in ClawBench's terms, so it fails without a judge, judged case or not."""
+    value = {"submissions": 1, "submitted": {"method": "POST", "url": "http://s/x", "body": {"a": " 1 "}, "query": {},
+                                             "clawbench": False}}
+    graded = grade_trial(meta(body={"a": "1"}), None, 3, page_value=value, judge=None)
+    assert (graded.passed, graded.stop_reason) == (False, "wrong_submission") and "ClawBench's check" in graded.detail
+    # the same request as ClawBench reads it goes to the judge
+    right = {**value, "submitted": {**value["submitted"], "clawbench": True}}
+    assert grade_trial(meta(body={"a": "1"}), None, 3, page_value=right, judge=None).stop_reason == "judge_error"

@@ -404,3 +404,34 @@ def test_a_seal_s_etc_holds_what_the_tools_need_and_none_of_the_host_s_secrets(t
     lines = result.stdout.split()
     assert "localhost" in lines and "root" in lines and lines[-2] == "1", result  # names resolve, /etc read-only
     assert int(lines[-1]) < 60, result  # an allowlist, not the host's 139 entries
+
+
+@pytest.mark.seal
+def test_the_agent_s_run_ends_at_its_submission_and_no_command_of_its_runs_after(tmp_path):
+    """ClawBench ends a run at its first intercepted submission (harbor_run.py wires the browser's
+    interceptor to end_at_submission): the command under way ends at once, its seal with it, it
+    meets SubmissionIntercepted, and so does any later command; a verifier's commands are not the agent's."""
+    from pytest_webbench.environments.host import SubmissionIntercepted
+
+    env = _environment(tmp_path, [])
+
+    async def go():
+        await env.start(force_build=False)
+        try:
+            running = asyncio.ensure_future(env.exec("sleep 60; echo never"))
+            await asyncio.sleep(0.5)  # under way (the submission comes while the CLI runs)
+            started = asyncio.get_running_loop().time()
+            env.end_at_submission()
+            with pytest.raises(SubmissionIntercepted):
+                await running
+            ended_in = asyncio.get_running_loop().time() - started
+            with pytest.raises(SubmissionIntercepted):
+                await env.exec("echo after")
+            env.verifying = True
+            verified = await env.exec("echo verifier")
+            return ended_in, verified
+        finally:
+            await env.stop(delete=True)
+
+    ended_in, verified = asyncio.run(go())
+    assert ended_in < 10 and verified.stdout.strip() == "verifier"

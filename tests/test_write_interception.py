@@ -9,6 +9,7 @@ alone or both, the log stays empty and the harness kept the request as blocked."
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import json
 import os
@@ -93,6 +94,10 @@ await page.waitForTimeout(300);
 ORDER_CLASSES = 4
 
 
+async def _lets_through(self, request) -> bool:
+    return False
+
+
 def _load(name: str):
     sys.path.insert(0, str(SITES))
     spec = importlib.util.spec_from_file_location(f"interception_{name}", SITES / f"{name}.py")
@@ -130,7 +135,7 @@ def _attack(sites, session: str, walls: set[str], page_api_only: bool, monkeypat
     try:
         if walls:
             if "browser" not in walls:  # the browser's side lets everything go
-                monkeypatch.setattr(Interception, "decide_held", lambda self, r: False)
+                monkeypatch.setattr(Interception, "decide_held", _lets_through)
             loop.run(backend.intercept_requests(session, ISSUE_CHECK))
             if "door" not in walls:
                 backend.pods[session].exits.guard = None
@@ -154,7 +159,7 @@ def _attack_orders(sites, session: str, walls: set[str], monkeypatch) -> tuple[l
     try:
         if walls:
             if "browser" not in walls:
-                monkeypatch.setattr(Interception, "decide_held", lambda self, r: False)
+                monkeypatch.setattr(Interception, "decide_held", _lets_through)
             loop.run(backend.intercept_requests(session, ORDER_CHECK))
             if "door" not in walls:
                 backend.pods[session].exits.guard = None
@@ -207,3 +212,44 @@ def test_no_order_reaches_the_shop_in_any_spelling(sites, monkeypatch, walls):
     assert orders == []
     assert len(seen["intercepted"]) == ORDER_CLASSES
     assert not seen["intercepted"][0]["clawbench"]  # "  Webbench " and "qx417": the shop reads them as the order
+
+
+@pytest.mark.chromium
+@pytest.mark.seal
+def test_what_the_door_refuses_elsewhere_is_no_submission_and_after_the_run_nothing_is(sites, monkeypatch):
+    """A WebSocket to any path is refused at the door (a channel the matcher cannot read), and kept
+    apart: the order sent after it is the submission graded. Once the agent's run has ended, the
+    pages' own sends are blocked and never a submission, while the harness's own reads go on."""
+    loop, backend, urls, folder = sites
+    loop.run(backend.create_session("late", site_urls=list(urls.values())))
+    try:
+        loop.run(backend.intercept_requests("late", {**ORDER_CHECK, "method": "POST"}))
+        run = lambda code: loop.run(backend.execute_playwright("late", code, timeout_sec=30), timeout=90)  # noqa: E731
+        assert run(f"await page.goto({urls['shop'] + '/cart'!r});")["success"]
+        sent = run("""return await page.evaluate(async () => {
+          const ws = await new Promise((done) => { const s = new WebSocket(location.origin.replace('http', 'ws') + '/live');
+            s.onerror = () => done('refused'); s.onopen = () => done('open'); });
+          const order = await fetch('/checkout', { method: 'POST', body: new URLSearchParams(
+            { items: 'BOT-GRE-L:2', name: 'Webbench', postcode: 'QX417' }) }).then((r) => r.status, () => 'blocked');
+          setTimeout(() => fetch('/checkout', { method: 'POST', body: new URLSearchParams(
+            { items: 'BOT-GRE-L:2', name: 'Webbench', postcode: 'QX417' }) }), 1500);  // after the run has ended
+          return [ws, order];
+        });""")
+        assert sent["success"] and sent["result"] == ["refused", "blocked"], sent
+        loop.run(backend.end_agent_code("late"))
+        read = loop.run(backend.check_page("late", urls["shop"] + "/cart", "return document.title"))
+        assert read["value"]  # the harness's own read went on
+
+        async def after_the_timer():  # the page's timer fires after the run ended: wait for its request
+            while not (seen := await backend.intercepted_requests("late"))["after_end"]:
+                await asyncio.sleep(0.1)
+            return seen
+
+        seen = loop.run(asyncio.wait_for(after_the_timer(), 30), timeout=40)
+        [order] = seen["intercepted"]
+        assert order["read_as"]["name"] == "Webbench" and order["where"] == "browser"
+        assert [r["url"].rsplit("/", 1)[1] for r in seen["refused"]] == ["live"]
+        assert [r["url"].rsplit("/", 1)[1] for r in seen["after_end"]] == ["checkout"]
+        assert _written(folder, "orders.jsonl") == []
+    finally:
+        loop.run(backend.delete_session("late"))

@@ -196,6 +196,14 @@ SPELLINGS = [  # (site, body, content types): each taken by the site as the subm
     ("shop", _parts(b'Content-Disposition: form-data; name="%s"'), ["multipart/form-data; boundary=AAA; boundary=BBB"]),
     ("shop", _parts(b'Content-Disposition: form-data; name="%s"', b"a'b(c)"), ["multipart/form-data; boundary=\"a'b(c)\""]),
     ("shop", _parts(b'content-disposition: FORM-DATA; name="%s"'), ["multipart/form-data; boundary=BBB", "text/plain"]),
+    # names and values in EBCDIC, the charset spelled as python-multipart reads it and a regex would not
+    ("shop", _parts(b'Content-Disposition: form-data; name="%s"',
+                    fields=[(k.encode("cp037"), v.encode("cp037")) for k, v in
+                            [("items", "BOT-GRE-L:2"), ("name", "Webbench"), ("postcode", "QX417")]]),
+     ["multipart/form-data; boundary=BBB; CHARSET = cp037"]),
+    # a lone surrogate elsewhere: json.loads(bytes) keeps it, a strict decode would give up on the whole body
+    ("codehub", ISSUE_JSON.replace('"labels"', '"x": "\ud800", "labels"').encode("utf-16-le", "surrogatepass"), ["text/plain"]),
+    ("codehub", ISSUE_JSON.replace('"labels"', '"x": "\ud800", "labels"').encode("utf-32", "surrogatepass"), []),
     ("shop", b"items=BOT-GRE-L%3A2&name=%57ebbench&postcode=qx417+", ["application/x-www-form-urlencoded"]),
     ("shop", b"items=BOT-GRE-L:2&name=Someone&postcode=QX417&name=Webbench", ["application/x-www-form-urlencoded; charset=latin-1"]),
 ]

@@ -194,7 +194,10 @@ class KernelBackend:
         return out.get("result")
 
     async def end_agent_code(self, session_id: str) -> None:
-        pass  # Kernel's server runs each call's code and ends it; its REPL stays Kernel's (README)
+        # Kernel's server runs each call's code and ends it; its REPL stays Kernel's (README). What the
+        # agent's pages still send is no submission from here on.
+        if (interception := self._attached.get(session_id)) is not None:
+            interception.end_agent()
 
     async def site_connections(self, session_id: str) -> dict[int, int] | None:
         return None  # Kernel's browser reaches the web from Kernel's network: nothing here sees it

@@ -128,6 +128,8 @@ class LocalBackend:
 
     async def end_agent_code(self, session_id: str) -> None:
         if (pod := self.pods.get(session_id)) is not None:
+            if pod.interception is not None:
+                pod.interception.end_agent()
             await pod.end_agent_code()
 
     async def site_connections(self, session_id: str) -> dict[int, int] | None:

@@ -17,7 +17,7 @@ import contextlib
 
 import h11
 
-from ..grading.write_match import MAX_READ_BODY, Decision
+from ..grading.write_match import MAX_READ_BODY, READ_ONLY_METHODS, Decision
 from .interception import Interception
 
 READ_CHUNK = 65536
@@ -71,11 +71,16 @@ async def guarded_relay(interception: Interception, port: int, reader: asyncio.S
             url = f"http://{host}:{port}{target}"
             if body is None or "upgrade" in headers:
                 why = "a body past the harness's bound" if body is None else "a protocol upgrade"
-                interception.record(Decision(True, "unreadable", False), method, url, None, "site")
+                interception.record(Decision(True, "refused", False, how=why), method, url, None, "site")
                 writer.write(_refusal(browser, 413 if body is None else 403, why))
                 break
             codings = ",".join(v.decode("latin-1") for k, v in request.headers if k.lower() == b"content-encoding")
-            decision = interception.matcher.decide(method, url, body, types, codings)
+            if interception.agent_ended and method.upper() in READ_ONLY_METHODS:  # the harness's own reads
+                decision = Decision(False, "pass", False)
+            elif interception.agent_ended:
+                decision = Decision(True, "after_end", False)
+            else:
+                decision = await interception.decide(method, url, body, types, codings)
             interception.record(decision, method, url, body, "site")
             if decision.block:
                 writer.write(_refusal(browser, 403, "a write task's submission never reaches the site"))

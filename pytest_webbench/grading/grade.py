@@ -146,6 +146,11 @@ def grade_submission(meta: WebbenchMeta, answer_raw: bytes | str | None, value: 
             problems.append(str(exc))
         else:
             problems += [p for key, rule in meta.answer.items() if (p := check_field(key, rule, answer.get(key), value))]
+    if (meta.request.body or meta.request.params) and submitted.get("clawbench") is False:
+        # blocked as a spelling of the submission (a case, a space, an encoding ClawBench's check reads otherwise):
+        # ClawBench's runtime would not have intercepted it, so it is no ClawBench submission, judged or not
+        problems.append("the blocked request matches the task's check only as the site would read it, not as "
+                        "ClawBench's check reads it")
     extra = f" ({value['submissions']} matching requests: the first is graded)" if value["submissions"] > 1 else ""
     if needs_judge(meta) and not problems:
         if judge is None or judge.error or judge.lenient is None:
@@ -156,10 +161,6 @@ def grade_submission(meta: WebbenchMeta, answer_raw: bytes | str | None, value: 
         if not judge.lenient.match:
             return Grade(False, "wrong_submission", said, answer, expected)
         return Grade(True, None, said + extra, answer, expected)
-    if (meta.request.body or meta.request.params) and submitted.get("clawbench") is False:
-        # blocked as a spelling of the submission (a case, a space, an encoding ClawBench's check reads otherwise)
-        problems.append("the blocked request matches the task's check only as the site would read it, not as "
-                        "ClawBench's check reads it")
     if problems:
         return Grade(False, "wrong_submission", "; ".join(problems), answer, expected)
     return Grade(True, None, "the submission carries what the task asks" + extra, answer, expected)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import codecs
 import json
+import logging
 import re
 import zlib
 from dataclasses import dataclass, field
@@ -26,7 +27,10 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, unquote_plus, urlsplit, urlunsplit
 
 READ_ONLY_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
-MAX_READ_BODY = 8 * 1024 * 1024  # a body past this is not read: at the submission's address it is blocked
+_QUIET = logging.getLogger("pytest_webbench.write_match.quiet")
+_QUIET.addHandler(logging.NullHandler())
+_QUIET.propagate = False
+MAX_READ_BODY = 1024 * 1024  # a body past this is not read: at the submission's address it is blocked (a form is far less)
 LOOPBACK_HOSTS = re.compile(r"^(localhost|127(\.\d{1,3}){3}|\[::1\]|0\.0\.0\.0|\[::\]|[a-z0-9.-]+\.localhost)$")
 UNRESERVED = re.compile(r"%(4[1-9A-Fa-f]|5[0-9Aa]|6[1-9A-Fa-f]|7[0-9Aa]|3[0-9]|2[dDeE]|5[fF]|7[eE])")
 
@@ -101,24 +105,40 @@ def url_readings(url: str, site_hosts: dict[int, str] | None = None) -> list[str
     return list(dict.fromkeys(readings))
 
 
-def _texts(raw: bytes, content_type: str) -> list[str]:
-    """The body as text every way a site could decode it: its charset, a BOM's, what json.loads
-    detects in bytes (UTF-16 and UTF-32 without a BOM), UTF-8, Latin-1."""
-    found = re.search(r"charset=\"?([\w.:-]+)", content_type, re.I)
-    encodings = [found.group(1)] if found else []
+def _charset(content_type: str) -> str | None:
+    """The charset a site reads from the type: python-multipart's parameter parser, as Starlette's
+    form parser uses it (spaces around `=`, any case, quotes), so the matcher decodes as the site does."""
+    from python_multipart.multipart import parse_options_header
+
+    found = parse_options_header(content_type)[1].get(b"charset")
+    return found.decode("latin-1") if found else None
+
+
+def _decoded(raw: bytes, name: str) -> str | None:
+    """The bytes as `name` decodes them; a lone surrogate kept as json.loads(bytes) keeps it."""
+    try:
+        return raw.decode(name)
+    except UnicodeDecodeError:
+        try:
+            return raw.decode(name, "surrogatepass")
+        except (UnicodeError, LookupError):
+            return None
+    except (LookupError, UnicodeError, ValueError):  # a charset the page named that is none
+        return None
+
+
+def _texts(raw: bytes, content_types: list[str]) -> list[str]:
+    """The body as text every way a site could decode it: the charset of any of its types, a BOM's,
+    what json.loads detects in bytes (UTF-16 and UTF-32 without a BOM), UTF-8, Latin-1."""
+    encodings = [c for kind in content_types if (c := _charset(kind))]
     for bom, name in ((codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"), (codecs.BOM_UTF8, "utf-8-sig"),
                       (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16")):
         if raw.startswith(bom):
             encodings.insert(0, name)
             break
     encodings.append(json.detect_encoding(raw))  # what a site's json.loads(body) reads the bytes as
-    texts = []
-    for name in [*encodings, "utf-8", "latin-1"]:
-        try:
-            text = raw.decode(name)
-        except (LookupError, UnicodeError, ValueError):  # a charset the page named that is none, or its bytes are not
-            continue
-        texts.append(text.lstrip("\ufeff"))
+    texts = [text.lstrip("\ufeff") for name in dict.fromkeys([*encodings, "utf-8", "latin-1"])
+             if (text := _decoded(raw, name)) is not None]
     return list(dict.fromkeys(texts))
 
 
@@ -128,6 +148,7 @@ def _multipart(raw: bytes, content_type: str) -> list[dict[str, Any]]:
     from python_multipart.multipart import MultipartParser, parse_options_header
 
     boundaries = [parse_options_header(content_type)[1].get(b"boundary")]
+    charset = _charset(content_type) or "utf-8"
     first = raw.split(b"\r\n", 1)[0]
     if first.startswith(b"--") and 2 < len(first) <= 200:
         boundaries.append(first[2:])
@@ -144,7 +165,7 @@ def _multipart(raw: bytes, content_type: str) -> list[dict[str, Any]]:
             disposition = dict(part["head"]).get(b"content-disposition", b"")
             name = parse_options_header(disposition)[1].get(b"name")
             if name is not None:
-                key, text = name.decode("utf-8", "replace"), bytes(part["data"]).decode("utf-8", "replace")
+                key, text = _site_text(name, charset), _site_text(bytes(part["data"]), charset)
                 fields[key] = [*fields[key], text] if isinstance(fields.get(key), list) else (
                     [fields[key], text] if key in fields else text)
             part.update(head=[], data=bytearray())
@@ -153,13 +174,23 @@ def _multipart(raw: bytes, content_type: str) -> list[dict[str, Any]]:
                      "on_header_value": lambda d, a, b: part.__setitem__("value", part["value"] + d[a:b]),
                      "on_header_end": header_end, "on_part_data": lambda d, a, b: part["data"].extend(d[a:b]),
                      "on_part_end": part_end}
+        parser = MultipartParser(boundary, callbacks)
+        parser.logger = _QUIET  # a page's malformed body is no warning of the harness's
         try:
-            MultipartParser(boundary, callbacks).write(raw)
+            parser.write(raw)
         except Exception:  # noqa: BLE001 - a body this parser refuses: the fields read so far are kept
             pass
         if fields:
             readings.append(fields)
     return readings
+
+
+def _site_text(data: bytes, charset: str) -> str:
+    """A multipart name or value as Starlette decodes it (its `_user_safe_decode`: the charset, else UTF-8)."""
+    try:
+        return data.decode(charset)
+    except (UnicodeDecodeError, LookupError):
+        return data.decode("utf-8", "replace")
 
 
 def _unpacked(raw: bytes, content_encoding: str) -> bytes | None:
@@ -178,15 +209,18 @@ def _unpacked(raw: bytes, content_encoding: str) -> bytes | None:
     return None if inflater.unconsumed_tail else out
 
 
-def body_readings(raw: bytes | None, content_type: str = "", content_encoding: str = "") -> list[Any] | None:
+def body_readings(raw: bytes | None, content_types: str | list[str] = "", content_encoding: str = "") -> list[Any] | None:
     """Every structure a site could read the body as (JSON values, forms, multipart fields), and
-    the body's texts (decoded, and percent-decoded) as strings; None where the body cannot be read."""
+    the body's texts (decoded, and percent-decoded) as strings; None where the body cannot be read
+    within MAX_READ_BODY."""
     if not raw:
         return []
+    kinds = [content_types] if isinstance(content_types, str) else list(content_types) or [""]
     if len(raw) > MAX_READ_BODY or (unpacked := _unpacked(raw, content_encoding)) is None:
         return None
     readings: list[Any] = []
-    texts = list(dict.fromkeys(_texts(unpacked, content_type) + _texts(raw, content_type)))  # a site that decodes, one that does not
+    bodies = [unpacked] if unpacked is raw else [unpacked, raw]  # a site that decodes its coding, one that does not
+    texts = list(dict.fromkeys(t for body in bodies for t in _texts(body, kinds)))
     for text in texts:
         try:
             readings.append(json.loads(text))
@@ -195,7 +229,9 @@ def body_readings(raw: bytes | None, content_type: str = "", content_encoding: s
         form = parse_qs(text, keep_blank_values=True)
         if form:
             readings.append({k: v[0] if len(v) == 1 else v for k, v in form.items()})
-    readings += _multipart(unpacked, content_type) + (_multipart(raw, content_type) if unpacked is not raw else [])
+    for body in bodies:
+        for kind in dict.fromkeys(kinds):
+            readings += _multipart(body, kind)
     readings += texts + [unquote_plus(text) for text in texts]
     return readings
 
@@ -331,11 +367,7 @@ class WriteMatcher:
                        for u in urls]
             if not (clawbench or any(fields_match(params, q) for q in queries) or carries(params, [unquote_plus(u) for u in urls])):
                 return seen
-        types = [content_type] if isinstance(content_type, str) else list(content_type) or [""]
-        readings: list[Any] | None = []
-        for kind in types:
-            found = None if body_unknown else body_readings(raw, kind, content_encoding)
-            readings = None if found is None else (readings or []) + found if readings is not None else None
+        readings = None if body_unknown else body_readings(raw, content_type, content_encoding)
         fitting = next((r for r in readings if fields_match(body, r)), None) if body and readings else None
         seen.read_as = fitting if fitting is not None else seen.body
         if body and readings is None:

@@ -18,6 +18,10 @@ def ci(r: Rate) -> str:
     return "–" if r.ci_low is None else f"{pct(r.ci_low)}–{pct(r.ci_high)}"
 
 
+def population_ci(r: Rate) -> str:
+    return "–" if r.population_low is None else f"{pct(r.population_low)}–{pct(r.population_high)}"
+
+
 def pval(p: float | None) -> str:
     return "–" if p is None else f"{p:.3g}"
 

@@ -164,7 +164,7 @@ def render_html(report: Report) -> str:
                     + "".join(f"<li><code>{e(b.name)}</code>: {e(b.error)}</li>" for b in report.browsers_not_deleted)
                     + "</ul></div>")
     body.append(_trials_section(report))
-    body.append("<h2>Headline: pass rate on tasks graded against the page, a pinned value or a submission</h2><table><tr><th>arm</th><th>passes</th><th>mean rate over tasks</th><th>95% CI (t over tasks)</th></tr>")
+    body.append("<h2>Headline: pass rate on tasks graded against the page, a pinned value or a submission</h2><table><tr><th>arm</th><th>passes</th><th>mean rate over tasks</th><th>95% CI, these tasks</th></tr>")
     body += [f"<tr><td>{e(arm)}</td>{_rate_cells(f'headline.{arm}', r)}</tr>" for arm, r in report.headline.items()]
     body.append("</table>" + _rates_plot(report.headline))
     if report.format_only:
@@ -175,9 +175,10 @@ def render_html(report: Report) -> str:
         body.append("<h2>Pooled paired effect (graded tasks, placebo left out)</h2>"
                     f"<p>Estimand: {e(p.estimand)}. Tasks: {e(', '.join(p.task_names))}. "
                     f"{_v('pooled.pairs', str(p.pairs), 'int')} pairs in {_v('pooled.tasks', str(p.tasks), 'int')} tasks; "
-                    f"mean difference over tasks {_v('pooled.difference', signed_pct(p.difference), 'signed_pct')}, 95% CI (t over the tasks) "
-                    f"{e(signed_pct(p.ci_low))} to {e(signed_pct(p.ci_high))}; pooled McNemar p (screening) "
-                    f"{_v('pooled.mcnemar_p', pval(p.mcnemar_p), 'p')}. Minimum detectable effect at 80% power: "
+                    f"mean difference over tasks {_v('pooled.difference', signed_pct(p.difference), 'signed_pct')}, 95% CI for these tasks "
+                    f"{e(signed_pct(p.ci_low))} to {e(signed_pct(p.ci_high))} (p {_v('pooled.p_value', pval(p.p_value), 'p')}); "
+                    f"for tasks like these {e(signed_pct(p.population_low))} to {e(signed_pct(p.population_high))}. "
+                    f"Minimum detectable effect at about 80% power (approximate): "
                     f"{_v('pooled.mde', signed_pct(p.mde), 'signed_pct') if p.mde else 'none at this size'}.</p>")
     if report.paired:
         body.append("<h2>Paired control vs treatment</h2><table><tr><th>task</th><th>pairs</th><th>excluded</th><th>both</th>"

@@ -9,7 +9,8 @@ from statistics import median
 from pydantic import BaseModel, Field
 
 from ..results.records import TrialRecord
-from ..stats import holm, mcnemar_exact, mde_task_mean, sign_test, task_mean_interval, timed
+from ..stats import holm, mcnemar_exact, sign_test, task_mean_interval, timed
+from ..stats.suite import suite_mde, suite_paired_difference
 from .rates import Rate, rate
 
 Pair = tuple[TrialRecord | None, TrialRecord | None]
@@ -48,8 +49,10 @@ class PooledSensitivity(BaseModel):
     ci_high: float | None
 
 
-ESTIMAND = ("the mean over tasks of each task's pass-rate difference (treatment - control), every task weighted "
-            "equally, however many pairs it got")
+ESTIMAND = ("this suite's tasks as run: the mean over its tasks of each task's true pass-rate difference (treatment - "
+            "control), every task weighted equally however many pairs it got; only the attempts are random")
+POPULATION = ("tasks like these: the mean difference over a population of tasks of which this suite's are taken as a "
+              "random sample")
 
 
 class PooledEffect(BaseModel):
@@ -60,15 +63,18 @@ class PooledEffect(BaseModel):
     control_rate: float  # the mean over tasks of each task's rate, as the estimand weighs them
     treatment_rate: float
     difference: float  # the estimand's estimate: treatment minus control, the mean over tasks
-    ci_low: float | None
+    ci_low: float | None  # this suite's tasks (stats/suite.py): the attempts' variance within each task
     ci_high: float | None
-    p_value: float | None  # the t test the interval inverts
+    p_value: float | None  # the test of no mean effect the interval inverts
+    mde: float | None  # approximate: the mean difference that test detects with 80% power at this run's design
+    population: str = POPULATION
+    population_low: float | None = None  # tasks like these (t over the tasks' differences, pooled.py)
+    population_high: float | None = None
+    population_p: float | None = None
     between_task_sd: float | None  # how much the tasks' differences vary
-    floored: bool = False  # the within-task floor set the interval's width
+    floored: bool = False  # the within-task floor set the population interval's width
     pair_weighted_difference: float  # over all tested pairs as one sample, for comparison
-    mcnemar_p: float | None  # pairs as if independent: a screening figure beside the clustered interval
     discordance: float
-    mde: float | None  # smallest mean difference the t test detects with 80% power at this size and spread
     errored_as_failures: PooledSensitivity | None = None
 
 
@@ -129,6 +135,11 @@ def adjust_paired_rows(rows: list[PairedRow]) -> None:
         row.sign_p_holm = adjusted
 
 
+def _discordant(differences: list[int]) -> tuple[int, int, int]:
+    """(treatment-only, control-only, pairs) of one task's paired differences."""
+    return sum(1 for d in differences if d > 0), sum(1 for d in differences if d < 0), len(differences)
+
+
 def pooled_effect(by_task: dict[str, list[Pair]]) -> PooledEffect | None:
     """Over the given tasks (the caller passes the headline's, placebo left out)."""
     # each pair as (control passed, treatment passed), read once: tested when both ended, recorded when both are there
@@ -155,18 +166,20 @@ def pooled_effect(by_task: dict[str, list[Pair]]) -> PooledEffect | None:
     t_only = sum(1 for c, t in every if t and not c)
     groups = [_differences(bits) for bits in tested.values()]
     interval = task_mean_interval(groups)
+    suite = suite_paired_difference([_discordant(g) for g in groups])
     recorded_groups = [_differences(bits) for bits in recorded.values()]
-    sensitivity = task_mean_interval(recorded_groups)
+    sensitivity = suite_paired_difference([_discordant(g) for g in recorded_groups])
     n_recorded = sum(len(bits) for bits in recorded.values())
     return PooledEffect(
         tasks=len(tested), task_names=sorted(tested), pairs=n,
         control_rate=_task_mean([[int(c) for c, _ in bits] for bits in tested.values()]),
         treatment_rate=_task_mean([[int(t) for _, t in bits] for bits in tested.values()]),
         difference=_task_mean(groups), pair_weighted_difference=(t_only - c_only) / n,
-        ci_low=interval.low if interval else None, ci_high=interval.high if interval else None,
-        p_value=interval.p_value if interval else None, between_task_sd=interval.between_task_sd if interval else None,
-        floored=bool(interval and interval.floored), mcnemar_p=mcnemar_exact(c_only, t_only),
-        discordance=(c_only + t_only) / n, mde=mde_task_mean(interval) if interval else None,
+        ci_low=suite.low if suite else None, ci_high=suite.high if suite else None, p_value=suite.p_value if suite else None,
+        mde=suite_mde(suite) if suite else None,
+        population_low=interval.low if interval else None, population_high=interval.high if interval else None,
+        population_p=interval.p_value if interval else None, between_task_sd=interval.between_task_sd if interval else None,
+        floored=bool(interval and interval.floored), discordance=(c_only + t_only) / n,
         errored_as_failures=None if n_recorded == n or not n_recorded else PooledSensitivity(
             pairs=n_recorded, difference=_task_mean(recorded_groups),
             ci_low=sensitivity.low if sensitivity else None, ci_high=sensitivity.high if sensitivity else None),

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .build import Report
-from .format import TASK_ROWS, ci, num, pct, pval, signed_pct
+from .format import TASK_ROWS, ci, num, pct, population_ci, pval, signed_pct
 
 
 # A sequential run's intervals are fixed-sample ones on data a rule stopped (docs/statistics.md measures them there).
@@ -18,7 +18,10 @@ def headline_lines(report: Report) -> list[str]:
              f"{report.recorded_trials}/{report.planned_trials} trials recorded"
              + ("" if report.complete else " (INCOMPLETE: " + "; ".join(report.incomplete_because) + ")")]
     for arm, rate in report.headline.items():
-        lines.append(f"  {arm:<11} {rate.passes}/{rate.n} passed ({pct(rate.rate)}, 95% CI {ci(rate)}) on {rate.tasks or len(report.headline_tasks)} graded tasks, placebo out")
+        tasks = rate.tasks or len(report.headline_tasks)
+        lines.append(f"  {arm:<11} mean pass rate over {tasks} graded task(s) {pct(rate.rate)} (95% CI for these tasks "
+                     f"{ci(rate)}" + (f"; for tasks like these {population_ci(rate)}" if rate.population_low is not None else "")
+                     + f"); trials passed: {rate.passes} of {rate.n}, placebo out")
     for arm, rate in report.format_only.items():
         lines.append(f"  {arm:<11} {rate.passes}/{rate.n} format-only passes (shape checked, not correctness)")
     if q := report.sequential:
@@ -30,8 +33,11 @@ def headline_lines(report: Report) -> list[str]:
                      + ", ".join(b.name for b in report.browsers_not_deleted))
     if p := report.pooled:
         lines.append(f"  pooled effect (treatment - control, mean over {p.tasks} graded tasks, placebo out, {p.pairs} pairs): "
-                     f"{signed_pct(p.difference)}, 95% CI {signed_pct(p.ci_low)} to {signed_pct(p.ci_high)}; "
-                     f"detectable with 80% power: {signed_pct(p.mde) if p.mde else 'none at this size'}")
+                     f"{signed_pct(p.difference)}, 95% CI for these tasks {signed_pct(p.ci_low)} to {signed_pct(p.ci_high)} "
+                     f"(p = {pval(p.p_value)})"
+                     + (f", for tasks like these {signed_pct(p.population_low)} to {signed_pct(p.population_high)}"
+                        if p.population_low is not None else "")
+                     + f"; detectable with about 80% power: {signed_pct(p.mde) if p.mde else 'none at this size'}")
         if s := p.errored_as_failures:
             lines.append(f"  with errored trials counted as failures ({s.pairs} pairs): {signed_pct(s.difference)}, "
                          f"95% CI {signed_pct(s.ci_low)} to {signed_pct(s.ci_high)}")
@@ -115,10 +121,14 @@ def render_markdown(report: Report) -> str:
                 "in Kernel's dashboard or API):", ""] + [f"- `{b.name}`: {b.error}" for b in report.browsers_not_deleted]
     out += ["", "## Headline: pass rate on tasks graded against the page, a pinned value or a submission", "",
             f"Tasks (placebo left out; the pooled effect covers the same ones): {_names(report.headline_tasks)}. The rate "
-            "is the mean of the tasks' rates, every task weighted equally, with a t interval over the tasks (one task: "
-            "its exact Clopper-Pearson interval).", ""]
-    out += _table(["arm", "tasks", "passes", "mean rate over tasks", "95% CI"],
-                  [[arm, str(r.tasks or len(report.headline_tasks)), f"{r.passes}/{r.n}", pct(r.rate), ci(r)]
+            "is the mean of the tasks' rates, every task weighted equally (not the share of trials passed, which is "
+            "shown beside it). Two intervals, for two questions: **for these tasks**, this suite's tasks as run (only "
+            "the attempts are random; the variance within each task); **for tasks like these**, a population of tasks "
+            "this suite's are taken as a sample of (a t interval over the tasks; it needs more tasks than most runs "
+            "have, and covers less than 95% at 3-10 tasks with skewed rates: docs/statistics.md). One task: its exact "
+            "Clopper-Pearson interval.", ""]
+    out += _table(["arm", "tasks", "trials passed", "mean rate over tasks", "95% CI, these tasks", "95% CI, tasks like these"],
+                  [[arm, str(r.tasks or len(report.headline_tasks)), f"{r.passes}/{r.n}", pct(r.rate), ci(r), population_ci(r)]
                    for arm, r in report.headline.items()])
     if len({r.tasks for r in report.headline.values()}) > 1:
         out += ["", "The arms ran different tasks (a task no batch covers has no treatment): compare the arms on the "
@@ -132,14 +142,16 @@ def render_markdown(report: Report) -> str:
         out += ["", "## Pooled paired effect (tasks graded against the page, a pinned value or a submission, placebo left out)", "",
                 f"Estimand: {p.estimand}. Tasks: {_names(p.task_names)}. Over {p.pairs} tested pairs in {p.tasks} "
                 f"tasks (means over tasks): control {pct(p.control_rate)}, treatment {pct(p.treatment_rate)}, difference "
-                f"**{signed_pct(p.difference)}**, 95% CI {signed_pct(p.ci_low)} to {signed_pct(p.ci_high)} (t over the "
-                f"tasks' differences, their spread SD {num(p.between_task_sd, 2)}"
-                f"{'; width set by the within-task floor' if p.floored else ''}; p = {pval(p.p_value)}). Over the pairs "
-                f"as one sample the difference is {signed_pct(p.pair_weighted_difference)}; exact McNemar on them, as if "
-                f"independent (screening only): p = {pval(p.mcnemar_p)}.", "",
-                f"Minimum detectable effect: with {p.pairs} pairs in {p.tasks} tasks and {pct(p.discordance)} of them "
-                f"discordant, the pooled test at alpha 0.05 has 80% power only for a mean difference of "
-                + (f"**{signed_pct(p.mde)}** or more." if p.mde else "**none**: this run is too small to detect any effect.")]
+                f"**{signed_pct(p.difference)}**, 95% CI **{signed_pct(p.ci_low)} to {signed_pct(p.ci_high)}**, "
+                f"p = {pval(p.p_value)} (the attempts' variance within each task; stats/suite.py).", "",
+                f"For {p.population}: 95% CI {signed_pct(p.population_low)} to {signed_pct(p.population_high)}, "
+                f"p = {pval(p.population_p)} (t over the tasks' differences, their spread SD {num(p.between_task_sd, 2)}"
+                f"{'; width set by the within-task floor' if p.floored else ''}): a wider question, which few tasks "
+                "answer weakly.", "",
+                f"Minimum detectable effect (approximate): with {p.pairs} pairs in {p.tasks} tasks and {pct(p.discordance)} "
+                f"of them discordant, the test for these tasks at alpha 0.05 has about 80% power for a mean difference of "
+                + (f"**{signed_pct(p.mde)}** or more (it assumes an effect leaves each task's discordance as observed)."
+                   if p.mde else "**none**: this run is too small to detect any effect.")]
         if s := p.errored_as_failures:
             out += ["", f"Sensitivity: counting each errored trial as a failure (its pair kept, {s.pairs} pairs), the "
                         f"difference is {signed_pct(s.difference)}, 95% CI {signed_pct(s.ci_low)} to {signed_pct(s.ci_high)}."]

@@ -189,7 +189,8 @@ def read_submission(browser: BrowserSessionHandle, trial_dir: Path) -> tuple[Any
     first = intercepted[0] if intercepted else None
     return {"submissions": len(intercepted),
             "at_site_door": sum(1 for r in intercepted if r.get("where") == "site"),
-            "unreadable": sum(1 for r in intercepted if r.get("reason") == "unreadable"),
+            "unreadable": len(seen.get("unreadable") or []), "refused": len(seen.get("refused") or []),
+            "after_end": len(seen.get("after_end") or []),
             "overflowed": seen.get("overflowed") or 0,
             "submitted": None if first is None else {k: first.get(k) for k in SUBMITTED_FIELDS}}, None
 
@@ -208,6 +209,10 @@ def write_flags(value: Any) -> list[str]:
                      "stopped at the site's door")
     if unread := value.get("unreadable"):
         flags.append(f"{unread} request(s) to the submission's address carried a body the harness could not read: blocked")
+    if refused := value.get("refused"):
+        flags.append(f"{refused} request(s) were refused at the site's door unread (a protocol upgrade, a body past its bound)")
+    if late := value.get("after_end"):
+        flags.append(f"{late} request(s) the trial's pages sent after the agent's run ended were blocked")
     if over := value.get("overflowed"):
         flags.append(f"{over} request(s) were blocked unread: the trial's pages held more requests at once than the harness keeps")
     return flags

@@ -25,6 +25,8 @@ def judge_trial(st, spec, services, value: Any, trial_dir: Path) -> JudgeRecord 
     judge = st.judge
     if not needs_judge(spec.task.meta) or not isinstance(submitted, dict) or judge is None:
         return None
+    if submitted.get("clawbench") is False and (spec.task.meta.request.body or spec.task.meta.request.params):
+        return None  # no ClawBench submission: graded wrong_submission without a judge (grade.py)
     route_name = f"{spec.trial_id}-judge"
     handle = open_gateway_route(services.gateway, services.proxy_base_url, route_name, judge.model, judge.upstream,
                                 judge.price, JUDGE_SPEND_LIMIT_USD, JUDGE_TOKEN_LIMIT, trial_dir / JUDGE_FOLDER, api=judge.api)

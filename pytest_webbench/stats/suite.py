@@ -1,0 +1,88 @@
+"""Intervals for this suite's tasks, as run: the report's primary estimand.
+
+The tasks are the suite's own, fixed; only the attempts are random. An arm's rate is the mean over
+the tasks of each task's true pass rate, every task weighted equally; the paired effect is the mean
+over the tasks of each task's true difference (treatment - control). Their uncertainty is the
+attempts' alone, so both intervals take their variance from within the tasks, never from how much
+the tasks differ from one another (that spread is no uncertainty here: the tasks are not a sample).
+For tasks like these beyond the suite, pooled.py's t over tasks answers instead, labelled so.
+
+Both are Wald intervals centred on the unbiased estimate (the mean of the tasks' own estimates),
+with each task's variance computed from adjusted counts so that a task at 0 or 1 still carries
+its uncertainty: the rate's from (passes + 1.5) / (trials + 3), the paired difference's after
+Bonett and Price (2012, for one task: discordant counts + 1/2 each, over pairs + 1). The
+adjustments were chosen by simulation over a task mix written down first (2-50 tasks, 1-40
+attempts, central and skewed rates) and are measured, with unequal and sequentially stopped counts
+too, in benchmarks/stats_estimands.py; docs/statistics.md quotes the figures.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from .distributions import normal_ppf
+
+RATE_ADJUSTMENT = 1.5  # added to passes and to failures of each task, for its variance only
+PAIRED_ADJUSTMENT = 0.5  # added to each discordant count of each task, for its variance only
+
+
+@dataclass(frozen=True)
+class SuiteEstimate:
+    """A mean over this suite's tasks, with its Wald interval and (for a difference) its test of 0."""
+    estimate: float
+    low: float
+    high: float
+    standard_error: float
+    p_value: float | None  # a difference's test of no mean effect (None for a rate)
+    tasks: int
+    units: int  # trials (a rate) or pairs (a difference)
+
+
+def suite_mean_rate(passes_by_task: Sequence[tuple[int, int]], confidence: float = 0.95) -> SuiteEstimate | None:
+    """An arm's mean pass rate over this suite's tasks: (passes, trials) per task, tasks without
+    trials left out. None without a trial."""
+    tasks = [(x, n) for x, n in passes_by_task if n > 0]
+    if not tasks:
+        return None
+    k = len(tasks)
+    estimate = sum(x / n for x, n in tasks) / k
+    variance = 0.0
+    for x, n in tasks:
+        p = (x + RATE_ADJUSTMENT) / (n + 2 * RATE_ADJUSTMENT)
+        variance += p * (1 - p) / n
+    se = math.sqrt(variance) / k
+    z = normal_ppf(0.5 + confidence / 2)
+    return SuiteEstimate(estimate, max(0.0, estimate - z * se), min(1.0, estimate + z * se), se, None, k,
+                         sum(n for _, n in tasks))
+
+
+def suite_paired_difference(discordant_by_task: Sequence[tuple[int, int, int]],
+                            confidence: float = 0.95) -> SuiteEstimate | None:
+    """The mean over this suite's tasks of each task's paired difference, from (treatment-only
+    pairs, control-only pairs, pairs) per task; tasks without pairs left out. Its p-value tests a
+    mean difference of 0 (a Wald z test, the interval's own: p < 1 - confidence exactly when the
+    interval leaves 0 out). None without a pair."""
+    tasks = [(b, c, n) for b, c, n in discordant_by_task if n > 0]
+    if not tasks:
+        return None
+    k = len(tasks)
+    estimate = sum((b - c) / n for b, c, n in tasks) / k
+    variance = 0.0
+    for b, c, n in tasks:
+        pb, pc = (b + PAIRED_ADJUSTMENT) / (n + 2 * PAIRED_ADJUSTMENT), (c + PAIRED_ADJUSTMENT) / (n + 2 * PAIRED_ADJUSTMENT)
+        variance += (pb + pc - (pb - pc) ** 2) / n
+    se = math.sqrt(variance) / k
+    z = normal_ppf(0.5 + confidence / 2)
+    p = math.erfc(abs(estimate) / se / math.sqrt(2))
+    return SuiteEstimate(estimate, max(-1.0, estimate - z * se), min(1.0, estimate + z * se), se, min(1.0, p), k,
+                         sum(n for _, _, n in tasks))
+
+
+def suite_mde(effect: SuiteEstimate, alpha: float = 0.05, power: float = 0.8) -> float | None:
+    """The mean difference the suite's test detects with `power`, approximately: (z(1 - alpha/2) +
+    z(power)) x the observed standard error, which assumes an effect leaves each task's discordance
+    as observed (its simulated power at this figure: benchmarks/stats_estimands.py). None beyond 100 points."""
+    mde = (normal_ppf(1 - alpha / 2) + normal_ppf(power)) * effect.standard_error
+    return mde if mde <= 1.0 else None
