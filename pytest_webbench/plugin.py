@@ -38,7 +38,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--arms", help="comma-separated arms to run (default: the suite's arms)")
     group.addoption("--unpaired", action="store_true", help="run every arm independently (no control/treatment pairs)")
     group.addoption("--sequential", action="store_true", help="run pairs in rounds and stop each task once it is decided "
-                    "(an anytime-valid rule with a futility bound); --attempts is the most pairs a task may get")
+                    "(an anytime-valid rule with a futility bound); --attempts is the most pairs a task may get, and a cap "
+                    "of 2n pairs has about the power of n fixed pairs, for half the pairs or fewer (docs/statistics.md); "
+                    "a task stopped without an effect shows none, it does not show there is none")
     group.addoption("--experiment-id", help="results go to RESULTS_DIR/ID (default: a new id); an existing id is refused")
     group.addoption("--resume", metavar="EXPERIMENT_ID", help="run only the planned trials of that experiment that have no "
                     "result, with the run's own suite and options (from its manifest)")

@@ -451,3 +451,22 @@ def test_a_folder_where_a_record_should_be_is_named_among_the_problems(run_dir):
     record.mkdir()
     report = build_report_from_dir(run_dir)
     assert any(p.startswith(f"{record}: unreadable trial record (not a file)") for p in report.problems), report.problems
+
+
+def test_a_sequential_stop_is_printed_as_what_it_shows():
+    """An effect is printed only where it survives Holm over the run's tasks at the rule's level; a stop
+    without an effect says no effect was shown, never "futility" read as evidence of none."""
+    from pytest_webbench.report.sequential import TaskStop, verdict_words
+    from pytest_webbench.results.decisions import TaskDecision
+
+    def stop(outcome, p_holm, favours="treatment"):
+        decision = TaskDecision(task="t", outcome=outcome, favours=favours if outcome == "effect" else None, speed="futility",
+                                pairs=7, last_attempt=7, control_only=0, treatment_only=6, treatment_faster=0, control_faster=0,
+                                p_value=0.01)
+        return TaskStop(task="t", decision=decision, pairs_run=7, p_holm=p_holm, speed_p_holm=None)
+
+    assert verdict_words(stop("effect", 0.02), 0.025).startswith("effect for treatment after 7 pairs")
+    kept_out = verdict_words(stop("effect", 0.043), 0.025)
+    assert "not kept once adjusted" in kept_out and "no effect claimed" in kept_out and not kept_out.startswith("effect")
+    assert verdict_words(stop("futility", None), 0.025).startswith("no effect shown after 7 pairs, stopped")
+    assert verdict_words(TaskStop(task="t", decision=None, pairs_run=20), 0.025) == "not decided (ran to its cap)"

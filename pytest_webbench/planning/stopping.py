@@ -171,8 +171,9 @@ def decide_task(experiment_dir: Path, task: str, attempts: int) -> TaskDecision 
 
 
 def skip_reason(decision: TaskDecision) -> str:
-    return (f"not run: task {decision.task} was decided after {decision.pairs} pair(s) "
-            f"({decision.outcome}{' for ' + decision.favours if decision.favours else ''}; speed {decision.speed})")
+    said = (f"the rule's boundary for {decision.favours}" if decision.outcome == "effect"
+            else "no effect shown")  # a stop without an effect shows none: it does not show there is none
+    return f"not run: task {decision.task} stopped after {decision.pairs} pair(s) ({said}; speed {decision.speed})"
 
 
 def skip_if_decided(st, key: TrialKey, config) -> None:

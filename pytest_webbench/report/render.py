@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .build import Report
+from .sequential import verdict_words
 from .format import TASK_ROWS, ci, num, pct, population_ci, pval, signed_pct
 
 
@@ -26,8 +27,9 @@ def headline_lines(report: Report) -> list[str]:
         lines.append(f"  {arm:<11} {rate.passes}/{rate.n} format-only passes (shape checked, not correctness)")
     if q := report.sequential:
         lines.append(f"  sequential: ran {q.trials_run} of {q.trials_planned} planned trials, {q.trials_not_run} not run "
-                     f"(tasks decided first: {100 * q.saved_share:.0f}% saved); decided: "
-                     + (", ".join(f"{t.task} {t.decision.outcome}" for t in q.tasks if t.decision) or "none"))
+                     f"(tasks stopped first: {100 * q.saved_share:.0f}% saved); stopped: "
+                     + ("; ".join(f"{t.task}: {verdict_words(t, q.alpha_per_endpoint)}" for t in q.tasks if t.decision)
+                        or "none"))
     if report.browsers_not_deleted:
         lines.append(f"  NOT DELETED, may still be billed: {len(report.browsers_not_deleted)} cloud browser(s): "
                      + ", ".join(b.name for b in report.browsers_not_deleted))
@@ -109,9 +111,7 @@ def render_markdown(report: Report) -> str:
         out += _task_table(["task", "pairs run", "decision", "pass/fail split (c-only / t-only), anytime p (Holm)",
                             "speed (t faster / c faster), anytime p (Holm)"], q.tasks,
                            lambda t: [t.task, str(t.pairs_run),
-                        "not decided (ran to its cap)" if t.decision is None else
-                        f"{t.decision.outcome}{' for ' + t.decision.favours if t.decision.favours else ''} after {t.decision.pairs} "
-                        f"pairs; speed {t.decision.speed}{' for ' + t.decision.speed_favours if t.decision.speed_favours else ''}",
+                        verdict_words(t, q.alpha_per_endpoint),
                         "–" if t.decision is None else f"{t.decision.control_only} / {t.decision.treatment_only}, "
                                                        f"{pval(t.decision.p_value)} ({pval(t.p_holm)})",
                         "–" if t.decision is None else f"{t.decision.treatment_faster} / {t.decision.control_faster}, "

@@ -20,6 +20,25 @@ class TaskStop(BaseModel):
     speed_p_holm: float | None = None
 
 
+def verdict_words(stop: TaskStop, alpha: float) -> str:
+    """What a task's stop says, in words a reader cannot take for more: an effect only where it also
+    survives Holm's adjustment over the run's tasks at the rule's level (`alpha`, per endpoint); a stop
+    for lack of an effect is just that, not evidence of none."""
+    d = stop.decision
+    if d is None:
+        return "not decided (ran to its cap)"
+    if d.outcome == "effect" and stop.p_holm is not None and stop.p_holm <= alpha:
+        said = f"effect for {d.favours} after {d.pairs} pairs"
+    elif d.outcome == "effect":
+        said = (f"stopped after {d.pairs} pairs at the rule's boundary for {d.favours}, not kept once adjusted over "
+                f"the run's tasks (Holm p = {stop.p_holm:.3g} > {alpha:g}): no effect claimed")
+    else:
+        said = f"no effect shown after {d.pairs} pairs, stopped"
+    speed = ("speed: faster for " + str(d.speed_favours) if d.speed == "effect" and stop.speed_p_holm is not None
+             and stop.speed_p_holm <= alpha else "speed: no difference shown")
+    return f"{said}; {speed}"
+
+
 class SequentialSummary(BaseModel):
     rule: str
     max_pairs: int
@@ -30,6 +49,7 @@ class SequentialSummary(BaseModel):
     saved_share: float  # not run / planned
     fixed_design_pairs: int  # the fixed design the rule was tuned to replace, pairs per task
     fixed_design_trials: int
+    alpha_per_endpoint: float = 0.025  # the rule's level for each task's pass/fail (and speed) decision
 
 
 def not_run_trials(manifest: RunManifest, decisions: dict[str, TaskDecision], recorded: set[str]) -> set[str]:
@@ -62,4 +82,5 @@ def summarize(manifest: RunManifest, decisions: dict[str, TaskDecision], planned
         trials_run=len(recorded & {t.trial_id for t in manifest.trials}), trials_not_run=len(skipped),
         saved_share=len(skipped) / len(manifest.trials) if manifest.trials else 0.0,
         fixed_design_pairs=fixed, fixed_design_trials=fixed * per_pair * len(in_plan),
+        alpha_per_endpoint=plan.alpha_per_endpoint if plan.alpha_per_endpoint is not None else plan.alpha / 2,
     )

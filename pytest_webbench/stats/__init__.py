@@ -5,7 +5,8 @@ coverage and test's error rate measured by simulation (benchmarks/stats_calibrat
 
 - distributions.py: the normal, binomial, hypergeometric, chi-square and t functions they use
 - binomial.py: Clopper-Pearson and Wilson, exact McNemar and its power, sign test, pass@k, Newcombe and Fisher (unpaired)
-- pooled.py: the mean effect over tasks (a t interval over the tasks' differences, paired or between runs) and its MDE
+- suite.py: this suite's tasks as run (the report's primary estimand): the mean rate and paired difference over tasks, and its MDE
+- pooled.py: tasks like these (a t interval over the tasks' differences, paired or between runs)
 - stratified.py: Cochran-Mantel-Haenszel over tasks, Holm's adjustment
 - sequential.py: the per-task stopping rule of sequential runs
 
@@ -24,20 +25,27 @@ NEWCOMBE_COVERAGE = ("Newcombe's interval (Wilson's limits) is approximate: its 
                      "rate is near 0 and the other near 1 (3-20 trials per arm), and to 93.8% with one rate in both.")
 
 ASSUMPTIONS = {
-    "rate": "Pass-rate intervals (per arm and task, and the headline per arm) are exact Clopper-Pearson 95% intervals: "
-            "attempts are independent Bernoulli trials with one pass rate; never under nominal coverage (Wilson's fell "
-            "to 90% at 3 attempts near the ceiling). The headline is an arm's mean rate over the headline tasks, every "
-            "task weighted equally, with a t interval over the tasks (floored within each task, so never zero-width).",
+    "rate": "Pass-rate intervals per arm and task are exact Clopper-Pearson 95% intervals: attempts are independent "
+            "Bernoulli trials with one pass rate; never under nominal coverage (Wilson's fell to 90% at 3 attempts near "
+            "the ceiling). The headline is an arm's mean rate over the headline tasks, every task weighted equally (not "
+            "the share of trials passed), with two intervals: for these tasks (the suite's own tasks, fixed; only the "
+            "attempts are random: a Wald interval on the tasks' variances, each from (passes + 1.5) / (trials + 3)), "
+            "and for tasks like these (the tasks a sample of a population: a t interval over the tasks, which covers "
+            "less than 95% at 3-10 tasks with skewed rates). Coverage of each against its own estimand is measured in "
+            "benchmarks/stats_estimands.py.",
     "mcnemar": "Exact McNemar: pairs are independent; under no effect a discordant pair is equally likely to favour either arm.",
     "sign": "Sign test on speedups: pairs where both arms passed, ties dropped; under no effect either arm is faster with probability 1/2.",
-    "pooled_paired": "Pooled paired effect: the estimand is the mean over tasks of each task's pass-rate difference, "
-                     "every task weighted equally however many pairs it got. Tasks are independent draws of the "
-                     "tasks one cares about; pairs within a task may be correlated and effects may differ between "
-                     "tasks. A t interval (tasks - 1 degrees of freedom) over the tasks' differences, its variance "
-                     "never below a floor from the pairs within each task, so never zero-width. On a sequentially "
-                     "stopped run it is conditional on the stopping (its coverage there is measured, not promised).",
-    "mde": "Minimum detectable effect of the pooled test: 80% power at alpha 0.05 for the same t test, its standard "
-           "error as observed (a planning figure).",
+    "pooled_paired": "Pooled paired effect: the estimand is the mean over this suite's tasks of each task's true "
+                     "pass-rate difference, every task weighted equally however many pairs it got; the tasks are fixed "
+                     "and only the attempts are random (pairs independent across attempts). Its interval and test take "
+                     "the variance within each task (Bonett and Price's adjusted discordant shares, +1/2 each), never "
+                     "the tasks' spread. Beside it, labelled, the interval for tasks like these (a t over the tasks' "
+                     "differences, floored within each task; tasks an independent sample of the ones one cares about). "
+                     "On a sequentially stopped run both are conditional on the stopping (their coverage there is "
+                     "measured, not promised).",
+    "mde": "Minimum detectable effect of the test for these tasks: (z(0.975) + z(0.8)) x the observed standard error, "
+           "approximate: it assumes an effect leaves each task's discordance as observed; its simulated power at the "
+           "printed figure is in docs/statistics.md.",
     "sensitivity": "Sensitivity: the same pooled interval with every errored pair's errored trial counted as a "
                    "failure, beside the one that leaves errored pairs out; if they disagree, the faults matter. Leaving "
                    "errored pairs out is unbiased only when faults are unrelated to what the trial would have done: "
