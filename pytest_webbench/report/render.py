@@ -107,7 +107,9 @@ def render_markdown(report: Report) -> str:
         out += ["", "## Sequential run: each task stopped when decided", "", q.rule, "",
                 f"Ran {q.trials_run} of the {q.trials_planned} trials planned at the cap ({q.max_pairs} pairs per task): "
                 f"{q.trials_not_run} not run because their task was decided first (**{100 * q.saved_share:.0f}% saved**; "
-                f"the fixed design of {q.fixed_design_pairs} pairs per task it replaces runs {q.fixed_design_trials}).", ""]
+                f"the fixed design of {q.fixed_design_pairs} pairs per task it replaces runs {q.fixed_design_trials}). "
+                f"The cap buys about the power of {q.fixed_design_pairs} fixed pairs, not of {q.max_pairs} "
+                "(docs/statistics.md); a task stopped without an effect shows none, which is no evidence that there is none.", ""]
         out += _task_table(["task", "pairs run", "decision", "pass/fail split (c-only / t-only), anytime p (Holm)",
                             "speed (t faster / c faster), anytime p (Holm)"], q.tasks,
                            lambda t: [t.task, str(t.pairs_run),

@@ -59,10 +59,13 @@ ASSUMPTIONS = {
                   "little as 92.5% in simulation (docs/statistics.md); the CMH p-value beside it holds its level.",
     "cmh": "Cochran-Mantel-Haenszel: within each task the two arms (or runs) are independent binomial samples; "
            "the test assumes no effect in every task; the risk difference estimates an effect common to the tasks.",
-    "holm": "Per-task p-values are shown raw and Holm-adjusted, each test its own family over the tasks of its "
-            "table: the McNemar tests, the sign tests, the Fisher tests (playwright vs control), and in a sequential "
-            "run the pass/fail and the speed decisions' anytime p-values. Holm holds the family-wise error under "
-            "any dependence; read a raw p-value below 0.05 among many tasks as a lead, not a finding.",
+    "holm": "Multiplicity, in one place. Controlled (Holm, family-wise, under any dependence): within each table, "
+            "its per-task tests over the tasks: the McNemar tests, the sign tests, the Fisher tests (playwright vs "
+            "control), and in a sequential run the pass/fail and the speed decisions' anytime p-values; a sequential "
+            "task's effect is printed only where it survives that adjustment. Not controlled across families: a fixed "
+            "run tests McNemar and the sign test at 0.05 each (a sequential run splits alpha between its two "
+            "endpoints), and the pooled effect, the format-only pool and the playwright-vs-control comparison are "
+            "each their own test at 0.05. Read a raw p-value below 0.05 among many tasks as a lead, not a finding.",
     "sequential": "Sequential run: each task's pass/fail and speed walks are each tested at alpha / 2 (Bonferroni), so "
                   "the chance of any false claim about a task is at most alpha; the boundary is exact for a look after "
                   "every pair up to the cap, on attempts 1..k in order whatever order pairs ended in. Its anytime "
