@@ -99,7 +99,7 @@ def one_cell(rng, reps, k, design, rates, effect, rule=None):
         out["diff_suite"] += diff.low <= truth_diff <= diff.high
         out["width_diff"] += diff.high - diff.low
         out["reject"] += diff.p_value < 0.05
-        if (mde := suite_mde(diff)) is not None:
+        if (mde := suite_mde(discordant)) is not None:
             out["mde"].append(mde)
         if (pop := task_mean_interval(differences)) is not None:
             out["diff_pop"] += pop.low <= population_diff <= pop.high

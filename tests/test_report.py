@@ -465,8 +465,10 @@ def test_a_sequential_stop_is_printed_as_what_it_shows():
                                 p_value=0.01)
         return TaskStop(task="t", decision=decision, pairs_run=7, p_holm=p_holm, speed_p_holm=None)
 
-    assert verdict_words(stop("effect", 0.02), 0.025).startswith("effect for treatment after 7 pairs")
-    kept_out = verdict_words(stop("effect", 0.043), 0.025)
+    assert verdict_words(stop("effect", 0.02), 0.025, 20).startswith("effect for treatment after 7 pairs")
+    kept_out = verdict_words(stop("effect", 0.043), 0.025, 20)
     assert "not kept once adjusted" in kept_out and "no effect claimed" in kept_out and not kept_out.startswith("effect")
-    assert verdict_words(stop("futility", None), 0.025).startswith("no effect shown after 7 pairs, stopped")
-    assert verdict_words(TaskStop(task="t", decision=None, pairs_run=20), 0.025) == "not decided (ran to its cap)"
+    early = verdict_words(stop("futility", None), 0.025, 20)
+    assert early.startswith("no effect shown after 7 pairs") and "out of reach by the cap; none ruled out" in early
+    assert verdict_words(stop("futility", None), 0.025, 7).startswith("no effect shown by the cap (7 pairs; none ruled out)")
+    assert verdict_words(TaskStop(task="t", decision=None, pairs_run=20), 0.025, 20) == "not decided (ran to its cap)"

@@ -40,7 +40,13 @@ def test_the_test_and_the_interval_agree():
         assert (got.p_value < 0.05) == (got.low > 0 or got.high < 0), counts
 
 
-def test_the_mde_is_z_sum_times_the_standard_error():
-    got = suite_paired_difference([(10, 3, 50), (0, 0, 4)])
-    assert suite_mde(got) == pytest.approx((1.959964 + 0.841621) * 0.11738124, abs=1e-5)
-    assert suite_mde(suite_paired_difference([(0, 0, 1)])) is None  # beyond 100 points
+def test_the_mde_is_the_effect_its_own_standard_error_detects():
+    # tasks (10, 3, 50) and (0, 0, 4): at d = 0.34632 each task's share is taken as max(share, d) = d,
+    # so se = sqrt((d - d^2)/50 + (d - d^2)/4) / 2 = 0.123617, and (1.959964 + 0.841621) x se = d
+    d = suite_mde([(10, 3, 50), (0, 0, 4)])
+    se = ((d - d * d) / 50 + (d - d * d) / 4) ** 0.5 / 2
+    assert d == pytest.approx(0.34632, abs=1e-5) and (1.959964 + 0.841621) * se == pytest.approx(d, abs=1e-5)
+    # a share above the effect is kept: (40, 0, 50) has share (40 + 0 + 1/2 + 1/2) / 51
+    wide = suite_mde([(40, 0, 50), (40, 0, 50)])
+    assert wide == pytest.approx(2.801585 * (((41 / 51) - wide ** 2) / 50 * 2) ** 0.5 / 2, abs=1e-5)
+    assert suite_mde([(0, 0, 1)]) is None  # beyond 100 points

@@ -176,7 +176,7 @@ def pooled_effect(by_task: dict[str, list[Pair]]) -> PooledEffect | None:
         treatment_rate=_task_mean([[int(t) for _, t in bits] for bits in tested.values()]),
         difference=_task_mean(groups), pair_weighted_difference=(t_only - c_only) / n,
         ci_low=suite.low if suite else None, ci_high=suite.high if suite else None, p_value=suite.p_value if suite else None,
-        mde=suite_mde(suite) if suite else None,
+        mde=suite_mde([_discordant(g) for g in groups]) if suite else None,
         population_low=interval.low if interval else None, population_high=interval.high if interval else None,
         population_p=interval.p_value if interval else None, between_task_sd=interval.between_task_sd if interval else None,
         floored=bool(interval and interval.floored), discordance=(c_only + t_only) / n,

@@ -22,13 +22,14 @@ def headline_lines(report: Report) -> list[str]:
         tasks = rate.tasks or len(report.headline_tasks)
         lines.append(f"  {arm:<11} mean pass rate over {tasks} graded task(s) {pct(rate.rate)} (95% CI for these tasks "
                      f"{ci(rate)}" + (f"; for tasks like these {population_ci(rate)}" if rate.population_low is not None else "")
-                     + f"); trials passed: {rate.passes} of {rate.n}, placebo out")
+                     + f"); trials passed: {rate.passes} of {rate.n} ({pct(rate.passes / rate.n if rate.n else None)} of "
+                     "trials, not the mean over tasks), placebo out")
     for arm, rate in report.format_only.items():
         lines.append(f"  {arm:<11} {rate.passes}/{rate.n} format-only passes (shape checked, not correctness)")
     if q := report.sequential:
         lines.append(f"  sequential: ran {q.trials_run} of {q.trials_planned} planned trials, {q.trials_not_run} not run "
                      f"(tasks stopped first: {100 * q.saved_share:.0f}% saved); stopped: "
-                     + ("; ".join(f"{t.task}: {verdict_words(t, q.alpha_per_endpoint)}" for t in q.tasks if t.decision)
+                     + ("; ".join(f"{t.task}: {verdict_words(t, q.alpha_per_endpoint, q.max_pairs)}" for t in q.tasks if t.decision)
                         or "none"))
     if report.browsers_not_deleted:
         lines.append(f"  NOT DELETED, may still be billed: {len(report.browsers_not_deleted)} cloud browser(s): "
@@ -109,11 +110,13 @@ def render_markdown(report: Report) -> str:
                 f"{q.trials_not_run} not run because their task was decided first (**{100 * q.saved_share:.0f}% saved**; "
                 f"the fixed design of {q.fixed_design_pairs} pairs per task it replaces runs {q.fixed_design_trials}). "
                 f"The cap buys about the power of {q.fixed_design_pairs} fixed pairs, not of {q.max_pairs} "
-                "(docs/statistics.md); a task stopped without an effect shows none, which is no evidence that there is none.", ""]
+                f"(docs/statistics.md): this run used {abs(q.trials_run - q.fixed_design_trials)} trials "
+                f"{'more' if q.trials_run > q.fixed_design_trials else 'fewer'} than that fixed design. A task stopped "
+                "without an effect shows none, which is no evidence that there is none.", ""]
         out += _task_table(["task", "pairs run", "decision", "pass/fail split (c-only / t-only), anytime p (Holm)",
                             "speed (t faster / c faster), anytime p (Holm)"], q.tasks,
                            lambda t: [t.task, str(t.pairs_run),
-                        verdict_words(t, q.alpha_per_endpoint),
+                        verdict_words(t, q.alpha_per_endpoint, q.max_pairs),
                         "–" if t.decision is None else f"{t.decision.control_only} / {t.decision.treatment_only}, "
                                                        f"{pval(t.decision.p_value)} ({pval(t.p_holm)})",
                         "–" if t.decision is None else f"{t.decision.treatment_faster} / {t.decision.control_faster}, "

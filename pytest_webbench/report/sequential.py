@@ -20,22 +20,31 @@ class TaskStop(BaseModel):
     speed_p_holm: float | None = None
 
 
-def verdict_words(stop: TaskStop, alpha: float) -> str:
+def verdict_words(stop: TaskStop, alpha: float, max_pairs: int) -> str:
     """What a task's stop says, in words a reader cannot take for more: an effect only where it also
     survives Holm's adjustment over the run's tasks at the rule's level (`alpha`, per endpoint); a stop
-    for lack of an effect is just that, not evidence of none."""
+    without an effect says why it stopped, and that it shows no effect, not that there is none."""
     d = stop.decision
     if d is None:
         return "not decided (ran to its cap)"
     if d.outcome == "effect" and stop.p_holm is not None and stop.p_holm <= alpha:
         said = f"effect for {d.favours} after {d.pairs} pairs"
     elif d.outcome == "effect":
-        said = (f"stopped after {d.pairs} pairs at the rule's boundary for {d.favours}, not kept once adjusted over "
-                f"the run's tasks (Holm p = {stop.p_holm:.3g} > {alpha:g}): no effect claimed")
+        said = (f"stopped after {d.pairs} pairs at the rule's boundary for {d.favours} ({d.control_only} control-only / "
+                f"{d.treatment_only} treatment-only), not kept once adjusted over the run's tasks (Holm p = "
+                f"{stop.p_holm:.3g} > {alpha:g}): no effect claimed")
+    elif d.pairs >= max_pairs:
+        said = f"no effect shown by the cap ({d.pairs} pairs; none ruled out)"
     else:
-        said = f"no effect shown after {d.pairs} pairs, stopped"
-    speed = ("speed: faster for " + str(d.speed_favours) if d.speed == "effect" and stop.speed_p_holm is not None
-             and stop.speed_p_holm <= alpha else "speed: no difference shown")
+        said = (f"no effect shown after {d.pairs} pairs ({d.control_only} / {d.treatment_only} discordant): stopped, as "
+                f"the rule judged an effect out of reach by the cap; none ruled out")
+    if d.speed == "effect" and stop.speed_p_holm is not None and stop.speed_p_holm <= alpha:
+        speed = f"speed: faster for {d.speed_favours}"
+    elif d.speed == "effect":
+        speed = (f"speed: boundary reached for {d.speed_favours} ({d.treatment_faster} / {d.control_faster} faster), "
+                 f"not kept once adjusted over the run's tasks (Holm p = {stop.speed_p_holm:.3g} > {alpha:g})")
+    else:
+        speed = "speed: no difference shown"
     return f"{said}; {speed}"
 
 

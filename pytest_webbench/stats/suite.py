@@ -80,9 +80,27 @@ def suite_paired_difference(discordant_by_task: Sequence[tuple[int, int, int]],
                          sum(n for _, _, n in tasks))
 
 
-def suite_mde(effect: SuiteEstimate, alpha: float = 0.05, power: float = 0.8) -> float | None:
-    """The mean difference the suite's test detects with `power`, approximately: (z(1 - alpha/2) +
-    z(power)) x the observed standard error, which assumes an effect leaves each task's discordance
-    as observed (its simulated power at this figure: benchmarks/stats_estimands.py). None beyond 100 points."""
-    mde = (normal_ppf(1 - alpha / 2) + normal_ppf(power)) * effect.standard_error
-    return mde if mde <= 1.0 else None
+def suite_mde(discordant_by_task: Sequence[tuple[int, int, int]], alpha: float = 0.05, power: float = 0.8) -> float | None:
+    """The mean difference the test for these tasks detects with about `power`: the d with
+    d = (z(1 - alpha/2) + z(power)) x SE(d), where SE(d) is the standard error an effect d moving
+    every task alike would have, each task's discordant share taken as at least d (a task cannot move
+    by more than its discordant share: at the observed share alone the figure could be an effect no
+    task could show). Approximate (simulated power in docs/statistics.md). None where not even every
+    pair favouring one arm would be shown at this design."""
+    tasks = [(b, c, n) for b, c, n in discordant_by_task if n > 0]
+    if not tasks:
+        return None
+    best = suite_paired_difference([(n, 0, n) for _, _, n in tasks], 1 - alpha)
+    if best is None or best.low <= 0:  # not even every pair one way would be shown: nothing is detectable
+        return None
+    k, zsum = len(tasks), normal_ppf(1 - alpha / 2) + normal_ppf(power)
+    shares = [(b + c + 2 * PAIRED_ADJUSTMENT) / (n + 2 * PAIRED_ADJUSTMENT) for b, c, n in tasks]
+
+    def excess(d: float) -> float:  # z-sum x SE(d) - d: positive below the MDE, negative above it
+        return zsum * math.sqrt(sum((max(share, d) - d * d) / n for share, (_, _, n) in zip(shares, tasks))) / k - d
+
+    low, high = 0.0, 1.0  # excess(0) > 0 > excess(1) = -1: bisection finds where they meet
+    for _ in range(60):
+        middle = (low + high) / 2
+        low, high = (middle, high) if excess(middle) > 0 else (low, middle)
+    return (low + high) / 2
