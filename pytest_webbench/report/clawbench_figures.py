@@ -20,6 +20,7 @@ from pydantic import BaseModel, Field
 
 from ..grading.judge import claims_success
 from ..results.records import RunManifest, TrialRecord, atomic_write
+from .writes import by_arm
 
 RUBRIC_FILES = {"strict": "judge.json", "lenient": "judge_llm.json"}  # rescore.py's JUDGE_FILE
 
@@ -68,16 +69,8 @@ def _claims_success(record) -> bool:
 
 
 def clawbench_figures(manifest: RunManifest, records: Iterable[TrialRecord]) -> list[ClawBenchFigures]:
-    tasks = judged_write_tasks(manifest)
-    by_arm: dict[str, list[TrialRecord]] = {}
-    for r in records:
-        if r.task in tasks:
-            by_arm.setdefault(r.arm, []).append(r)
     rows = []
-    for arm in manifest.arms:
-        recs = by_arm.get(arm, [])
-        if not recs:
-            continue
+    for arm, recs in by_arm(manifest, records, judged_write_tasks(manifest), ended_only=False):  # every run counts
         caught = [r for r in recs if r.submissions]
         categories: dict[str, list[int]] = {}
         for r in recs:

@@ -35,17 +35,21 @@ class WriteGroupRow(BaseModel):
     passed: int
 
 
+def by_arm(manifest: RunManifest, records: Iterable[TrialRecord], tasks: set[str],
+           ended_only: bool) -> list[tuple[str, list[TrialRecord]]]:
+    """The records of `tasks` per arm, in the run's order of arms (those without any left out);
+    `ended_only`: passed and failed trials alone (errored ones are no measure of the agent)."""
+    grouped: dict[str, list[TrialRecord]] = {}
+    for r in records:
+        if r.task in tasks and (not ended_only or r.outcome in ("passed", "failed")):
+            grouped.setdefault(r.arm, []).append(r)
+    return [(arm, grouped[arm]) for arm in manifest.arms if grouped.get(arm)]
+
+
 def write_rows(manifest: RunManifest, records: Iterable[TrialRecord]) -> list[WriteRow]:
     writes = {t for t, limits in manifest.task_limits.items() if limits.grading == "request" and not limits.ungradable}
-    by_arm: dict[str, list[TrialRecord]] = {}
-    for r in records:
-        if r.task in writes and r.outcome in ("passed", "failed"):
-            by_arm.setdefault(r.arm, []).append(r)
     rows = []
-    for arm in manifest.arms:
-        recs = by_arm.get(arm, [])
-        if not recs:
-            continue
+    for arm, recs in by_arm(manifest, records, writes, ended_only=True):
         intercepted = [r for r in recs if r.submissions]
         judged = [r for r in recs if r.judge is not None and r.judge.lenient is not None]
         by_check = [r for r in intercepted if r.judge is None]
