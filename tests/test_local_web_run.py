@@ -76,7 +76,8 @@ def test_reference_runner_passes_every_item_and_leaves_a_complete_experiment(pyt
     from pytest_webbench.report.__main__ import main
 
     assert main([str(exp)]) == 0 and (exp / "report.json").read_bytes() == before
-    result.stdout.fnmatch_lines(["*webbench*", f"*treatment*{headline_tasks}/{headline_tasks} passed*", "*pooled effect*"])
+    result.stdout.fnmatch_lines(["*webbench*", f"*treatment*mean pass rate over {headline_tasks} graded task(s) 100%*"
+                                f"trials passed: {headline_tasks} of {headline_tasks}*", "*pooled effect*"])
 
 
 def test_nop_runner_fails_every_item_with_the_full_denominator(pytester):
