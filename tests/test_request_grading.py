@@ -264,3 +264,32 @@ def test_claw_eval_s_cases_are_planned_with_the_submit_page():
 
     tasks = load_suite(Path(__file__).resolve().parents[1] / "suites" / "clawbench", case_set="claw-eval").tasks
     assert len(tasks) == 19 and all(t.meta.submit_page and t.meta.start_blank for t in tasks)
+
+
+@pytest.mark.chromium
+@pytest.mark.seal
+def test_the_agent_s_code_uploads_a_file_it_was_given_and_the_upload_is_intercepted(shop, tmp_path):
+    """ClawBench's cases give a resume to upload: the agent's browser code finds the task's given files
+    at its own my-info path, read-only, in the page API's setInputFiles (the playwright arm's too)."""
+    loop, backend, site, received = shop
+    given = tmp_path / "given"
+    given.mkdir()
+    (given / "alex_green_resume.pdf").write_bytes(b"%PDF-1.4 resume of Alex Green")
+    loop.run(backend.create_session("up", page_api_only=True, site_urls=[site]))
+    loop.run(backend.give_files("up", given))
+    loop.run(backend.intercept_requests("up", {"url_pattern": r"/order", "method": "POST"}))
+    loop.run(backend.goto("up", site + "/form"))
+    out = _agent(shop, "up", """
+    await page.evaluate(() => { const f = document.forms[0]; f.enctype = 'multipart/form-data';
+      const i = document.createElement('input'); i.type = 'file'; i.name = 'resume'; f.append(i); });
+    await page.setInputFiles('input[type=file]', '/app/my-info/alex_green_resume.pdf');
+    const blocked = page.waitForEvent('requestfailed', (r) => r.method() === 'POST');
+    await page.click('#send', { noWaitAfter: true });
+    await blocked;
+    return 'sent';""")
+    assert out["success"], out
+    [sent] = loop.run(backend.intercepted_requests("up"))["intercepted"]
+    assert "%PDF-1.4 resume of Alex Green" in sent["raw_body"] and received == []
+    written = _agent(shop, "up", "const fs = await import('fs'); try { fs.writeFileSync('/app/my-info/x', 'y'); return 'wrote' }"
+                                 " catch (e) { return e.code }")
+    assert written.get("result") != "wrote"  # read-only (or out of the page API's reach altogether)

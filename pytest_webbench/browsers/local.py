@@ -203,6 +203,10 @@ class LocalBackend:
                 raise BackendError(f"browser session {session_id} reached its sites before interception began")
             pod.exits.guard = functools.partial(guarded_relay, interception)
 
+    async def give_files(self, session_id: str, folder: Path) -> list[str]:
+        """The task's given files, for the agent's browser code to upload (a resume): see BrowserPod.give_files."""
+        return self._pod(session_id).give_files(folder)
+
     def on_submission(self, session_id: str, callback) -> None:
         if (interception := self._pod(session_id).interception) is None:
             raise BackendError(f"browser {session_id}: no interceptor was attached", code="unsupported")

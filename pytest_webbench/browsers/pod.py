@@ -41,6 +41,7 @@ from .interception import Interception
 
 DEFAULT_CHROMIUM = "/usr/bin/chromium"
 CDP_PORT = 9222  # inside the Chromium's seal
+GIVEN_IN_RUNNER = "/app/my-info"  # the agent's own my-info path (design/arms.py GIVEN_PATH), in its code's seal
 SEALED_JS = Path(__file__).with_name("sealed")
 RUNNER_JS = "runner.js"
 START_TIMEOUT_SEC = 30
@@ -156,6 +157,9 @@ class BrowserPod:
         self._drain: asyncio.Task | None = None
         self.agent_ended = False
         self._prestart: asyncio.Future | None = None
+        # The files the task gives its agent, for its browser code to upload (setInputFiles): filled when
+        # the session is taken, read-only in the runner's seal at the agent's own my-info path.
+        self.given_dir = Path(tempfile.mkdtemp(prefix="webbench-given-")) if self.sealed else None
         self.site_hosts: dict[int, str] = {}  # site port -> the host the trial names it by
         self.interception: Interception | None = None  # a write task's (browsers/interception.py)
 
@@ -290,8 +294,11 @@ class BrowserPod:
         if self.sealed:
             assert self.exits is not None and self.exits.door is not None
             door = self.exits.door
+            assert self.given_dir is not None
+            self.given_dir.chmod(0o755)
             seal = Seal(workdir="/tmp", ports=[CDP_PORT], rw=[], tmpfs=[("/tmp", RUNNER_TMP_BYTES)],
-                        ro=[(str(driver), "/opt/playwright"), (str(SEALED_JS), "/opt/webbench")])
+                        ro=[(str(driver), "/opt/playwright"), (str(SEALED_JS), "/opt/webbench"),
+                            (str(self.given_dir), GIVEN_IN_RUNNER)])
             proc, exits = await start_sealed(
                 seal, f"exec /opt/playwright/node /opt/webbench/{RUNNER_JS}", {"PATH": "/usr/bin:/bin", "HOME": "/tmp"},
                 Path("/"), stdin=True, connect=door.connect)
@@ -334,6 +341,22 @@ class BrowserPod:
             self.exits.close()
         if self.folder is not None:
             shutil.rmtree(self.folder, ignore_errors=True)
+        if self.given_dir is not None:
+            shutil.rmtree(self.given_dir, ignore_errors=True)
+
+    def give_files(self, folder: Path) -> list[str]:
+        """The task's given files (regular files only, no link followed), where the agent's browser
+        code finds them: GIVEN_IN_RUNNER in the runner's seal. Unsealed, the runner has no such path."""
+        if self.given_dir is None:
+            raise BackendError("the agent's browser code runs unsealed here: it has no my-info folder to upload from",
+                               code="unsupported")
+        given = []
+        for entry in sorted(folder.iterdir()):
+            if entry.is_file() and not entry.is_symlink():
+                shutil.copyfile(entry, self.given_dir / entry.name)
+                (self.given_dir / entry.name).chmod(0o644)
+                given.append(entry.name)
+        return given
 
 
 def _quote(arg: str) -> str:

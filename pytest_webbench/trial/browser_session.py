@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ..browsers.base import BackendError
+from ..design.arms import GIVEN_FOLDER
 from ..design.suite import TrialSpec
 from ..results.records import screenshot_name
 from ..results.well_formed import well_formed
@@ -103,6 +104,13 @@ async def open_browser_session(services: RunServices, spec: TrialSpec, session_i
             served = dict.fromkeys(SUBMIT_PAGE_URLS, runtime_submit_page())
         await backend.intercept_requests(session_id, request.model_dump(include={"url_pattern", "method", "body", "params"}),
                                          served=served)
+    given = spec.task.path / GIVEN_FOLDER
+    if given.is_dir() and hasattr(backend, "give_files"):  # the local backend (Kernel's VM has no such path)
+        try:  # for its browser code to upload (ClawBench's resume): where the agent's own my-info is
+            await backend.give_files(session_id, given)
+        except BackendError as exc:
+            if exc.code != "unsupported":  # unsealed: the code's own host, which has no such folder
+                raise
     first = "about:blank" if spec.task.meta.start_blank else start_url  # ClawBench's agent starts on a blank page
     try:
         await backend.goto(session_id, first)
