@@ -14,11 +14,6 @@ JSON_TYPES: dict[str, tuple[type, ...]] = {
 }
 
 
-# Python's own, each where no backslash escapes it: named groups, back-references by name, comments,
-# atomic groups, conditionals, inline flags, possessive quantifiers, \A and \Z
-PYTHON_ONLY_REGEX = re.compile(r"(?<!\\)(?:\\\\)*(\(\?P[<=]|\(\?#|\(\?>|\(\?\(|\(\?[aiLmsux]+\)|[*+?}]\+|\\[AZ])")
-
-CHARACTER_CLASS = re.compile(r"(?<!\\)(?:\\\\)*\[\^?\]?(?:\\.|[^\]\\])*\]")  # [...], its escapes and a leading ] within
 
 
 class _Strict(BaseModel):
@@ -99,10 +94,10 @@ class PageCheck(_Strict):
 
 
 class RequestCheck(_Strict):
-    """The request that completes a write task (ClawBench's `eval_schema`): the browser blocks the
-    first request matching it, on the harness's own connection, and the trial is graded on what it
-    carried, never on what reached the site (nothing does). `url_pattern` is searched in the URL as
-    a JavaScript regular expression; `body` and `params` must match exactly to count as the
+    """The request that completes a write task (ClawBench's `eval_schema`): the harness blocks
+    every request matching it (grading/write_match.py) and the trial is graded on the first, never on
+    what reached the site (nothing does). `url_pattern` is a Python regular expression searched in
+    the URL, as ClawBench's runtime searches it; `body` and `params` choose which request is the
     submission; `expect` are the fields (of the body or the query) a right submission carries."""
 
     url_pattern: str
@@ -118,8 +113,4 @@ class RequestCheck(_Strict):
             re.compile(value)
         except re.error as exc:
             raise ValueError(f"not a regular expression: {exc}") from None
-        outside_classes = CHARACTER_CLASS.sub("[]", value)  # "[?+]" is a class of two characters in either language
-        if python_only := PYTHON_ONLY_REGEX.search(outside_classes):  # the browser reads it as JavaScript, which refuses these
-            raise ValueError(f"{python_only.group(1)!r} is Python's regular-expression syntax, not JavaScript's "
-                             "(the browser matches url_pattern as a JavaScript RegExp)")
         return value

@@ -312,7 +312,9 @@ _ABSENT = object()
 @dataclass
 class Decision:
     block: bool
-    reason: str  # "match", "unreadable" (at the submission's address, a body no reading makes sense of), or "pass"
+    # "match", "unreadable" (at the submission's address, a body no reading makes sense of), "pass"; the
+    # interceptor adds "refused" (the site's door: an upgrade, a body past its bound) and "after_end"
+    reason: str
     clawbench: bool  # ClawBench's own runtime would have blocked it
     body: Any = None  # ClawBench's reading of the body, what its judge is shown
     query: dict = field(default_factory=dict)
@@ -328,14 +330,8 @@ class WriteMatcher:
     site_hosts: dict[int, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.pattern = re.compile(self.check["url_pattern"])
-        self.folded = re.compile(self.check["url_pattern"], re.IGNORECASE)
+        self.folded = re.compile(self.check["url_pattern"], re.IGNORECASE)  # a path's case is the site's to read
         self.method = (self.check.get("method") or "").upper()
-
-    def needs_decision(self, method: str) -> bool:
-        """Requests a reader must hold for `decide`: every mutating one, and the check's own method."""
-        method = method.upper()
-        return method not in READ_ONLY_METHODS or method == self.method
 
     def decide(self, method: str, url: str, raw: bytes | None, content_type: str | list[str] = "",
                content_encoding: str = "", post_data: str | None = None, body_unknown: bool = False) -> Decision:
