@@ -49,8 +49,8 @@ ASSUMPTIONS = {
     "sensitivity": "Sensitivity: the same pooled interval with every errored pair's errored trial counted as a "
                    "failure, beside the one that leaves errored pairs out; if they disagree, the faults matter. Leaving "
                    "errored pairs out is unbiased only when faults are unrelated to what the trial would have done: "
-                   "where they struck 30% of one arm's failures or passes, the pooled interval covered 90.8-93.0% at 20 "
-                   "pairs per task in simulation; the sensitivity line mends faults on failures, not on passes "
+                   "where they struck 30% of one arm's failures or passes, the pooled interval for these tasks covered 80.4-83.0% "
+                   "at 20 pairs per task in simulation; the sensitivity line mends faults on failures, not on passes "
                    "(docs/statistics.md).",
     "playwright": "Playwright arm vs control: unpaired (different trials, not pairs); per task Fisher's exact test "
                   "(never over its level) and Newcombe's interval, pooled over tasks the Cochran-Mantel-Haenszel test "
