@@ -112,6 +112,7 @@ class HostEnvironment(BaseEnvironment):
         self.forks_refused = 0  # forks the seals' process limit refused (a fork bomb's): flagged on the trial
         self.submitted = False  # `end_at_submission` ended the agent's commands
         self._running: set[asyncio.Task] = set()  # the agent's commands under way
+        self._ending: set[asyncio.Future] = set()  # seals end_at_submission is ending
 
     @property
     def capabilities(self) -> EnvironmentCapabilities:
@@ -256,8 +257,10 @@ class HostEnvironment(BaseEnvironment):
         if self.verifying or self.submitted:
             return
         self.submitted = True
-        for shell in list(self._shells):
-            asyncio.ensure_future(self._end_shell(shell))
+        for shell in list(self._shells):  # held until done: the loop keeps only a weak reference to a task
+            ending = asyncio.ensure_future(self._end_shell(shell))
+            self._ending.add(ending)
+            ending.add_done_callback(self._ending.discard)
         for task in list(self._running):
             task.cancel()
 
