@@ -54,6 +54,7 @@ class Hostile:
         async def stream():
             for event in events:
                 text = json.dumps(event).replace('"LIMIT"', str(_limit(limit_of)))
+                text = text.replace('"LIMIT1"', str(_limit(limit_of) + 1))
                 yield f"data: {text}\n\n".encode()
         return StreamingResponse(stream(), media_type="text/event-stream")
 
@@ -75,11 +76,11 @@ def stack():
     loop.close()
 
 
-def _route(routes, upstream, tmp_path, api, name, **meter) -> GatewayRoute:
+def _route(routes, upstream, tmp_path, api, name, model="m", **meter) -> GatewayRoute:
     base = upstream if api == "messages" else upstream + "/v1"
     route = GatewayRoute(trial=f"t-{name}-{tmp_path.name}", token=TOKEN, upstream=base, auth={},
                          meter=TrialMeter(trial="t", **{"price": PRICE, "spend_limit_usd": 100.0, **meter}),
-                         log=ModelLog(tmp_path / f"{name}.jsonl"), api=api, model="m")
+                         log=ModelLog(tmp_path / f"{name}.jsonl"), api=api, model=model)
     routes.add(route)
     return route
 
@@ -205,17 +206,66 @@ def test_a_thinking_budget_the_cap_cannot_hold_is_refused_not_cut(stack, tmp_pat
 def test_an_image_is_reserved_at_what_it_can_cost_not_its_bytes(stack, tmp_path):
     """A small PNG inline is a few bytes but up to ~1,600 input tokens (Anthropic): the reservation
     counts every image at its protocol's bound, so many small images cannot pass the cap."""
-    from pytest_webbench.gateway.policy import IMAGE_TOKEN_BOUND, input_bound
+    from pytest_webbench.gateway.policy import input_bound
 
     image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}}
     request = {**BODIES["messages"], "messages": [{"role": "user", "content": [image] * 100}]}
-    assert input_bound("messages", request, 5000) == 5000 + 100 * IMAGE_TOKEN_BOUND["messages"]
+    assert input_bound("messages", request, 5000) == 5000 + 100 * 1700
     loop, hostile, upstream, routes, gateway = stack
     hostile.events, hostile.whole = [], None
     # $0.2 left at $3 per million input: 170,000 tokens of images cannot fit, their bytes would have
     route = _route(routes, upstream, tmp_path, "messages", "images", price=Price(3e-6, 1.5e-5), spend_limit_usd=0.2)
     before = len(hostile.requests)
     assert _post(gateway, route, "messages", request).status_code == 402 and len(hostile.requests) == before
+
+
+@pytest.mark.parametrize("api, model, tokens", [
+    # OpenAI's vision guide: tile models pay a base and a price per 512-px tile, at most 8 tiles (a
+    # 2048x800 image is fitted to 1966x768: 4x2); patch models a multiplier on at most 1,536 patches
+    ("responses", "gpt-4o-mini", 2833 + 8 * 5667), ("chat", "openai/gpt-4o-mini-2024-07-18", 48_169),
+    ("responses", "gpt-4o", 85 + 8 * 170), ("responses", "gpt-5", 70 + 8 * 140), ("responses", "o3", 75 + 8 * 150),
+    ("responses", "gpt-5-mini", 2489), ("responses", "gpt-4.1-nano", 3779), ("responses", "o4-mini", 2642),
+    ("messages", "claude-sonnet-4-5", 1700), ("chat", "anthropic/claude-sonnet-4.5", 1700),
+    ("chat", "google/gemini-2.5-pro", 48_169),  # a model with no published figure here: the dearest
+])
+def test_an_image_is_bounded_at_its_model_s_published_most(api, model, tokens):
+    from pytest_webbench.gateway.policy import image_token_bound
+
+    assert image_token_bound(api, model) == tokens
+
+
+def test_a_model_that_multiplies_image_tokens_cannot_pass_the_cap_with_images(stack, tmp_path):
+    """gpt-4o-mini bills an image up to 48,169 tokens: ten tiny images fit a gpt-4o bound of 1,445
+    each under $0.2 at $0.15 a million, and cannot fit gpt-4o-mini's, so nothing is sent."""
+    loop, hostile, upstream, routes, gateway = stack
+    hostile.events, hostile.whole = [{"type": "response.completed", "response": {"usage": {"input_tokens": 5, "output_tokens": 5}}}], None
+    image = {"type": "input_image", "image_url": "data:image/png;base64,iVBORw0KGgo="}
+    price = Price(1.5e-7, 6e-7)
+    for model, forwarded in (("gpt-4o", True), ("gpt-4o-mini", False)):
+        body = {**BODIES["responses"], "model": model, "input": [{"role": "user", "content": [image] * 10}]}
+        route = _route(routes, upstream, tmp_path, "responses", f"img-{model}", model=model, price=price, spend_limit_usd=0.02)
+        before = len(hostile.requests)
+        status = _post(gateway, route, "responses", body).status_code
+        assert (status == 200, len(hostile.requests) > before) == (forwarded, forwarded), (model, status)
+
+
+@pytest.mark.parametrize("api", list(PATHS))
+def test_more_output_than_the_limit_sent_is_the_provider_s_fault(stack, tmp_path, api):
+    """A count past the output limit the request went with is wrong: the trial is charged what was
+    reported (more than its reservation) and errors on the fault, never settles as if normal."""
+    loop, hostile, upstream, routes, gateway = stack
+    over = {"responses": [{"type": "response.completed", "response": {"usage": {"input_tokens": 10, "output_tokens": "LIMIT1"}}}],
+            "messages": [{"type": "message_start", "message": {"usage": {"input_tokens": 10, "output_tokens": 1}}},
+                         {"type": "message_delta", "usage": {"output_tokens": "LIMIT1"}}, {"type": "message_stop"}],
+            "chat": [{"choices": [], "usage": {"prompt_tokens": 10, "completion_tokens": "LIMIT1"}}]}[api]
+    hostile.events, hostile.whole = over, None
+    route = _route(routes, upstream, tmp_path, api, "over", spend_limit_usd=0.5)
+    assert _post(gateway, route, api).status_code == 200
+    [line] = read_model_log(tmp_path / "over.jsonl")
+    limit = _limit(hostile.requests[-1])
+    assert line.output_tokens == limit + 1 and route.meter.faults == [
+        f"the model API reported {limit + 1} output tokens for a request limited to {limit}"]
+    assert route.meter.cost_usd == pytest.approx(PRICE.input * line.input_tokens + PRICE.output * (limit + 1))
 
 
 def test_a_request_the_provider_refuses_for_its_own_body_is_no_evidence_against_the_harness(stack, tmp_path):

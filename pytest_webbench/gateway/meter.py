@@ -264,7 +264,11 @@ class TrialMeter:
     def settle(self, reservation: Reservation, usage: Usage, seconds: float, billed: bool) -> float | None:
         """The reply's metered usage replaces its reservation. A reply the provider billed (`billed`:
         a 2xx) whose usage was not read whole, or was unreadable, is charged the reservation (the
-        worst it could cost); an unreadable count is also a fault of the trial's."""
+        worst it could cost); an unreadable count is also a fault of the trial's, and so is more
+        output than the limit the request went with (the provider's own count is then wrong)."""
+        limit = reservation.output_limit
+        if billed and usage.final and not usage.fault and limit is not None and usage.output > limit:
+            usage.fault = f"the model API reported {usage.output} output tokens for a request limited to {limit}"
         if billed and (not usage.final or usage.fault):
             usage.estimate(reservation.input_bound, reservation.output_limit or usage.output)
         if usage.fault:

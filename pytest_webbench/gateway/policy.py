@@ -21,6 +21,7 @@ Request headers are allowlisted (`HEADERS`); the key is the harness's, added by 
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -148,17 +149,42 @@ def output_floor(api: Api, request: dict[str, Any]) -> int:
     return budget
 
 
-# The most input tokens one image can cost, per protocol: Anthropic scales an image to at most
-# about 1.15 megapixels, w*h/750 tokens (about 1,600); OpenAI's high detail is at most 6 tiles of
-# 170 and a base of 85 for gpt-4o, gpt-4.1 and gpt-5 (1,105): bounded here with room. Models that
-# multiply image tokens (gpt-4o-mini's 2,833 base and 5,667 a tile) pass these bounds: docs/gateway.md.
-IMAGE_TOKEN_BOUND = {"messages": 1_700, "responses": 2_000, "chat": 2_000}
+# The most input tokens one image can cost. Anthropic scales an image to at most about 1.15
+# megapixels, w*h/750 tokens (about 1,600), for every Claude model. OpenAI prices by model (its
+# vision guide, "Calculating costs"): tile models pay a base plus a price per 512-px tile of the
+# image fitted in 2048x2048 and then to a shortest side of 768, at most 8 tiles (a 2048x800 image
+# is 1966x768: 4x2); patch models pay a multiplier on at most 1,536 32-px patches. No kept library
+# has these per model (litellm's image count uses gpt-4o's 85 + 170 a tile for every model), so
+# they are written here; a model not named is reserved at the dearest known (gpt-4o-mini's).
+ANTHROPIC_IMAGE_TOKENS = 1_700
+MAX_TILES, MAX_PATCHES = 8, 1_536
+OPENAI_IMAGE_TOKENS = {  # longest prefix first wins: gpt-4o-mini before gpt-4o
+    "gpt-4o-mini": 2_833 + MAX_TILES * 5_667,
+    "gpt-4.1-mini": math.ceil(MAX_PATCHES * 1.62), "gpt-4.1-nano": math.ceil(MAX_PATCHES * 2.46),
+    "gpt-5-mini": math.ceil(MAX_PATCHES * 1.62), "gpt-5-nano": math.ceil(MAX_PATCHES * 2.46),
+    "o4-mini": math.ceil(MAX_PATCHES * 1.72),
+    "gpt-4o": 85 + MAX_TILES * 170, "gpt-4.1": 85 + MAX_TILES * 170, "gpt-4.5": 85 + MAX_TILES * 170,
+    "gpt-5": 70 + MAX_TILES * 140, "o1": 75 + MAX_TILES * 150, "o3": 75 + MAX_TILES * 150,
+    "computer-use-preview": 65 + MAX_TILES * 129,
+}
+UNKNOWN_MODEL_IMAGE_TOKENS = max(OPENAI_IMAGE_TOKENS.values())
+
+
+def image_token_bound(api: Api, model: Any) -> int:
+    """The most input tokens one inline image can cost the request's model."""
+    name = str(model or "").rsplit("/", 1)[-1].lower()  # an OpenRouter id names its vendor first
+    if api == "messages" or name.startswith("claude"):
+        return ANTHROPIC_IMAGE_TOKENS
+    for prefix in sorted(OPENAI_IMAGE_TOKENS, key=len, reverse=True):
+        if name.startswith(prefix):
+            return OPENAI_IMAGE_TOKENS[prefix]
+    return UNKNOWN_MODEL_IMAGE_TOKENS
 
 
 def input_bound(api: Api, request: dict[str, Any], body_bytes: int) -> int:
     """The most input tokens the request can cost: a token of text covers a byte at least, and an
-    image, inline in a few bytes, costs up to IMAGE_TOKEN_BOUND."""
-    return body_bytes + count_images(request) * IMAGE_TOKEN_BOUND.get(api, 2_000)
+    image, inline in a few bytes, costs up to its model's `image_token_bound`."""
+    return body_bytes + count_images(request) * image_token_bound(api, request.get("model"))
 
 
 def count_images(value: Any) -> int:
