@@ -383,6 +383,62 @@ def test_a_fork_bomb_meets_the_seal_s_process_limit_and_the_harness_runs_on(tmp_
     assert calm.forks_refused == 0
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="the fallback as root: the harness maps the seal's commands to another uid")
+def test_without_a_pids_cgroup_a_fork_bomb_meets_rlimit_nproc_in_the_seal_s_own_user(tmp_path, monkeypatch):
+    """Where no pids cgroup can be made (cgroup v2 undelegated, a container), the seal's commands
+    run as uid 0 of a user namespace of the seal's own, a plain user on the host, so RLIMIT_NPROC,
+    which the kernel never enforces on the host's root, holds them; they still write their folders,
+    and what the harness uploads between commands, in a folder it makes, is theirs too."""
+    from pytest_webbench.environments.process_limits import LIMITED_UID
+    from pytest_webbench.environments.seal import MAX_PROCESSES
+
+    monkeypatch.setenv("WEBBENCH_PIDS_CGROUP", "0")
+    env = _environment(tmp_path, [])
+    given = tmp_path / "given.txt"
+    given.write_text("from the harness")
+    bomb = ("id -u; for d in /app /tmp /logs \"$HOME\"; do echo x > \"$d/mine\" && echo wrote; done; "
+            "(for i in $(seq 1 3000); do sleep 60 & done) 2>/dev/null; n=0; for p in /proc/[0-9]*; do n=$((n+1)); done; echo alive=$n")
+
+    async def go():
+        await env.start(force_build=False)
+        try:
+            first = await env.exec(bomb, timeout_sec=120)
+            await env.upload_file(given, "/installed-agent/deep/given.txt")
+            after = await env.exec("echo more >> /installed-agent/deep/given.txt && touch /installed-agent/deep/new && echo still-here")
+            owner = (env.host_path("/app") / "mine").stat().st_uid
+            return first, after, owner
+        finally:
+            await env.stop(delete=True)
+
+    first, after, owner = asyncio.run(go())
+    assert first.stdout.split()[0] == "0" and first.stdout.count("wrote") == 4, first  # uid 0 inside
+    alive = int(first.stdout.split("alive=")[1].split()[0])
+    assert 100 < alive <= MAX_PROCESSES, first  # the limit, not 3,000
+    assert after.stdout.strip() == "still-here", after
+    assert owner == LIMITED_UID  # a plain user on the host, never its root
+
+
+def test_what_is_given_to_a_seal_s_user_is_chowned_without_following_a_link(tmp_path, monkeypatch):
+    """The agent names what is below its folders: a link it plants, to a host file or as the folder
+    itself, is chowned as a link, and what it points at keeps its owner."""
+    from pytest_webbench.environments import process_limits
+
+    monkeypatch.setattr(process_limits, "limited_uid", lambda: 4242)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret").write_text("host")
+    given = tmp_path / "given"
+    (given / "sub").mkdir(parents=True)
+    (given / "sub" / "file").write_text("x")
+    (given / "link-to-secret").symlink_to(outside / "secret")
+    (given / "link-to-folder").symlink_to(outside)
+    (tmp_path / "top-link").symlink_to(outside)
+    process_limits.own_for_seal(given)
+    process_limits.own_for_seal(tmp_path / "top-link")
+    assert {p.lstat().st_uid for p in [given, *given.rglob("*")]} == {4242}
+    assert {p.stat().st_uid for p in [outside, *outside.iterdir()]} == {os.geteuid()}
+
+
 def test_a_command_s_open_files_are_capped(tmp_path):
     from pytest_webbench.environments.seal import MAX_OPEN_FILES
 

@@ -43,6 +43,7 @@ from harbor.models.task.config import NetworkMode, NetworkPolicy
 from .files import CopyResult, FileRefused, Refusal, copy_in, copy_in_dirs, copy_out, kind_below
 from .seal import Seal, can_seal, unshare_command
 from .sealed_shell import Finished, SealedShell, read_bounded
+from .process_limits import own_for_seal
 from .seal_init import mount_tmpfs, unmount
 
 WORKDIR = "/app"
@@ -277,9 +278,21 @@ class HostEnvironment(BaseEnvironment):
 
     async def upload_file(self, source_path, target_path: str) -> None:
         copy_in(Path(source_path), self.root, self.inside(target_path))
+        self._give(target_path)
 
     async def upload_dir(self, source_dir, target_dir: str) -> None:
         copy_in(Path(source_dir), self.root, self.inside(target_dir))
+        self._give(target_dir)
+
+    def _give(self, env_path: str, tree: bool = True) -> None:
+        """What the harness put in the workspace becomes the seal's commands', with the folders made
+        for it, where they run as another uid (process_limits.own_for_seal; else nothing)."""
+        target = self.host_path(env_path)
+        own_for_seal(target, tree)
+        for parent in target.parents:
+            if parent == self.root:
+                break
+            own_for_seal(parent, tree=False)
 
     async def download_file(self, source_path: str, target_path) -> None:
         self._copied(copy_out(self.root, self.inside(source_path), Path(target_path)), source_path)
@@ -334,6 +347,7 @@ class HostEnvironment(BaseEnvironment):
     async def _exec(self, command: str, cwd: str | None, env: dict[str, str] | None, timeout_sec: int | None) -> ExecResult:
         # Harbor's own working folders (never the agent's names): made through files.py all the same.
         copy_in_dirs(self.root, self.inside(cwd or WORKDIR))
+        self._give(cwd or WORKDIR, tree=False)
         workdir = self.host_path(cwd or WORKDIR)
         env = self._merge_env(env)  # the agent's AgentConfig.env and Harbor's scoped variables
         full_env = agent_environment(env)

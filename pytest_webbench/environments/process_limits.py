@@ -1,7 +1,16 @@
 """A seal's process limit: a pids cgroup of its own in the host's cgroup v1 pids hierarchy, which
 its PID 1 joins before it forks anything (seal_init), so every process and thread of the seal
 counts against MAX_PROCESSES; how often the limit refused a fork is read as the seal ends, for
-the trial's flags. Where there is no such hierarchy this process may write, there is no limit."""
+the trial's flags.
+
+Where there is no such hierarchy this process may write (cgroup v2 without a delegated subtree,
+a container), the limit is RLIMIT_NPROC, which the kernel counts per user and user namespace and
+never enforces on the host's root: the seal's commands then run as uid 0 of a user namespace of
+the seal's own, mapped to LIMITED_UID on the host, so each seal's processes are counted apart
+against their own limit (a harness that is not root seals in a user namespace already, as its
+own uid). Files the commands must write are made LIMITED_UID's (`own_for_seal`). A fork refused
+this way is not counted (the kernel keeps no such count), so `forks_refused` stays 0.
+`WEBBENCH_PIDS_CGROUP=0` uses the fallback where a cgroup would do (to try it)."""
 
 from __future__ import annotations
 
@@ -12,11 +21,42 @@ from pathlib import Path
 
 MAX_PROCESSES = 1024  # processes and threads (a sealed Chromium runs ~40 threads, Codex and Node a few dozen)
 PIDS_CGROUP_V1 = "/sys/fs/cgroup/pids"
+# The host uid a seal's commands run as where RLIMIT_NPROC is the limit and the harness is root: no
+# account's (far above any login's and systemd's dynamic range), and never uid 0, whom it spares.
+LIMITED_UID = 1_999_900_000
+
+
+def uses_cgroup() -> bool:
+    return os.environ.get("WEBBENCH_PIDS_CGROUP", "1") != "0" and _cgroup_parent() is not None
+
+
+def limited_uid() -> int | None:
+    """The host uid a seal's commands run as to be held by RLIMIT_NPROC, where the harness is root
+    and no pids cgroup can be made (None: a cgroup holds them, or the seal's own user namespace
+    already maps them to a user the limit holds)."""
+    return LIMITED_UID if os.geteuid() == 0 and not uses_cgroup() else None
+
+
+def own_for_seal(path: Path | str, tree: bool = True) -> None:
+    """Makes what the harness put in a seal's writable folder its commands' own, where they run as
+    `limited_uid` (else nothing to do). Names below may be the agent's: nothing is followed, not
+    even `path` itself (fwalk checks each folder it enters is the one it listed)."""
+    uid = limited_uid()
+    if uid is None:
+        return
+    with contextlib.suppress(FileNotFoundError):
+        os.chown(path, uid, uid, follow_symlinks=False)
+    if not tree:
+        return
+    for _top, dirs, files, fd in os.fwalk(path, follow_symlinks=False):
+        for name in dirs + files:
+            with contextlib.suppress(FileNotFoundError):
+                os.chown(name, uid, uid, dir_fd=fd, follow_symlinks=False)
 
 
 def _cgroup_parent() -> Path | None:
     """This process's folder of seal cgroups in the host's pids hierarchy (cgroup v1's pids
-    controller; None where there is none this process may write, and then no process limit)."""
+    controller; None where there is none this process may write)."""
     parent = Path(PIDS_CGROUP_V1) / f"webbench-{os.getpid()}"
     try:
         parent.mkdir(exist_ok=True)
@@ -27,8 +67,9 @@ def _cgroup_parent() -> Path | None:
 
 def new_cgroup() -> str | None:
     """A pids cgroup for one seal, limited to MAX_PROCESSES; its PID 1 joins it (seal_init) and every
-    process of the seal is counted. Removed once the seal has ended (`remove_cgroup`)."""
-    parent = _cgroup_parent()
+    process of the seal is counted. Removed once the seal has ended (`remove_cgroup`). None: no
+    cgroup, RLIMIT_NPROC is the limit (`limited_uid`)."""
+    parent = _cgroup_parent() if os.environ.get("WEBBENCH_PIDS_CGROUP", "1") != "0" else None
     if parent is None:
         return None
     import uuid

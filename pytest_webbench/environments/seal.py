@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .process_limits import MAX_PROCESSES, forks_refused, new_cgroup, remove_cgroup
+from .process_limits import MAX_PROCESSES, forks_refused, limited_uid, new_cgroup, own_for_seal, remove_cgroup
 from .seal_init import CONFIG_VAR, GO
 
 def _root_mountpoint() -> str:
@@ -105,11 +105,14 @@ class Seal:
         return [*die_with_parent(), unshare_command(), *userns, *NAMESPACES, sys.executable, "-I", "-S", "-c", INIT_LOADER,
                 INIT_DIR, *mode]
 
-    def config(self, ctl_fd: int, cgroup: str | None = None) -> str:
+    def config(self, ctl_fd: int, cgroup: str | None = None, nproc_uid: int | None = None) -> str:
+        """PID 1's settings. Without a `cgroup`, each command's RLIMIT_NPROC is the process limit,
+        and `nproc_uid` the host uid its commands run as (process_limits.py)."""
         return marshal.dumps({"workdir": self.workdir, "ports": list(self.ports), "rw": [list(p) for p in self.rw],
                               "ro": [list(p) for p in self.ro],
                               "tmpfs": [list(p) for p in self.tmpfs], "root_mountpoint": ROOT_MOUNTPOINT,
                               "ctl_fd": ctl_fd, "door": self.door, "cgroup": cgroup, "max_files": MAX_OPEN_FILES,
+                              "nproc": 0 if cgroup else MAX_PROCESSES, "nproc_uid": None if cgroup else nproc_uid,
                               "etc": list(ETC_ALLOWED)}).hex()
 
 
@@ -290,10 +293,14 @@ async def start_sealed(seal: Seal, command: str | None, env: dict[str, str], cwd
     exits = Exits(connect)
     keep = False
     cgroup = new_cgroup()
+    nproc_uid = None if cgroup else limited_uid()
+    if nproc_uid is not None:
+        for host, _ in seal.rw:
+            own_for_seal(host)
     try:
         ours.setblocking(False)
         proc = await asyncio.create_subprocess_exec(
-            *seal.argv(command), cwd=cwd, env={**env, CONFIG_VAR: seal.config(theirs.fileno(), cgroup)},
+            *seal.argv(command), cwd=cwd, env={**env, CONFIG_VAR: seal.config(theirs.fileno(), cgroup, nproc_uid)},
             stdin=asyncio.subprocess.PIPE if stdin else asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
             pass_fds=(theirs.fileno(),), start_new_session=True,  # a timeout kills the whole group

@@ -42,6 +42,11 @@ import struct
 import sys
 import warnings  # noqa: F401  os.execvpe imports it lazily, which would fail after the pivot
 
+if __package__:  # the harness's import, for CONFIG_VAR and the rest
+    from .seal_limits import join_cgroup, limit_command, limited_user_namespace
+else:  # PID 1's: this folder is on its path (seal.py's INIT_LOADER)
+    from seal_limits import join_cgroup, limit_command, limited_user_namespace
+
 CONFIG_VAR = "WEBBENCH_SEAL_CONFIG"  # PID 1's settings: in its environment, since argv is world-readable
 GO = b"G"
 
@@ -194,8 +199,9 @@ def _build_root(cfg: dict, lasting: bool = False) -> None:
         _bind(src, place(dst), readonly=False)
     for src, dst in cfg["ro"]:
         _bind(src, place(dst), readonly=True)
-    for dst, size in cfg["tmpfs"]:
-        _mount("webbench-tmp", place(dst), "tmpfs", MS_NOSUID | MS_NODEV, f"mode=0755,size={size}")
+    owner = f",uid={cfg['nproc_uid']},gid={cfg['nproc_uid']}" if cfg.get("nproc_uid") is not None else ""
+    for dst, size in cfg["tmpfs"]:  # the commands' own (process_limits.py: they may run as another uid)
+        _mount("webbench-tmp", place(dst), "tmpfs", MS_NOSUID | MS_NODEV, f"mode=0755,size={size}{owner}")
     os.chdir(root)
     _check(_libc.syscall(SYS_PIVOT_ROOT[os.uname().machine], b".", b"."), "pivot_root")
     _check(_libc.umount2(b".", MNT_DETACH), "detach the old root")  # nothing left to unmount back into view
@@ -294,15 +300,16 @@ def _drop_all_capabilities() -> None:
 def init_main(cfg: dict, command: list[str]) -> None:
     _prctl(PR_SET_DUMPABLE, 0)  # the agent cannot read our /proc/1/{environ,mem,fd}
     ctl = socket.socket(fileno=cfg["ctl_fd"])
-    _join_cgroup(cfg)
+    join_cgroup(cfg.get("cgroup"))
     _build_root(cfg)
+    limits = _command_limits(cfg)
     _loopback_up()
     _hand_over(ctl, cfg["ports"], cfg.get("door", False))
     ctl.close()  # before the agent's fork: it must not inherit it
     env = dict(os.environ)
     agent = os.fork()
     if agent == 0:
-        _exec_command(command, env, cfg["workdir"], lambda: os.setpgid(0, 0), cfg.get("max_files", 0))
+        _exec_command(command, env, cfg["workdir"], lambda: os.setpgid(0, 0), limits)
 
     def relay(sig: int, _frame) -> None:
         try:
@@ -321,24 +328,20 @@ def init_main(cfg: dict, command: list[str]) -> None:
             os._exit(_exit_code(status))
 
 
-def _join_cgroup(cfg: dict) -> None:
-    """PID 1 moves itself into the seal's pids cgroup (the harness made it, with its limit), so
-    every process of the seal counts against it: a fork bomb meets the limit, not the host's."""
-    if path := cfg.get("cgroup"):
-        with open(path + "/cgroup.procs", "w") as f:
-            f.write("0")  # 0: the writer itself, whatever its number in this PID namespace
+def _command_limits(cfg: dict) -> tuple[int, int, int | None]:
+    """What `limit_command` gives each command: its open files, and, where no cgroup holds the seal,
+    its processes and the user namespace it runs them in (after the pivot: /proc is the seal's)."""
+    uid = cfg.get("nproc_uid")
+    return cfg.get("max_files", 0), cfg.get("nproc", 0), limited_user_namespace(uid) if uid is not None else None
 
 
-def _exec_command(argv: list[str], env: dict, workdir: str, prepare, max_files: int = 0) -> None:
-    """In the command's child: `prepare()` (its own process group, its stdio, its namespaces),
-    default signal dispositions, a cap on its open files, then exec without a capability. Never
-    returns: a failure is reported on stderr and exits 127, as a shell would."""
+def _exec_command(argv: list[str], env: dict, workdir: str, prepare, limits: tuple[int, int, int | None]) -> None:
+    """In the command's child: `prepare()` (its own process group, its stdio, its namespaces), its
+    limits, default signal dispositions, then exec without a capability. Never returns: a failure
+    is reported on stderr and exits 127, as a shell would."""
     try:
         prepare()
-        if max_files:  # lowered in the command only: PID 1 keeps its own, and a command cannot raise it back
-            soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-            cap = max_files if hard == resource.RLIM_INFINITY else min(hard, max_files)
-            resource.setrlimit(resource.RLIMIT_NOFILE, (min(soft, cap) if soft != resource.RLIM_INFINITY else cap, cap))
+        limit_command(*limits)
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGPIPE, signal.SIGCHLD):
             signal.signal(sig, signal.SIG_DFL)
         os.chdir(workdir)
@@ -364,8 +367,9 @@ def serve_main(cfg: dict) -> None:
     _prctl(PR_SET_DUMPABLE, 0)
     ctl = socket.socket(fileno=cfg["ctl_fd"])
     ctl.set_inheritable(False)  # no command may hold the harness's control socket
-    _join_cgroup(cfg)
+    join_cgroup(cfg.get("cgroup"))
     _build_root(cfg, lasting=True)
+    command_limits = _command_limits(cfg)
     _loopback_up()
     _hand_over(ctl, cfg["ports"], False)
     # A command can signal PID 1 only where it has a handler: Python's own for SIGINT would end it.
@@ -398,7 +402,7 @@ def serve_main(cfg: dict) -> None:
                 for fd in fds:
                     os.close(fd)
                 os._exit(125)
-            number, pid = _start(*fds, max_files=cfg.get("max_files", 0))
+            number, pid = _start(*fds, limits=command_limits)
             running[pid] = number
 
 
@@ -435,7 +439,7 @@ def _end_leftovers() -> None:
                 break
 
 
-def _start(request_fd: int, stdin: int, stdout: int, stderr: int, max_files: int = 0) -> tuple[int, int]:
+def _start(request_fd: int, stdin: int, stdout: int, stderr: int, limits: tuple[int, int, int | None]) -> tuple[int, int]:
     """Forks one command of a request (a marshalled dict in a memfd: number, argv, env, workdir)."""
     try:
         os.lseek(request_fd, 0, os.SEEK_SET)
@@ -457,7 +461,7 @@ def _start(request_fd: int, stdin: int, stdout: int, stderr: int, max_files: int
 
     pid = os.fork()
     if pid == 0:
-        _exec_command(request["argv"], request["env"], request["workdir"], own_world, max_files)
+        _exec_command(request["argv"], request["env"], request["workdir"], own_world, limits)
     for fd in (stdin, stdout, stderr):
         os.close(fd)
     return request["number"], pid
