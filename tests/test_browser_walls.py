@@ -347,3 +347,40 @@ def test_the_final_screenshot_is_a_lossless_webp_of_the_page(browsers, tmp_path)
         assert ImageChops.difference(webp.convert("RGB"), reference.convert("RGB")).getbbox() is None  # not one pixel differs
     assert saved.stat().st_size < len(png) / 2
     assert lossless_webp(b"not an image") == b"not an image"
+
+
+def _bytes_below(folder: Path) -> int:
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file() and not p.is_symlink())
+
+
+def test_what_the_agent_s_traffic_puts_into_the_trace_on_this_host_is_cut_at_its_bound(monkeypatch, tmp_path):
+    """Playwright writes every body the page sends or gets into the session's artifacts folder as it
+    records: 160 MB of incompressible replies would have put 160 MB there. The recording stops once
+    the folder passes its bound (8 MB here), what it held is saved and bounded, the trial is
+    flagged, and the folder goes with the session."""
+    monkeypatch.setenv("WEBBENCH_MAX_ARTIFACT_BYTES", str(8 << 20))
+    size = 4 << 20
+    loop = ServiceLoop()  # each reply its own bytes: Playwright stores a body seen twice once
+    app = Starlette(routes=[Route("/big/{i}", lambda r: Response(os.urandom(size), media_type="application/octet-stream")),
+                            Route("/{p:path}", lambda r: HTMLResponse("<title>big</title>"))])
+    site = "http://site.localhost:" + loop.serve(app, "site").rsplit(":", 1)[1]
+    backend = LocalBackend()
+    try:
+        loop.run(backend.create_session("T", site_urls=[site], trace=True))
+        loop.run(backend.goto("T", site + "/"))
+        out = loop.run(backend.execute_playwright("T", """
+            let got = 0;
+            for (let i = 0; i < 40; i++) got += await page.evaluate(async (i) => (await (await fetch('/big/' + i)).arrayBuffer()).byteLength, i);
+            return got;""", timeout_sec=120), timeout=180)
+        assert out["success"] and out["result"] == 40 * size, out
+        artifacts = Path(backend.driver._artifacts)
+        held = _bytes_below(artifacts)
+        assert held < 20 * size, held  # cut near 8 MB: not the 160 MB the replies carried
+        saved = loop.run(backend.save_trace("T", tmp_path))
+        assert saved["file"] == "trace.zip" and "stopped recording" in saved["bounded"], saved
+        assert (tmp_path / "trace.zip").stat().st_size < 20 * size
+        loop.run(backend.delete_session("T"))
+        assert _bytes_below(artifacts) == 0 and not list(artifacts.iterdir())
+    finally:
+        loop.run(backend.close())
+        loop.close()

@@ -10,9 +10,56 @@
 const vm = require('vm');
 const W = require('./sealed/webmcp.js');
 
+const fs = require('fs');
+const path = require('path');
 const { chromium } = require(process.env.WEBBENCH_PLAYWRIGHT_PACKAGE);
 
 const sessions = new Map();
+
+// What a session's trace may put on this host while it records: Playwright writes the agent's
+// request and response bodies and every frame into the session's artifacts folder as they happen
+// (three minutes of large POSTs made 961 MB), so past MAX_ARTIFACT_BYTES the recording stops, what
+// it holds is saved, and the trial is flagged (local.py). Checked every ARTIFACT_CHECK_MS: a trace
+// grows at most what the agent's traffic carries in that while past the bound.
+const ARTIFACTS_ROOT = process.env.WEBBENCH_ARTIFACTS; // the driver's own folder (node_driver.py)
+const MAX_ARTIFACT_BYTES = Number(process.env.WEBBENCH_MAX_ARTIFACT_BYTES || 256 * 1024 * 1024);
+const ARTIFACT_CHECK_MS = 200;
+
+async function folderBytes(dir) {
+  let total = 0;
+  const todo = [dir];
+  while (todo.length) {
+    const folder = todo.pop();
+    const entries = await fs.promises.readdir(folder, { withFileTypes: true }).catch(() => []);
+    for (const e of entries) {
+      const full = path.join(folder, e.name);
+      if (e.isDirectory()) todo.push(full);
+      else total += (await fs.promises.lstat(full).catch(() => ({ size: 0 }))).size;
+    }
+  }
+  return total;
+}
+
+async function cutTrace(id, s, bytes) {
+  s.tracing = false;
+  s.traceCut = { bytes, path: path.join(ARTIFACTS_ROOT, `cut-${s.artifactsName}.zip`) };
+  s.traceCut.saved = s.context.tracing.stop({ path: s.traceCut.path }).then(() => true, () => false);
+}
+
+let checking = false;
+setInterval(async () => {
+  if (checking) return;
+  checking = true;
+  try {
+    for (const [id, s] of sessions) {
+      if (!s.tracing || !s.artifactsDir) continue;
+      const bytes = await folderBytes(s.artifactsDir);
+      if (s.tracing && bytes > MAX_ARTIFACT_BYTES) await cutTrace(id, s, bytes);
+    }
+  } finally {
+    checking = false;
+  }
+}, ARTIFACT_CHECK_MS).unref();
 
 function session(id) {
   const s = sessions.get(id);
@@ -144,9 +191,13 @@ const OPS = {
   // before the agent starts and held to the end, so it is the browser the harness started.
   async open({ session: id, cdp_url, trace }) {
     if (sessions.has(id)) throw new Error(`browser session ${id} already exists`);
-    const browser = await chromium.connectOverCDP(cdp_url);
+    // the session's own artifacts folder, so what its trace writes is measured apart and goes with it
+    const artifactsDir = ARTIFACTS_ROOT ? await fs.promises.mkdtemp(path.join(ARTIFACTS_ROOT, 'session-')) : undefined;
+    const browser = await chromium.connectOverCDP(cdp_url, { artifactsDir });
     const context = browser.contexts()[0];
     const s = W.newSession(id, browser, context);
+    s.artifactsDir = artifactsDir;
+    s.artifactsName = artifactsDir ? path.basename(artifactsDir) : id.replace(/[^A-Za-z0-9_-]/g, '_');
     s.customSources = new Map(); // namespace -> source
     sessions.set(id, s);
     if (trace) {
@@ -164,11 +215,21 @@ const OPS = {
   },
 
   // Playwright's trace.zip of the session so far; tracing ends with it.
-  async trace_save({ session: id, path }) {
+  async trace_save({ session: id, path: target }) {
     const s = session(id);
+    if (s.traceCut) { // stopped at its bound: what it held then
+      const cut = s.traceCut;
+      s.traceCut = null;
+      if (!(await cut.saved)) return { saved: false, cut_bytes: cut.bytes };
+      await fs.promises.rename(cut.path, target).catch(async () => {
+        await fs.promises.copyFile(cut.path, target);
+        await fs.promises.rm(cut.path, { force: true });
+      });
+      return { saved: true, cut_bytes: cut.bytes };
+    }
     if (!s.tracing) return { saved: false };
     s.tracing = false;
-    await s.context.tracing.stop({ path });
+    await s.context.tracing.stop({ path: target });
     return { saved: true };
   },
 
@@ -177,6 +238,10 @@ const OPS = {
     if (!s) return { closed: false };
     sessions.delete(id);
     await s.browser.close().catch(() => {});
+    if (s.traceCut) await s.traceCut.saved;
+    for (const left of [s.artifactsDir, s.traceCut && s.traceCut.path]) {
+      if (left) await fs.promises.rm(left, { recursive: true, force: true }).catch(() => {});
+    }
     return { closed: true };
   },
 

@@ -175,10 +175,14 @@ class LocalBackend:
         path = folder / TRACE_FILE
         folder.mkdir(parents=True, exist_ok=True)
         saved = await self.call("trace_save", session=session_id, path=str(path), timeout=120)
+        cut = saved.get("cut_bytes")
+        said = [f"the browser trace stopped recording at {cut // (1024 * 1024)} MB on this host, past its bound "
+                f"(driver.js MAX_ARTIFACT_BYTES)"] if cut else []
         if not saved.get("saved"):
-            return {}
+            return {"bounded": said[0]} if said else {}
         rewritten = await asyncio.to_thread(rewrite_trace, path)
-        return {"file": TRACE_FILE, **({"bounded": rewritten.flag} if rewritten.flag else {})}
+        said += [rewritten.flag] if rewritten.flag else []
+        return {"file": TRACE_FILE, **({"bounded": "; ".join(said)} if said else {})}
 
     async def screenshot(self, session_id: str) -> bytes:
         return base64.b64decode((await self.call("screenshot", session=session_id))["image"])

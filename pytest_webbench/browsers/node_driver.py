@@ -8,6 +8,8 @@ import asyncio
 import itertools
 import json
 import os
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +28,12 @@ class NodeDriver:
         self._reader: asyncio.Task | None = None
         self._start_lock = asyncio.Lock()
         self._stderr_tail: list[str] = []
+        self._artifacts: str | None = None
+
+    def _remove_artifacts(self) -> None:
+        if self._artifacts is not None:
+            shutil.rmtree(self._artifacts, ignore_errors=True)
+            self._artifacts = None
 
     async def _ensure_started(self) -> asyncio.subprocess.Process:
         async with self._start_lock:
@@ -33,7 +41,13 @@ class NodeDriver:
                 return self._proc
             node, package = playwright_driver()
             # The harness's own process, yet given only what it needs: no key of the harness's.
-            env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "WEBBENCH_PLAYWRIGHT_PACKAGE": str(package)}
+            # Its own folder for what Playwright writes (each session's trace, as it records): its
+            # temp dir too, and removed with it
+            self._remove_artifacts()  # a driver that died leaves its folder
+            self._artifacts = tempfile.mkdtemp(prefix="webbench-driver-")
+            env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "WEBBENCH_PLAYWRIGHT_PACKAGE": str(package),
+                   "WEBBENCH_ARTIFACTS": self._artifacts, "TMPDIR": self._artifacts,
+                   **{k: v for k, v in os.environ.items() if k == "WEBBENCH_MAX_ARTIFACT_BYTES"}}
             self._proc = await asyncio.create_subprocess_exec(
                 str(node), str(DRIVER_JS),
                 stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
@@ -93,12 +107,12 @@ class NodeDriver:
 
     async def close(self) -> None:
         proc = self._proc
-        if proc is None or proc.returncode is not None:
-            return
-        assert proc.stdin is not None
-        proc.stdin.close()
-        try:
-            await asyncio.wait_for(proc.wait(), 10)
-        except TimeoutError:
-            proc.kill()
-            await proc.wait()
+        if proc is not None and proc.returncode is None:
+            assert proc.stdin is not None
+            proc.stdin.close()
+            try:
+                await asyncio.wait_for(proc.wait(), 10)
+            except TimeoutError:
+                proc.kill()
+                await proc.wait()
+        self._remove_artifacts()
