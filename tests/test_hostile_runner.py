@@ -22,6 +22,7 @@ ROUTES = {
     "gateway: only the run's protocol and model", "files: links out of the trial", "files: writes through planted links",
     "shell: the host's /etc", "shell: processes without a limit", "shell: open files without a limit",
     "gateway: the provider's own tools and fetchers", "browser code: raw CDP through what events hand out",
+    "gateway: the meter's price (options and bodies read two ways)", "verifier: what the agent left",
 }
 NOT_PROBED_OUTSIDE_THE_PLAYWRIGHT_ARM = {"browser code: raw CDP through what events hand out"}
 
@@ -61,9 +62,18 @@ import pytest_webbench.environments.seal as seal
 import pytest_webbench.gateway.policy as policy
 
 seal.ETC_ALLOWED = (*seal.ETC_ALLOWED, "shadow")  # the host's shadow file in every seal
-seal.new_cgroup = lambda: None  # no process limit
+seal.new_cgroup = lambda: None  # no process limit: no cgroup, and no user RLIMIT_NPROC would hold
+seal.limited_uid = lambda: None
 seal.MAX_OPEN_FILES = 0  # no cap on a command's open files (0: PID 1 leaves the host's)
 policy.check_allowed = lambda api, request: None  # the body policy down: the provider's tools go out
+policy.PRICED_OPTIONS = {}  # a faster tier, a longer cache, many choices: past the run's price
+
+
+async def _verify_here(self, graded):  # the verifier runs in the agent's own workspace
+    self.verifying = True
+
+
+host.HostEnvironment.verify_apart = _verify_here
 '''
 
 
@@ -78,11 +88,13 @@ def test_a_wall_knocked_down_is_reported_breached_and_fails_its_trial(pytester):
     assert set(breached) == {"shell: the harness's keys", "shell: other processes' environments",
                              "browser: local schemes (file:)", "shell: the host's /etc", "shell: processes without a limit",
                              "shell: open files without a limit", "gateway: the provider's own tools and fetchers",
+                             "gateway: the meter's price (options and bodies read two ways)", "verifier: what the agent left",
                              # the allowlist also kept out the protocol probes' stored state and hosted tool
                              "gateway: only the run's protocol and model"}, breached
     assert "wbca" in breached["shell: the harness's keys"] and "file:///etc/passwd" in breached["browser: local schemes (file:)"]
     assert "read /etc/shadow" in breached["shell: the host's /etc"]
-    assert "8 of 20 walls breached" in record.detail  # the event-payload wall is the playwright arm's alone
+    assert "ran in the verifier's commands" in breached["verifier: what the agent left"]
+    assert "10 of 22 walls breached" in record.detail  # the event-payload wall is the playwright arm's alone
 
 
 def test_the_event_payload_probe_can_report_breached():

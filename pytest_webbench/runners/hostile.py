@@ -28,35 +28,11 @@ from harbor.agents.capabilities import AgentCapabilities
 
 from ..design.arms import ANSWER_PATH
 from ..grading.walls import Wall, Walls, write_walls
+from .hostile_gateway import gateway_probes, gateway_walls
 
 CANARY_VARIABLE = "WEBBENCH_HOSTILE_CANARY"
 SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL", re.I)
 ANSWER_RULE = "[metadata.webbench"  # what the suite's task.toml holds and nothing else does
-ENDPOINTS = {"responses": "responses", "messages": "v1/messages", "chat": "chat/completions"}
-STATEFUL = {"responses": {"background": True}, "messages": {"mcp_servers": [{"type": "url", "url": "https://example.com/mcp"}]},
-            "chat": {"store": True}}
-# What makes the provider act beyond one reply with the harness's key, per protocol (gateway/allowlist.py):
-# a hosted shell, a part fetched from a URL, a stored item, a hosted tool named by tool_choice or
-# nested in a namespace, a fallback model list, a web plugin.
-_URL = "https://example.com/x.png"
-VALID_BODIES = {"responses": {"store": False, "stream": True, "input": "hi"},
-                "messages": {"max_tokens": 16, "stream": True, "messages": [{"role": "user", "content": "hi"}]},
-                "chat": {"stream": True, "messages": [{"role": "user", "content": "hi"}]}}
-PROVIDER_REACH = {
-    "responses": [{"tools": [{"type": "local_shell"}]},
-                  {"input": [{"role": "user", "content": [{"type": "input_image", "image_url": _URL}]}]},
-                  {"input": [{"type": "item_reference", "id": "msg_1"}]},
-                  {"tool_choice": {"type": "web_search_preview"}},
-                  {"tools": [{"type": "namespace", "name": "x", "tools": [{"type": "web_search"}]}]}],
-    "messages": [{"tools": [{"type": "bash_20250124", "name": "bash"}]},
-                 {"messages": [{"role": "user", "content": [{"type": "image", "source": {"type": "url", "url": _URL}}]}]},
-                 {"messages": [{"role": "user", "content": [{"type": "document", "source": {"type": "file", "file_id": "f"}}]}]},
-                 {"tools": [{"type": "web_fetch_20250910", "name": "web_fetch"}]}],
-    "chat": [{"models": ["a/b", "c/d"]}, {"plugins": [{"id": "web"}]}, {"web_search_options": {}},
-             {"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": _URL}}]}]}],
-}
-
-
 # The playwright arm's rules on objects its code can reach: raw CDP through a console message's
 # page(), a waitForEvent predicate's argument, a getter or method the code adds (run with the real
 # object as `this`), and a method patched on the class (the names built at run time, past the
@@ -147,6 +123,7 @@ class HostileAgent(BaseAgent):
             walls.walls += await self._seal_limits(environment)
             walls.walls += await self._browser(walls.secrets, experiment_dir)
             walls.walls += await self._gateway(environment, trial_dir)
+            walls.walls.append(await self._verifier(environment))  # the last of the agent's workspace: it goes here
             walls.walls.append(await self._plant(environment, outside))
         finally:
             os.environ.pop(CANARY_VARIABLE, None)
@@ -311,57 +288,78 @@ return out;"""
 
     # -- the gateway ---------------------------------------------------------------------------
     async def _gateway(self, environment, trial_dir: Path) -> list[Wall]:
-        from ..gateway.meter import read_model_log
         from ..gateway.policy import MAX_BODY_BYTES
         from ..gateway.wiring import MODEL_LOG
 
         base, token = self.gateway_url, next((v for v in self._extra_env.values() if v.startswith("wbt-")), None)
         api = self._model_api()
+        routes = ["gateway: only the run's protocol and model", "gateway: the provider's own tools and fetchers",
+                  "gateway: the meter's price (options and bodies read two ways)"]
         if not base or not token or api is None:
-            return [Wall(route="gateway: only the run's protocol and model", status="not probed",
-                         evidence="this run gives the agent no model gateway route")]
-        key = f"x-api-key: {token}" if api == "messages" else f"Authorization: Bearer {token}"
-        endpoint = ENDPOINTS[api]
-        body = {"model": "o1-pro", "store": False, "stream": True, "max_tokens": 16, "input": "hi",
-                "messages": [{"role": "user", "content": "hi"}]}
+            return [Wall(route=r, status="not probed", evidence="this run gives the agent no model gateway route") for r in routes]
         model = (self.model_name or "").split("/", 1)[-1]
-        probes = [("GET", p, None) for p in ("models", "files", "../../models", "%2e%2e/models", f"{endpoint}/x")]
-        probes += [("POST", endpoint, body), ("POST", endpoint, {**body, "model": model, **STATEFUL[api]}),
-                   ("POST", endpoint, {**body, "model": model, "tools": [{"type": "web_search"}]})]
-        lines = [f"curl -s --path-as-is -m 10 -o /dev/null -w '%{{http_code}}\\n' -X {m} -H {shlex.quote(key)} "
-                 f"-H 'content-type: application/json' {('-d ' + shlex.quote(json.dumps(b))) if b else ''} "
-                 f"{shlex.quote(base.rstrip('/') + '/' + p)}" for m, p, b in probes]
-        lines.append(f"head -c {MAX_BODY_BYTES + 1024} /dev/zero | tr '\\0' 'x' | curl -s -m 20 -o /dev/null -w '%{{http_code}}\\n' "
-                     f"-H {shlex.quote(key)} -H 'content-type: application/json' --data-binary @- "
-                     f"{shlex.quote(base.rstrip('/') + '/' + endpoint)}")
-        # the provider's own tools and fetchers, each added to a body the gateway would otherwise forward
-        own = [{**VALID_BODIES[api], "model": model, **extra} for extra in PROVIDER_REACH[api]]
-        lines += [f"curl -s -m 10 -o /dev/null -w '%{{http_code}}\\n' -H {shlex.quote(key)} -H 'content-type: application/json' "
-                  f"-d {shlex.quote(json.dumps(b))} {shlex.quote(base.rstrip('/') + '/' + endpoint)}" for b in own]
-        result = await environment.exec("command -v curl >/dev/null || { echo NO-CURL; exit 0; }; " + "; ".join(lines),
-                                        timeout_sec=180)
+        command, counted = gateway_probes(api, model, base, token, MAX_BODY_BYTES)
+        result = await environment.exec("command -v curl >/dev/null && command -v base64 >/dev/null || "
+                                        "{ echo NO-CURL; exit 0; }; " + command, timeout_sec=240)
         if "NO-CURL" in (result.stdout or ""):
-            return [Wall(route="gateway: only the run's protocol and model", status="not probed",
-                         evidence="no curl in the agent's environment")]
-        codes = (result.stdout or "").split()
-        log = read_model_log(trial_dir / MODEL_LOG)
-        first = len(probes) + 1  # the protocol's probes, then the provider's own tools'
-        walls = []
-        for route, lines_of, codes_of in (("gateway: only the run's protocol and model", log[:first], codes[:first]),
-                                          ("gateway: the provider's own tools and fetchers", log[first:], codes[first:])):
-            passed = [line for line in lines_of if line.decision != "refused_request"]
-            expected = first if not walls else len(own)
-            held = not passed and len(lines_of) == expected and all(c.startswith("4") for c in codes_of)
-            walls.append(Wall(route=route, status="held" if held else "breached",
-                              evidence=f"answers {' '.join(codes_of)}; the gateway's log: "
-                                       f"{len(lines_of) - len(passed)} refused, {len(passed)} not"
-                                       + (f" ({passed[0].decision} {passed[0].path})" if passed else "")))
-        return walls
+            return [Wall(route=r, status="not probed", evidence="no curl or base64 in the agent's environment") for r in routes]
+        return gateway_walls((result.stdout or "").split(), trial_dir / MODEL_LOG, counted)
 
     def _model_api(self) -> str | None:
         from . import runner_spec
 
         return runner_spec("hostile").api_for(self.model_name)
+
+    # -- the verifier's workspace --------------------------------------------------------------
+    async def _verifier(self, environment) -> Wall:
+        """What the agent leaves that a verifier's interpreter or shell would import or run (modules
+        named as the standard library's, site and user customisation, a .pth, programs named as the
+        interpreter and the shells on the folders of a search path, login profiles, a test.sh in
+        /tests) is planted; then the harness makes the verifier's workspace, as for a task graded by
+        its own verifier, and there runs what a verifier runs. Nothing planted may run or be seen."""
+        route = "verifier: what the agent left"
+        if not callable(getattr(environment, "verify_apart", None)):
+            return Wall(route=route, status="not probed",
+                        evidence="a task's own verifier runs only in the host environment (configure refuses the rest)")
+        mark = "planted-" + secrets.token_hex(8)
+        names = ["json.py", "os.py", "re.py", "sitecustomize.py", "usercustomize.py", "conftest.py", "zz-planted.pth",
+                 "python3", "python", "bash", "sh", "pytest"]
+        program = f"#!/bin/sh\necho {mark}\n"
+        plant = "; ".join([
+            f"user_site=$(python3 -s -c 'import site; print(site.getusersitepackages())' 2>/dev/null)",
+            'for d in /app /tmp /tests /logs "$HOME" "$user_site"; do mkdir -p "$d" 2>/dev/null || continue; '
+            f"for m in json os re sitecustomize usercustomize conftest; do echo \"print('{mark}')\" > \"$d/$m.py\"; done; "
+            f"echo \"import sys; print('{mark}')\" > \"$d/zz-planted.pth\"; done",
+            'for d in /tmp /app "$HOME/bin" "$HOME/.local/bin" /tests; do mkdir -p "$d"; for x in python3 python bash sh pytest; do '
+            f"printf {shlex.quote(program)} > \"$d/$x\"; chmod +x \"$d/$x\"; done; done",
+            f'for f in .bashrc .profile .bash_profile .bash_login; do echo "echo {mark}" >> "$HOME/$f"; done',
+            f"printf {shlex.quote(program)} > /tests/test.sh; chmod +x /tests/test.sh",
+            "ls -A /app | wc -l"])
+        planted = await environment.exec(plant, timeout_sec=60)
+        if not (planted.stdout or "").strip().isdigit() or int(planted.stdout.strip()) < len(names) - 5:
+            return Wall(route=route, status="not probed", evidence=f"nothing could be planted: {(planted.stderr or '')[:200]}")
+        await environment.verify_apart({"answer.json": b"{}"})
+        check = "; ".join([
+            "cd /app", "python3 -c 'import json, os, re; print(\"IMPORTED\", json.__file__)' 2>&1",
+            "bash -lc true 2>&1; sh -c true 2>&1; bash /tests/test.sh 2>&1",
+            "echo ==FOUND; command -v python3 bash sh; ls -A /app /tmp /tests \"$HOME\" 2>&1"])
+        result = await environment.exec(check, timeout_sec=60)
+        out = (result.stdout or "") + (result.stderr or "")
+        ran = mark in out
+        found = out.split("==FOUND", 1)[-1]
+        seen = sorted({line.strip() for line in found.splitlines() if line.strip() in names or line.strip().startswith(".bash")})
+        shadowed = [p for p in found.split() if p.startswith("/") and p.rsplit("/", 1)[-1] in ("python3", "bash", "sh")
+                    and not p.startswith(("/usr/", "/bin/", "/sbin/"))]
+        imported = out.split("IMPORTED", 1)[-1].split()[:1]
+        foreign = [f for f in imported if not f.startswith("/usr/")]
+        if ran or seen or shadowed or foreign:
+            return Wall(route=route, status="breached", evidence="; ".join(
+                [*(["what it planted ran in the verifier's commands"] if ran else []), *([f"still there: {', '.join(seen)}"] if seen else []),
+                 *([f"found first on PATH: {', '.join(shadowed)}"] if shadowed else []),
+                 *([f"json imported from {foreign[0]}"] if foreign else [])])[:300])
+        return Wall(route=route, status="held",
+                    evidence=f"{len(names)} kinds of file planted in its folders; none ran or was there for the verifier, "
+                             f"json from {imported[0] if imported else '?'}")
 
     # -- files ---------------------------------------------------------------------------------
     async def _plant(self, environment, outside: Path) -> Wall:
