@@ -43,9 +43,9 @@ import sys
 import warnings  # noqa: F401  os.execvpe imports it lazily, which would fail after the pivot
 
 if __package__:  # the harness's import, for CONFIG_VAR and the rest
-    from .seal_limits import join_cgroup, limit_command, limited_user_namespace
+    from .seal_limits import drop_all_capabilities, join_cgroup, limit_command, limited_user_namespace
 else:  # PID 1's: this folder is on its path (seal.py's INIT_LOADER)
-    from seal_limits import join_cgroup, limit_command, limited_user_namespace
+    from seal_limits import drop_all_capabilities, join_cgroup, limit_command, limited_user_namespace
 
 CONFIG_VAR = "WEBBENCH_SEAL_CONFIG"  # PID 1's settings: in its environment, since argv is world-readable
 GO = b"G"
@@ -53,7 +53,7 @@ GO = b"G"
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
 MNT_DETACH = 2
-PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 4, 24, 38, 47, 4
+PR_SET_DUMPABLE = 4
 SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "riscv64": 41}
 PROC_READ_ONLY = ("/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/proc/fs")
 PROC_MASKED = ("/proc/kcore", "/proc/keys", "/proc/timer_list", "/proc/kmsg")
@@ -256,47 +256,6 @@ def _serve_door(ctl: socket.socket) -> None:
         os._exit(0)
 
 
-# The kernel's keyrings are not namespaced: uid 0's user keyring is the host root's, shared by
-# every trial. Docker's default seccomp profile refuses these calls for the same reason.
-KEYRING_SYSCALLS = {"x86_64": (248, 249, 250), "aarch64": (217, 218, 219), "riscv64": (217, 218, 219)}
-AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7, "riscv64": 0xC00000F3}
-PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
-SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO_EPERM = 0x7FFF0000, 0x00050000 | 1
-
-
-class _SockFprog(ctypes.Structure):
-    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
-
-
-def _refuse_keyrings() -> None:
-    """A seccomp filter: add_key, request_key and keyctl fail with EPERM, as does any syscall of
-    another ABI (i386's int 0x80, x86_64's x32), whose numbers differ. Needs no_new_privs."""
-    machine = os.uname().machine
-    add_key, request_key, keyctl = KEYRING_SYSCALLS[machine]
-    ld, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06  # BPF_LD|W|ABS, BPF_JMP|JEQ|K, BPF_JMP|JGE|K, BPF_RET|K
-    program = [(ld, 0, 0, 4), (jeq, 0, 6, AUDIT_ARCH[machine]),  # seccomp_data.arch; not ours: refused
-               (ld, 0, 0, 0), (jge, 4, 0, 0x40000000),  # seccomp_data.nr; x32's numbers: refused
-               (jeq, 3, 0, add_key), (jeq, 2, 0, request_key), (jeq, 1, 0, keyctl),
-               (ret, 0, 0, SECCOMP_RET_ALLOW), (ret, 0, 0, SECCOMP_RET_ERRNO_EPERM)]
-    code = ctypes.create_string_buffer(b"".join(struct.pack("HBBI", *op) for op in program))
-    fprog = _SockFprog(len(program), ctypes.addressof(code))
-    _check(_libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.addressof(fprog), 0, 0), "seccomp")
-
-
-def _drop_all_capabilities() -> None:
-    """In the agent's child, just before exec: it can mount, unmount, ptrace or pivot nothing, and
-    nothing it runs gets a capability back."""
-    with open("/proc/sys/kernel/cap_last_cap") as f:
-        last_cap = int(f.read())
-    for cap in range(last_cap + 1):
-        _prctl(PR_CAPBSET_DROP, cap)
-    _prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL)
-    _prctl(PR_SET_NO_NEW_PRIVS, 1)
-    header = ctypes.create_string_buffer(struct.pack("Ii", 0x20080522, 0))  # _LINUX_CAPABILITY_VERSION_3, self
-    _check(_libc.capset(header, ctypes.create_string_buffer(bytes(24))), "capset")
-    _refuse_keyrings()
-
-
 def init_main(cfg: dict, command: list[str]) -> None:
     _prctl(PR_SET_DUMPABLE, 0)  # the agent cannot read our /proc/1/{environ,mem,fd}
     ctl = socket.socket(fileno=cfg["ctl_fd"])
@@ -345,7 +304,7 @@ def _exec_command(argv: list[str], env: dict, workdir: str, prepare, limits: tup
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGPIPE, signal.SIGCHLD):
             signal.signal(sig, signal.SIG_DFL)
         os.chdir(workdir)
-        _drop_all_capabilities()
+        drop_all_capabilities()
         os.execvpe(argv[0], argv, env)
     except BaseException as exc:  # noqa: BLE001
         os.write(2, f"webbench seal: cannot start {argv[0]!r}: {exc}\n".encode())
