@@ -23,6 +23,7 @@ ROUTES = {
     "shell: the host's /etc", "shell: processes without a limit", "shell: open files without a limit",
     "gateway: the provider's own tools and fetchers", "browser code: raw CDP through what events hand out",
     "gateway: the meter's price (options and bodies read two ways)", "verifier: what the agent left",
+    "record: a fault the agent causes is charged to it",
 }
 NOT_PROBED_OUTSIDE_THE_PLAYWRIGHT_ARM = {"browser code: raw CDP through what events hand out"}
 
@@ -74,6 +75,10 @@ async def _verify_here(self, graded):  # the verifier runs in the agent's own wo
 
 
 host.HostEnvironment.verify_apart = _verify_here
+
+import pytest_webbench.grading.verdict as verdict
+
+verdict.charged_to_agent = lambda *args, **kwargs: False  # every fault errored: the pair would be dropped
 '''
 
 
@@ -89,12 +94,13 @@ def test_a_wall_knocked_down_is_reported_breached_and_fails_its_trial(pytester):
                              "browser: local schemes (file:)", "shell: the host's /etc", "shell: processes without a limit",
                              "shell: open files without a limit", "gateway: the provider's own tools and fetchers",
                              "gateway: the meter's price (options and bodies read two ways)", "verifier: what the agent left",
+                             "record: a fault the agent causes is charged to it",
                              # the allowlist also kept out the protocol probes' stored state and hosted tool
                              "gateway: only the run's protocol and model"}, breached
     assert "wbca" in breached["shell: the harness's keys"] and "file:///etc/passwd" in breached["browser: local schemes (file:)"]
     assert "read /etc/shadow" in breached["shell: the host's /etc"]
     assert "ran in the verifier's commands" in breached["verifier: what the agent left"]
-    assert "10 of 22 walls breached" in record.detail  # the event-payload wall is the playwright arm's alone
+    assert "11 of 23 walls breached" in record.detail  # the event-payload wall is the playwright arm's alone
 
 
 def test_the_event_payload_probe_can_report_breached():

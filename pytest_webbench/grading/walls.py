@@ -24,6 +24,7 @@ class Walls(BaseModel):
     canary_file: str | None = None  # the harness's file outside the trial that planted links point at
     canary_text: str | None = None
     secrets: list[str] = Field(default_factory=list)  # values that must appear nowhere the agent can write
+    browser_calls: int = 0  # the runner's calls through the proxy that its browser answered
 
 
 def write_walls(trial_dir: Path, walls: Walls) -> None:
@@ -66,6 +67,7 @@ def after_the_trial(trial_dir: Path, walls: Walls) -> Walls:
         out.append(Wall(route="files: links out of the trial", status="breached" if leaked else "held",
                         evidence="; ".join(leaked)[:500] if leaked else (
                             f"not followed, named: {named}" if named else "not followed (the environment copied none)")))
+    out.append(fault_evidence(trial_dir, walls.browser_calls))
     if walls.canary_file is not None:
         try:
             now = Path(walls.canary_file).read_text()
@@ -74,6 +76,27 @@ def after_the_trial(trial_dir: Path, walls: Walls) -> Walls:
         out.append(Wall(route="files: writes through planted links", status="held" if now == walls.canary_text else "breached",
                         evidence=f"the harness's file outside the trial reads {now[:120]!r}"))
     return walls.model_copy(update={"walls": out})
+
+
+def fault_evidence(trial_dir: Path, calls_made: int) -> Wall:
+    """Whether the harness's own log of this trial holds what charges a fault the agent causes to
+    the agent (verdict.charged_to_agent): its browser crashed after its calls is its failure only
+    if the proxy logged them as reaching the browser. No fault is caused: that would spend this
+    trial's verdict, and the decision from the evidence is one function, the same everywhere."""
+    from ..proxy.log import read_call_log
+    from ..results.records import BrowserCalls
+    from .verdict import charged_to_agent
+
+    route = "record: a fault the agent causes is charged to it"
+    if not calls_made:
+        return Wall(route=route, status="not probed", evidence="the runner made no browser call here")
+    contents = read_call_log(trial_dir / "proxy-log.jsonl")
+    logged = sum(1 for r in contents.records if r.decision == "forwarded" and r.method == "tools/call")
+    charged = charged_to_agent("browser_crashed", BrowserCalls(forwarded=logged), None)
+    held = charged and logged >= calls_made
+    return Wall(route=route, status="held" if held else "breached",
+                evidence=f"the proxy's log has {logged} of its {calls_made} browser calls as reaching the browser: a crash "
+                         f"it caused after them {'fails it, flagged' if charged else 'would be errored, its pair dropped'}")
 
 
 def summary(walls: Walls) -> tuple[bool, str]:

@@ -99,6 +99,7 @@ class HostileAgent(BaseAgent):
         super().__init__(*args, **kwargs)
         self.task_dir, self.arm, self.browser_session_id, self.start_url = Path(task_dir), arm, browser_session_id, start_url
         self.harness_urls = list(harness_urls or [])
+        self.browser_calls = 0  # its calls through the proxy that came back (grading/walls.fault_evidence)
 
     @staticmethod
     def name() -> str:
@@ -127,6 +128,7 @@ class HostileAgent(BaseAgent):
             walls.walls.append(await self._plant(environment, outside))
         finally:
             os.environ.pop(CANARY_VARIABLE, None)
+            walls.browser_calls = self.browser_calls
             write_walls(trial_dir, walls)
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
             json.dump({"walls": len(walls.walls)}, f)
@@ -277,6 +279,7 @@ return out;"""
 
     async def _code(self, client, code: str) -> dict[str, Any]:
         result = await client.call_tool("execute_playwright_code", {"session_id": self.browser_session_id, "code": code})
+        self.browser_calls += 1
         text = "\n".join(getattr(c, "text", "") for c in result.content)
         try:
             reply = json.loads(text)
