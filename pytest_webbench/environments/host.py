@@ -191,6 +191,7 @@ class HostEnvironment(BaseEnvironment):
             _LIVE_WORKSPACES.add(str(self._workspace))
         for path in (*PRIVATE_PATHS, "/logs/verifier"):  # Harbor's verifier writes into /logs/verifier, as its images have it
             self.host_path(path).mkdir(parents=True, exist_ok=True)
+            self._give(path, tree=False)
 
     async def _drop_workspace(self) -> None:
         """Every seal of the trial's ends (and with each, every process in it), then its folders go."""

@@ -294,9 +294,9 @@ async def start_sealed(seal: Seal, command: str | None, env: dict[str, str], cwd
     keep = False
     cgroup = new_cgroup()
     nproc_uid = None if cgroup else limited_uid()
-    if nproc_uid is not None:
+    if nproc_uid is not None:  # its writable folders (what the harness puts below them it owns as it puts it)
         for host, _ in seal.rw:
-            own_for_seal(host)
+            own_for_seal(host, tree=False)
     try:
         ours.setblocking(False)
         proc = await asyncio.create_subprocess_exec(
