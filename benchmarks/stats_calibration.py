@@ -662,6 +662,41 @@ def run_sequential(k: int, rng) -> None:
     print()
 
 
+def first_futility_look(caps=(10, 20, 40), looks=(2, 3, 5, 8, 10, 20, 40)) -> None:
+    """Whether a later first futility look keeps the saving and gains power (issue 48): the rule
+    `--sequential --attempts CAP` runs (planning/stopping.rule_for), its first futility look moved
+    from 2 pairs to later ones (CAP: no futility stop at all), each exact. Scenarios: no effect at
+    0.5 (type-I error and the saving), a ceiling (0.97 both, rho 0.8), +0.4 from 0.3 (rho 0 and
+    0.5) and +0.2 from 0.3; against exact McNemar on CAP fixed pairs at the rule's 0.025."""
+    from pytest_webbench.planning.stopping import ALPHA as RUN_ALPHA, ENDPOINTS, rule_for
+
+    cells = {"no effect 0.5": (0.5, 0.5, 0.0), "ceiling 0.97": (0.97, 0.97, 0.8), "+0.4 (0.3 -> 0.7)": (0.3, 0.7, 0.0),
+             "+0.4, rho 0.5": (0.3, 0.7, 0.5), "+0.2 (0.3 -> 0.5)": (0.3, 0.5, 0.0)}
+    print("## The first futility look (exact)\n")
+    print("Each cell: chance of an effect (type-I error where there is none, else power) / expected pairs "
+          "per task. The first row of each cap is the rule runs use; the last, no futility stop.\n")
+    print("| cap | first look | " + " | ".join(cells) + " |")
+    print("|---|---|" + "---|" * len(cells))
+    for cap in caps:
+        runs = rule_for(cap)
+        for first in sorted({look for look in looks if look <= cap} | {runs.min_pairs_for_futility}):
+            rule = SequentialRule(alpha=RUN_ALPHA / ENDPOINTS, max_pairs=cap, futility_below=runs.futility_below,
+                                  min_pairs_for_futility=first)
+            row = []
+            for pc, pt, rho in cells.values():
+                _, t_only, c_only = pair_cells(pc, pt, rho)
+                oc = rule.operating_characteristics(t_only, c_only, 1)
+                row.append(f"{100 * oc['effect']:.1f}% / {oc['expected_pairs']:.1f}")
+            label = f"{first}" + (" (runs)" if first == runs.min_pairs_for_futility else " (none)" if first == cap else "")
+            print(f"| {cap} | {label} | " + " | ".join(row) + " |")
+        fixed = []
+        for pc, pt, rho in cells.values():
+            _, t_only, c_only = pair_cells(pc, pt, rho)
+            fixed.append(f"{100 * mcnemar_power(cap, c_only, t_only, alpha=RUN_ALPHA / ENDPOINTS):.1f}% / {cap}")
+        print(f"| {cap} | fixed, McNemar | " + " | ".join(fixed) + " |")
+    print()
+
+
 def tune_presets(sizes=(5, 8, 10, 12, 15, 20, 25, 30)) -> None:
     """Re-derive SequentialRule._PRESETS by exact computation: over max_pairs in {1.2, 1.5, 2} x n_fixed
     and futility_below in 0.05..0.3, keep the rules whose power in scenarios B and C is at least the fixed
@@ -707,10 +742,15 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=20240917)
     parser.add_argument("--quick", action="store_true", help="few repetitions, for a smoke test")
     parser.add_argument("--tune", action="store_true", help="only re-derive the SequentialRule presets (exact)")
+    parser.add_argument("--futility-look", action="store_true", help="only the first futility look's trade (exact)")
     args = parser.parse_args()
     if args.tune:
         header()
         tune_presets()
+        return
+    if args.futility_look:
+        header()
+        first_futility_look()
         return
     if args.quick:
         args.reps, args.tasks_sim = 300, 2000
@@ -720,6 +760,7 @@ def main() -> None:
     print_grid(run_grid(args.reps, rng))
     run_mde(args.reps, rng)
     run_sequential(args.tasks_sim, rng)
+    first_futility_look()
     tune_presets()
     # 4 to 7: the conditions real runs have (unequal counts, sequential stopping, -n 8), the saving under
     # the production policy, Newcombe's exact coverage and errored trials, through the product's own
