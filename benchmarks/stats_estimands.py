@@ -10,6 +10,9 @@ The task mix, written down before the adjustments of stats/suite.py were tuned (
   paired effects: none, +0.10 on every task, and +/-0.20 at random (a mean effect near 0, with
   every task moved); the two trials of a pair correlated (Gaussian copula, rho 0.5).
 
+Two runs compared (report compare): B a second run of the same tasks at the treatment's rates,
+independent of the first, against its control arm; the same estimands, unpaired.
+
 Estimands: "these tasks" is the mean of the run's own tasks' true rates (or differences), the
 tasks fixed; "tasks like these" is the mean of the distribution the tasks are drawn from. Every
 interval is the library's own function, called on each simulated run. Targets: coverage at least
@@ -32,8 +35,8 @@ from scipy.stats import norm
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from pytest_webbench.planning.stopping import rule_for  # noqa: E402
-from pytest_webbench.stats import task_mean_interval, task_mean_rate  # noqa: E402
-from pytest_webbench.stats.suite import suite_mde, suite_mean_rate, suite_paired_difference  # noqa: E402
+from pytest_webbench.stats import task_mean_difference, task_mean_interval, task_mean_rate  # noqa: E402
+from pytest_webbench.stats.suite import suite_mde, suite_mean_rate, suite_paired_difference, suite_rate_difference  # noqa: E402
 
 TASKS = (2, 3, 5, 10, 20, 50)
 ATTEMPTS = (1, 3, 5, 10, 20, 40)
@@ -72,19 +75,22 @@ def one_cell(rng, reps, k, design, rates, effect, rule=None):
     many = draw(rng, 200_000)  # the population's mean difference (clipped at 0 and 1 as each task's is)
     population_diff = float(np.mean(np.clip(many + EFFECTS[effect](rng, many.size), 0, 1) - many))
     out = {"rate_suite": 0, "rate_pop": 0, "rate_pop_n": 0, "diff_suite": 0, "diff_pop": 0, "diff_pop_n": 0,
+           "cmp_suite": 0, "cmp_pop": 0, "cmp_pop_n": 0, "cmp_reject": 0,
            "reject": 0, "width_rate": 0.0, "width_diff": 0.0, "mde": [], "null": effect == "none"}
     for _ in range(reps):
         pc = draw(rng, k)
         delta = EFFECTS[effect](rng, k)
         pt = np.clip(pc + delta, 0, 1)
         ns = counts_for(rng, design, k) if design != "sequential" else np.full(k, 20)
-        rate_counts, discordant, differences = [], [], []
+        rate_counts, discordant, differences, runs = [], [], [], []
         for i in range(k):
             c, t = pairs(rng, pc[i], pt[i], int(ns[i]))
             if rule is not None:
                 m = sequential_counts(rule, c, t)
                 c, t = c[:m], t[:m]
             rate_counts.append((int(c.sum()), len(c)))
+            # two runs compared: B a second, independent run at the treatment's rates, A the control arm
+            runs.append(((int((rng.random(len(c)) < pt[i]).sum()), len(c)), (int(c.sum()), len(c))))
             b, cc = int((t & ~c).sum()), int((c & ~t).sum())
             discordant.append((b, cc, len(c)))
             differences.append([int(x) - int(y) for x, y in zip(t, c)])
@@ -104,6 +110,12 @@ def one_cell(rng, reps, k, design, rates, effect, rule=None):
         if (pop := task_mean_interval(differences)) is not None:
             out["diff_pop"] += pop.low <= population_diff <= pop.high
             out["diff_pop_n"] += 1
+        between = suite_rate_difference(runs)
+        out["cmp_suite"] += between.low <= truth_diff <= between.high
+        out["cmp_reject"] += between.p_value < 0.05
+        if (pop := task_mean_difference(runs)) is not None:
+            out["cmp_pop"] += pop.low <= population_diff <= pop.high
+            out["cmp_pop_n"] += 1
     return out
 
 
@@ -156,11 +168,16 @@ def main() -> None:
                     figures["rate, tasks like these"] = cell["rate_pop"] / cell["rate_pop_n"]
                 if cell["diff_pop_n"]:
                     figures["difference, tasks like these"] = cell["diff_pop"] / cell["diff_pop_n"]
+                figures["two runs, these tasks"] = cell["cmp_suite"] / args.reps
+                if cell["cmp_pop_n"]:
+                    figures["two runs, tasks like these"] = cell["cmp_pop"] / cell["cmp_pop_n"]
                 for label, value in figures.items():
                     if label not in worst or value < worst[label][0]:
                         worst[label] = (value, name)
                 if cell["null"] and ("type-I" not in worst or cell["reject"] / args.reps > worst["type-I"][0]):
                     worst["type-I"] = (cell["reject"] / args.reps, name)
+                if cell["null"] and ("two runs, type-I" not in worst or cell["cmp_reject"] / args.reps > worst["two runs, type-I"][0]):
+                    worst["two runs, type-I"] = (cell["cmp_reject"] / args.reps, name)
                 rows.append((name, figures, cell["width_rate"] / args.reps, cell["width_diff"] / args.reps,
                              cell["reject"] / args.reps))
                 print(f"  {name}: " + ", ".join(f"{k} {100 * v:.1f}%" for k, v in figures.items())

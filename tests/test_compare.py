@@ -30,15 +30,22 @@ def test_two_runs_compared_unpaired(tmp_path, capsys):
     comparison = json.loads((tmp_path / "cmp.json").read_text())
     pw = next(r for r in comparison["rows"] if r["arm"] == "playwright" and r["task"] is None)
     # headline tasks alpha and beta (placebo out): A passes even attempts (2 of 4 each), B every one
-    # (4 of 4 each). The headline is the mean over tasks of B - A = 0.5, 0.5: no spread between tasks,
-    # so the floor sets the width: (B: p = 5/6, 5/36 / 4; A: p = 3/6, 1/4 / 4) per task = 0.097222, over
-    # two tasks sum / 4 = 0.048611; t with 1 degree of freedom: p = 1 - (2/pi) atan(0.5 / sqrt(0.048611)),
-    # the interval 0.5 +- 12.706 x 0.2205, cut at -1 and 1.
+    # (4 of 4 each). The headline is the mean over tasks of B - A = 0.5, 0.5. For these tasks, each
+    # run's variance within each task from adjusted counts: B (4 + 1.5) / 7, A (2 + 1.5) / 7, each
+    # p(1 - p) / 4; over two tasks SE = sqrt(2 x (0.785714 x 0.214286 + 0.25) / 4) / 2 = 0.228683:
+    # 0.5 +- 1.959964 x SE = 0.051790 to 0.948210, z test p = erfc(0.5 / SE / sqrt 2) = 0.028784.
+    # For tasks like these the t over tasks: no spread between tasks, so the floor sets the width
+    # ((B: 5/6, A: 3/6) per task, 0.097222, two tasks / 4); 1 degree of freedom: 0.5 +- 12.706 x
+    # 0.2205, cut at -1 and 1.
     assert (pw["a"]["passes"], pw["a"]["n"], pw["b"]["passes"], pw["b"]["n"]) == (4, 8, 8, 8)
     assert pw["a"]["rate"] == pytest.approx(0.5) and pw["b"]["rate"] == pytest.approx(1.0)
-    assert pw["difference"] == pytest.approx(0.5) and pw["test"] == "t over tasks"
-    assert pw["p_value"] == pytest.approx(1 - 2 / math.pi * math.atan(0.5 / math.sqrt(0.097222222 * 2 / 4)), abs=1e-8)
-    assert (pw["ci_low"], pw["ci_high"]) == (-1.0, 1.0)
+    assert pw["difference"] == pytest.approx(0.5) and pw["test"] == "these tasks"
+    se = math.sqrt(2 * ((5.5 / 7) * (1.5 / 7) / 4 + 0.25 / 4)) / 2
+    assert se == pytest.approx(0.228683, abs=1e-6)
+    assert pw["p_value"] == pytest.approx(math.erfc(0.5 / se / math.sqrt(2)), abs=1e-9)
+    assert (pw["ci_low"], pw["ci_high"]) == (pytest.approx(0.051790, abs=1e-6), pytest.approx(0.948210, abs=1e-6))
+    assert (pw["like_these_low"], pw["like_these_high"]) == (-1.0, 1.0)
+    assert "B - A for tasks like these" in (tmp_path / "cmp.md").read_text()
     # a task: B 4/4 against A 2/4. Fisher's two-sided p = (C(4,4) C(4,2) + C(4,2) C(4,4)) / C(8,6) = 12/28;
     # Wilson 4/4 = [0.510109, 1], 2/4 = [0.150039, 0.849961]; Newcombe's B - A = 0.5 - sqrt(0.489891^2 +
     # 0.349961^2) to 0.5 + sqrt(0^2 + 0.349961^2)
@@ -93,7 +100,7 @@ def test_two_runs_with_the_same_rate_on_every_task_have_the_same_headline(tmp_pa
     c = compare_reports(a, b)
     for arm, own in a.headline.items():
         headline = next(r for r in c.rows if r.arm == arm and r.task is None)
-        assert headline.test == "t over tasks" and headline.a.rate == pytest.approx(own.rate)
+        assert headline.test == "these tasks" and headline.a.rate == pytest.approx(own.rate)
         assert headline.b.rate == pytest.approx(own.rate) and headline.difference == pytest.approx(0.0, abs=1e-12)
         assert headline.ci_low < 0 < headline.ci_high and headline.p_value == pytest.approx(1.0)
         assert (headline.b.passes, headline.b.n) != (headline.a.passes, headline.a.n)  # the pooled counts differ
@@ -130,4 +137,4 @@ def test_an_earlier_comparison_of_an_older_schema_may_be_written_over(tmp_path):
     (tmp_path / "cmp.md").write_text("# webbench comparison: a vs b\n")
     (tmp_path / "cmp.json").write_text(json.dumps({"schema_version": 2, "a": "a", "b": "b", "rows": [{"fisher_p": 1.0}]}))
     assert report_main([str(a), str(b), "--out", str(tmp_path / "cmp.md")]) == 0
-    assert json.loads((tmp_path / "cmp.json").read_text())["schema_version"] == 3
+    assert json.loads((tmp_path / "cmp.json").read_text())["schema_version"] == 4

@@ -2,9 +2,11 @@
 
 Trials of different runs share no pairs, so each arm's pass rate is compared as two independent
 binomial rates. The headline (page and pinned tasks both ran) is each run's mean rate over those
-tasks, every task weighted equally as in each run's own report, and their difference with a t
-interval over the tasks' differences (`task_mean_difference`): trials pooled over tasks would weigh
-a task by how many trials it got, and two runs with the same rate on every task could differ.
+tasks, every task weighted equally as in each run's own report, and B - A the mean of the tasks'
+differences: for these tasks (the tasks fixed, the attempts random: `suite_rate_difference`, the
+primary), and beside it for tasks like these (a t over the tasks' differences,
+`task_mean_difference`). Trials pooled over tasks would weigh a task by how many trials it got,
+and two runs with the same rate on every task could differ.
 Per task: Newcombe's interval and Fisher's exact p (Holm-adjusted over the tasks); and, since the
 runs share tasks, a Cochran-Mantel-Haenszel test stratified by task per arm.
 """
@@ -14,6 +16,7 @@ from __future__ import annotations
 from pydantic import BaseModel
 
 from ..stats import ASSUMPTIONS, holm, task_mean_difference
+from ..stats.suite import suite_rate_difference
 from .build import HEADLINE_GRADING, Rate, Report
 from .rates import mean_over_tasks
 from .format import ci, pct, pval, signed_pct
@@ -33,12 +36,14 @@ class RateComparison(BaseModel):
     ci_low: float | None
     ci_high: float | None
     p_value: float | None
-    test: str  # "fisher" (with Newcombe's interval): a task; "t over tasks": a headline over two or more
+    test: str  # "fisher" (with Newcombe's interval): a task; "these tasks": a headline over two or more
     p_holm: float | None = None  # per-task rows: Holm-adjusted over the arm's tasks
+    like_these_low: float | None = None  # a headline's interval for tasks like these (t over tasks)
+    like_these_high: float | None = None
 
 
 class Comparison(BaseModel):
-    schema_version: int = 3  # 2: stratified (CMH per arm); 3: the headline a mean over tasks, p_value and test
+    schema_version: int = 4  # 2: stratified (CMH per arm); 3: the headline a mean over tasks; 4: for these tasks, and like these
     a: str
     b: str
     a_label: str
@@ -69,10 +74,14 @@ def _headline(a: Report, b: Report, arm: str, shared: set[str]) -> RateCompariso
              and r.rate.n and b_rates[r.task].n]
     a_rate = mean_over_tasks([(x.passes, x.n) for x, _ in tasks])
     b_rate = mean_over_tasks([(y.passes, y.n) for _, y in tasks])
-    if (effect := task_mean_difference([((y.passes, y.n), (x.passes, x.n)) for x, y in tasks])) is None:
+    counts = [((y.passes, y.n), (x.passes, x.n)) for x, y in tasks]
+    if len(tasks) < 2 or (effect := suite_rate_difference(counts)) is None:
         return _compare(arm, None, a_rate, b_rate)
+    like_these = task_mean_difference(counts)
     return RateComparison(arm=arm, task=None, a=a_rate, b=b_rate, difference=effect.estimate, ci_low=effect.low,
-                          ci_high=effect.high, p_value=effect.p_value, test="t over tasks")
+                          ci_high=effect.high, p_value=effect.p_value, test="these tasks",
+                          like_these_low=like_these.low if like_these else None,
+                          like_these_high=like_these.high if like_these else None)
 
 
 def compare_reports(a: Report, b: Report) -> Comparison:
@@ -104,8 +113,10 @@ def render_comparison(c: Comparison) -> str:
            f"Compared on the {len(c.shared_tasks)} task(s) both runs planned"
            + (f"; left out, as only one run planned them: {', '.join(c.left_out)}." if c.left_out else "."), "",
            "The headline row is each run's mean rate over the graded tasks both ran, every task weighted equally, "
-           "and B - A the mean of the tasks' differences with a t interval and test over them; a task row has "
-           "Newcombe's interval and Fisher's exact p (Holm-adjusted over the arm's tasks).", "",
+           "and B - A the mean of the tasks' differences, with its interval and test for these tasks (the tasks "
+           "fixed, only the attempts random); the interval for tasks like these (a t over the tasks' differences) "
+           "is beneath the table. A task row has Newcombe's interval and Fisher's exact p (Holm-adjusted over the "
+           "arm's tasks).", "",
            "| arm | task | A passes | A rate (95% CI) | B passes | B rate (95% CI) | B - A (95% CI) | p (Holm) |",
            "|---|---|---|---|---|---|---|---|"]
     for r in c.rows:
@@ -113,6 +124,12 @@ def render_comparison(c: Comparison) -> str:
         out.append(f"| {r.arm} | {r.task or '**headline** (graded tasks both ran)'} | {r.a.passes}/{r.a.n} | {pct(r.a.rate)} ({ci(r.a)}) "
                    f"| {r.b.passes}/{r.b.n} | {pct(r.b.rate)} ({ci(r.b)}) | {signed_pct(r.difference)} "
                    f"({signed_pct(r.ci_low)} to {signed_pct(r.ci_high)}) | {pval(r.p_value)}{holm_p} |")
+    generalised = [r for r in c.rows if r.task is None and r.like_these_low is not None]
+    if generalised:
+        out += ["", "B - A for tasks like these (the tasks a sample of the ones one cares about; a t over the tasks' "
+                "differences):", ""]
+        out += [f"- {r.arm}: {signed_pct(r.difference)} (95% CI {signed_pct(r.like_these_low)} to "
+                f"{signed_pct(r.like_these_high)})" for r in generalised]
     if c.stratified:
         out += ["", "Stratified by task, over the graded tasks both runs planned, placebo left out:", ""]
         for arm, s in c.stratified.items():

@@ -71,9 +71,13 @@ ASSUMPTIONS = {
                   "every pair up to the cap, on attempts 1..k in order whatever order pairs ended in. Its anytime "
                   "p-value is valid at any stop and is what Holm over tasks adjusts.",
     "compare": "Two runs compared: unpaired (different runs share no pairs). The headline difference is the mean over "
-               "the tasks both ran of each task's rate difference, every task weighted equally, with a t interval over "
-               "the tasks (tasks independent draws; floored within each task); per arm and task Fisher's exact test "
-               "and Newcombe's interval, and over the tasks both ran the Cochran-Mantel-Haenszel test. " + NEWCOMBE_COVERAGE,
+               "the tasks both ran of each task's rate difference, every task weighted equally, with two intervals: for "
+               "these tasks (the tasks fixed, only the attempts random: a Wald interval and z test on each run's "
+               "within-task variances, each from (passes + 1.5) / (trials + 3)), and for tasks like these (a t interval "
+               "over the tasks' differences, floored within each task; tasks independent draws); per arm and task "
+               "Fisher's exact test and Newcombe's interval, and over the tasks both ran the Cochran-Mantel-Haenszel "
+               "test. Coverage of each headline interval against its own estimand is measured in "
+               "benchmarks/stats_estimands.py. " + NEWCOMBE_COVERAGE,
     "pass_k": "pass@k / pass^k: unbiased estimates from the attempts made (Chen et al. 2021), attempts exchangeable within a task.",
 }
 

@@ -58,6 +58,29 @@ def suite_mean_rate(passes_by_task: Sequence[tuple[int, int]], confidence: float
                          sum(n for _, n in tasks))
 
 
+def suite_rate_difference(rates_by_task: Sequence[tuple[tuple[int, int], tuple[int, int]]],
+                          confidence: float = 0.95) -> SuiteEstimate | None:
+    """The mean over this suite's tasks of one run's pass rate minus another's (independent trials,
+    no pairs: two runs compared), from ((passes, trials) of x, (passes, trials) of y) per task; each
+    side's variance from adjusted counts as in `suite_mean_rate`. Tasks where either side has no
+    trial are left out. Its p-value tests a mean difference of 0 (the interval's own Wald z test).
+    None without a task."""
+    tasks = [(x, y) for x, y in rates_by_task if x[1] > 0 and y[1] > 0]
+    if not tasks:
+        return None
+    k = len(tasks)
+    estimate = sum(x[0] / x[1] - y[0] / y[1] for x, y in tasks) / k
+    variance = 0.0
+    for side in (x for pair in tasks for x in pair):
+        p = (side[0] + RATE_ADJUSTMENT) / (side[1] + 2 * RATE_ADJUSTMENT)
+        variance += p * (1 - p) / side[1]
+    se = math.sqrt(variance) / k
+    z = normal_ppf(0.5 + confidence / 2)
+    p_value = math.erfc(abs(estimate) / se / math.sqrt(2))
+    return SuiteEstimate(estimate, max(-1.0, estimate - z * se), min(1.0, estimate + z * se), se, min(1.0, p_value), k,
+                         sum(x[1] + y[1] for x, y in tasks))
+
+
 def suite_paired_difference(discordant_by_task: Sequence[tuple[int, int, int]],
                             confidence: float = 0.95) -> SuiteEstimate | None:
     """The mean over this suite's tasks of each task's paired difference, from (treatment-only
