@@ -180,7 +180,7 @@ def test_a_reply_the_agent_leaves_mid_stream_is_read_to_its_end_and_metered(stac
                 yield b'data: {"type": "response.created"}\n\n'
                 await release.wait()
                 yield (b'data: {"type": "response.incomplete", "response": {"usage": {"input_tokens": 7, '
-                       b'"output_tokens": 900000}}}\n\n')
+                       b'"output_tokens": 30000}}}\n\n')  # within the output limit the gateway set (32,000)
             finally:
                 upstream_done.set()
         return StreamingResponse(events(), media_type="text/event-stream")
@@ -194,8 +194,8 @@ def test_a_reply_the_agent_leaves_mid_stream_is_read_to_its_end_and_metered(stac
     assert upstream_done.wait(timeout=20)
     assert loop.run(routes.idle(route.trial, 20))
     [line] = _wait_for_log(tmp_path / "model-log.jsonl")
-    assert (line.decision, line.input_tokens, line.output_tokens) == ("forwarded", 7, 900000)
-    assert route.meter.cost_usd == pytest.approx(7e-6 + 9.0) and route.meter.reserved_usd == pytest.approx(0)
+    assert (line.decision, line.input_tokens, line.output_tokens) == ("forwarded", 7, 30000)
+    assert route.meter.cost_usd == pytest.approx(7e-6 + 0.3) and route.meter.reserved_usd == pytest.approx(0)
 
 
 def test_a_whole_reply_the_agent_left_before_its_head_is_read_and_metered(stack, tmp_path):
@@ -205,7 +205,7 @@ def test_a_whole_reply_the_agent_left_before_its_head_is_read_and_metered(stack,
 
     loop, *_, routes, gateway = stack
     asked, answer = threading.Event(), asyncio.Event()
-    whole = b'{"output": [], "usage": {"input_tokens": 11, "output_tokens": 50000}}'
+    whole = b'{"output": [], "usage": {"input_tokens": 11, "output_tokens": 30000}}'
 
     async def working(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await reader.readuntil(b"\r\n\r\n")
@@ -228,8 +228,8 @@ def test_a_whole_reply_the_agent_left_before_its_head_is_read_and_metered(stack,
     loop.loop.call_soon_threadsafe(answer.set)  # the model finishes after its client has gone
     assert loop.run(routes.idle(route.trial, 20))
     [line] = _wait_for_log(tmp_path / "model-log.jsonl")
-    assert (line.decision, line.model, line.input_tokens, line.output_tokens) == ("forwarded", "gpt-test", 11, 50000)
-    assert route.meter.cost_usd == pytest.approx(11e-6 + 0.5)
+    assert (line.decision, line.model, line.input_tokens, line.output_tokens) == ("forwarded", "gpt-test", 11, 30000)
+    assert route.meter.cost_usd == pytest.approx(11e-6 + 0.3) and not route.meter.faults
     loop.run(_close_server(server))
 
 

@@ -210,28 +210,36 @@ def test_an_image_is_reserved_at_what_it_can_cost_not_its_bytes(stack, tmp_path)
 
     image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}}
     request = {**BODIES["messages"], "messages": [{"role": "user", "content": [image] * 100}]}
-    assert input_bound("messages", request, 5000) == 5000 + 100 * 1700
+    assert input_bound("messages", request, 5000) == 5000 + 100 * 4800
     loop, hostile, upstream, routes, gateway = stack
     hostile.events, hostile.whole = [], None
-    # $0.2 left at $3 per million input: 170,000 tokens of images cannot fit, their bytes would have
+    # $0.2 left at $3 per million input: 480,000 tokens of images cannot fit, their bytes would have
     route = _route(routes, upstream, tmp_path, "messages", "images", price=Price(3e-6, 1.5e-5), spend_limit_usd=0.2)
     before = len(hostile.requests)
     assert _post(gateway, route, "messages", request).status_code == 402 and len(hostile.requests) == before
 
 
-@pytest.mark.parametrize("api, model, tokens", [
+@pytest.mark.parametrize("api, model, detail, tokens", [
     # OpenAI's vision guide: tile models pay a base and a price per 512-px tile, at most 8 tiles (a
     # 2048x800 image is fitted to 1966x768: 4x2); patch models a multiplier on at most 1,536 patches
-    ("responses", "gpt-4o-mini", 2833 + 8 * 5667), ("chat", "openai/gpt-4o-mini-2024-07-18", 48_169),
-    ("responses", "gpt-4o", 85 + 8 * 170), ("responses", "gpt-5", 70 + 8 * 140), ("responses", "o3", 75 + 8 * 150),
-    ("responses", "gpt-5-mini", 2489), ("responses", "gpt-4.1-nano", 3779), ("responses", "o4-mini", 2642),
-    ("messages", "claude-sonnet-4-5", 1700), ("chat", "anthropic/claude-sonnet-4.5", 1700),
-    ("chat", "google/gemini-2.5-pro", 48_169),  # a model with no published figure here: the dearest
+    ("responses", "gpt-4o-mini", None, 2833 + 8 * 5667), ("chat", "openai/gpt-4o-mini-2024-07-18", "high", 48_169),
+    ("responses", "gpt-4o", "high", 85 + 8 * 170), ("responses", "gpt-4o-2024-08-06", None, 1445),
+    ("responses", "gpt-5", None, 70 + 8 * 140), ("responses", "o3", None, 75 + 8 * 150),
+    ("responses", "gpt-5-mini", None, 2489), ("responses", "gpt-4.1-nano", None, 3779), ("responses", "o4-mini", None, 2642),
+    # Claude's largest images (Opus 4.7 and later: 2,576 px on the long edge, ~4,784 tokens), for every Claude model
+    ("messages", "claude-sonnet-4-5", None, 4800), ("chat", "anthropic/claude-opus-4.7", None, 4800),
+    # found by a hostile review: a model only prefixed by a known one (gpt-5.4-mini is a patch model,
+    # not gpt-5), one with no figure here, and an image at "original" detail (up to 10,000 patches)
+    # are each reserved at the dearest
+    ("responses", "gpt-5.4-mini", None, 48_169), ("chat", "google/gemini-2.5-pro", None, 48_169),
+    ("responses", "gpt-5", "original", 48_169),
 ])
-def test_an_image_is_bounded_at_its_model_s_published_most(api, model, tokens):
-    from pytest_webbench.gateway.policy import image_token_bound
+def test_an_image_is_bounded_at_its_model_s_published_most(api, model, detail, tokens):
+    from pytest_webbench.gateway.policy import image_token_bound, input_bound
 
-    assert image_token_bound(api, model) == tokens
+    assert image_token_bound(api, model, detail) == tokens
+    part = {"type": "input_image", "image_url": "data:image/png;base64,iVBORw0KGgo=", **({"detail": detail} if detail else {})}
+    assert input_bound(api, {"model": model, "input": [{"role": "user", "content": [part, part]}]}, 100) == 100 + 2 * tokens
 
 
 def test_a_model_that_multiplies_image_tokens_cannot_pass_the_cap_with_images(stack, tmp_path):
@@ -266,6 +274,40 @@ def test_more_output_than_the_limit_sent_is_the_provider_s_fault(stack, tmp_path
     assert line.output_tokens == limit + 1 and route.meter.faults == [
         f"the model API reported {limit + 1} output tokens for a request limited to {limit}"]
     assert route.meter.cost_usd == pytest.approx(PRICE.input * line.input_tokens + PRICE.output * (limit + 1))
+
+
+@pytest.mark.parametrize("api", list(PATHS))
+def test_a_count_that_goes_down_within_a_reply_is_a_fault_charged_at_its_worst(stack, tmp_path, api):
+    """Found by a hostile review: a provider's 500,000-token count followed by a count of 1 was
+    metered as 1. Counts are cumulative within a reply: one going down is charged the worst and
+    errors the trial."""
+    loop, hostile, upstream, routes, gateway = stack
+    events = {"responses": [{"type": "response.completed", "response": {"usage": {"input_tokens": 10, "output_tokens": 500}}},
+                            {"type": "response.completed", "response": {"usage": {"input_tokens": 10, "output_tokens": 1}}}],
+              "messages": [{"type": "message_start", "message": {"usage": {"input_tokens": 10, "output_tokens": 1}}},
+                           {"type": "message_delta", "usage": {"output_tokens": 500}},
+                           {"type": "message_start", "message": {"usage": {"input_tokens": 10, "output_tokens": 1}}},
+                           {"type": "message_stop"}],
+              "chat": [{"choices": [], "usage": {"prompt_tokens": 10, "completion_tokens": 500}},
+                       {"choices": [], "usage": {"prompt_tokens": 10, "completion_tokens": 1}}]}[api]
+    hostile.events, hostile.whole = events, None
+    route = _route(routes, upstream, tmp_path, api, "down")
+    assert _post(gateway, route, api).status_code == 200
+    [line] = read_model_log(tmp_path / "down.jsonl")
+    assert line.usage_estimated and line.output_tokens == _limit(hostile.requests[-1]) >= 500
+    assert len(route.meter.faults) == 1 and "went down" in route.meter.faults[0]
+
+
+def test_more_input_than_the_request_s_bound_is_the_provider_s_fault(stack, tmp_path):
+    """The cap rests on a bound of the input (a token a byte at least, an image at its model's
+    most): a count past it means the bound did not hold, and the trial errors on it."""
+    loop, hostile, upstream, routes, gateway = stack
+    hostile.events, hostile.whole = [{"type": "response.completed", "response": {"usage": {"input_tokens": 10 ** 6,
+                                                                                            "output_tokens": 5}}}], None
+    route = _route(routes, upstream, tmp_path, "responses", "inputs")
+    assert _post(gateway, route, "responses").status_code == 200
+    [line] = read_model_log(tmp_path / "inputs.jsonl")
+    assert line.input_tokens == 10 ** 6 and route.meter.faults and "input tokens for a request bounded at" in route.meter.faults[0]
 
 
 def test_a_request_the_provider_refuses_for_its_own_body_is_no_evidence_against_the_harness(stack, tmp_path):
@@ -314,7 +356,7 @@ def test_chat_s_cache_writes_are_metered_and_an_hour_s_cache_refused(stack, tmp_
     hostile.events, hostile.whole = [{"choices": [], "usage": {"prompt_tokens": 1000, "completion_tokens": 10,
                                                               "prompt_tokens_details": {"cache_write_tokens": 800}}}], None
     route = _route(routes, upstream, tmp_path, "chat", "cachew", price=Price(3e-6, 1.5e-5, cache_write=3.75e-6))
-    assert _post(gateway, route, "chat").status_code == 200
+    assert _post(gateway, route, "chat").status_code == 200 and not route.meter.faults
     assert route.meter.cost_usd == pytest.approx(200 * 3e-6 + 800 * 3.75e-6 + 10 * 1.5e-5)
     hour = {**BODIES["chat"], "messages": [{"role": "user", "content": [
         {"type": "text", "text": "x", "cache_control": {"type": "ephemeral", "ttl": "1h"}}]}]}

@@ -433,8 +433,10 @@ def test_what_is_given_to_a_seal_s_user_is_chowned_without_following_a_link(tmp_
     (given / "link-to-secret").symlink_to(outside / "secret")
     (given / "link-to-folder").symlink_to(outside)
     (tmp_path / "top-link").symlink_to(outside)
-    process_limits.own_for_seal(given)
-    process_limits.own_for_seal(tmp_path / "top-link")
+    process_limits.own_below(tmp_path, "given")
+    process_limits.own_below(tmp_path, "top-link")
+    process_limits.own_below(tmp_path, "top-link/secret", tree=False)  # a link on the way: not gone through
+    process_limits.own_below(tmp_path, "given/link-to-folder/secret")
     assert {p.lstat().st_uid for p in [given, *given.rglob("*")]} == {4242}
     assert {p.stat().st_uid for p in [outside, *outside.iterdir()]} == {os.geteuid()}
 
@@ -491,3 +493,20 @@ def test_the_agent_s_run_ends_at_its_submission_and_no_command_of_its_runs_after
 
     ended_in, verified = asyncio.run(go())
     assert ended_in < 10 and verified.stdout.strip() == "verifier"
+
+
+def test_a_seal_whose_cgroup_cannot_be_made_is_refused_not_run_without_a_limit(tmp_path, monkeypatch):
+    """Found by a hostile review: where the pids hierarchy takes seals but one seal's cgroup could not
+    be made, that seal ran as the host's root with no process limit at all. It is refused instead."""
+    import uuid
+
+    from pytest_webbench.environments import process_limits
+
+    monkeypatch.setattr(process_limits, "PIDS_CGROUP_V1", str(tmp_path))
+    fixed = uuid.UUID(int=7)
+    monkeypatch.setattr(uuid, "uuid4", lambda: fixed)
+    (tmp_path / f"webbench-{os.getpid()}").mkdir()
+    (tmp_path / f"webbench-{os.getpid()}" / fixed.hex[:16]).write_text("in the way")
+    with pytest.raises(OSError, match="does not start without its process limit"):
+        process_limits.new_cgroup()
+    assert process_limits.limited_uid() is None  # a hierarchy is there: the fallback is not what holds seals here

@@ -43,7 +43,7 @@ from harbor.models.task.config import NetworkMode, NetworkPolicy
 from .files import CopyResult, FileRefused, Refusal, copy_in, copy_in_dirs, copy_out, kind_below
 from .seal import Seal, can_seal, unshare_command
 from .sealed_shell import Finished, SealedShell, read_bounded
-from .process_limits import own_for_seal
+from .process_limits import own_below
 from .seal_init import mount_tmpfs, unmount
 
 WORKDIR = "/app"
@@ -287,13 +287,8 @@ class HostEnvironment(BaseEnvironment):
 
     def _give(self, env_path: str, tree: bool = True) -> None:
         """What the harness put in the workspace becomes the seal's commands', with the folders made
-        for it, where they run as another uid (process_limits.own_for_seal; else nothing)."""
-        target = self.host_path(env_path)
-        own_for_seal(target, tree)
-        for parent in target.parents:
-            if parent == self.root:
-                break
-            own_for_seal(parent, tree=False)
+        for it, where they run as another uid (process_limits.own_below; else nothing)."""
+        own_below(self.root, self.inside(env_path), tree)
 
     async def download_file(self, source_path: str, target_path) -> None:
         self._copied(copy_out(self.root, self.inside(source_path), Path(target_path)), source_path)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 MAX_PROCESSES = 1024  # processes and threads (a sealed Chromium runs ~40 threads, Codex and Node a few dozen)
 PIDS_CGROUP_V1 = "/sys/fs/cgroup/pids"
@@ -37,21 +37,43 @@ def limited_uid() -> int | None:
     return LIMITED_UID if os.geteuid() == 0 and not uses_cgroup() else None
 
 
-def own_for_seal(path: Path | str, tree: bool = True) -> None:
-    """Makes what the harness put in a seal's writable folder its commands' own, where they run as
-    `limited_uid` (else nothing to do). Names below may be the agent's: nothing is followed, not
-    even `path` itself (fwalk checks each folder it enters is the one it listed)."""
+def own_for_seal(path: Path | str) -> None:
+    """A folder of the harness's own making (a seal's writable folder) made its commands', where they
+    run as `limited_uid` (else nothing to do); a link is chowned as a link."""
+    if (uid := limited_uid()) is not None:
+        with contextlib.suppress(FileNotFoundError):
+            os.chown(path, uid, uid, follow_symlinks=False)
+
+
+def own_below(root: Path, relative: str, tree: bool = True) -> None:
+    """What the harness put at `relative` below `root` (a trial's workspace), and every folder on the
+    way to it, made the commands' where they run as `limited_uid`. The names below `root` may be the
+    agent's, and its commands may be running: each step is opened from the folder before it with
+    O_NOFOLLOW, so no link, swapped in at any step at any moment, is ever followed out of the
+    workspace; `tree` takes everything below the last step too (fwalk checks each folder it enters)."""
     uid = limited_uid()
     if uid is None:
         return
-    with contextlib.suppress(FileNotFoundError):
-        os.chown(path, uid, uid, follow_symlinks=False)
-    if not tree:
-        return
-    for _top, dirs, files, fd in os.fwalk(path, follow_symlinks=False):
-        for name in dirs + files:
-            with contextlib.suppress(FileNotFoundError):
-                os.chown(name, uid, uid, dir_fd=fd, follow_symlinks=False)
+    parts = [p for p in PurePosixPath(relative).parts if p not in ("/", ".", "")]
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for i, part in enumerate(parts):
+            try:
+                os.chown(part, uid, uid, dir_fd=fd, follow_symlinks=False)
+                if i == len(parts) - 1 and not tree:
+                    return
+                step = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+            except OSError:  # gone, a file, or a link: nothing to go into
+                return
+            os.close(fd)
+            fd = step
+        if tree:
+            for _top, dirs, files, at in os.fwalk(".", dir_fd=fd, follow_symlinks=False):
+                for name in dirs + files:
+                    with contextlib.suppress(FileNotFoundError):
+                        os.chown(name, uid, uid, dir_fd=at, follow_symlinks=False)
+    finally:
+        os.close(fd)
 
 
 def _cgroup_parent() -> Path | None:
@@ -68,7 +90,8 @@ def _cgroup_parent() -> Path | None:
 def new_cgroup() -> str | None:
     """A pids cgroup for one seal, limited to MAX_PROCESSES; its PID 1 joins it (seal_init) and every
     process of the seal is counted. Removed once the seal has ended (`remove_cgroup`). None: no
-    cgroup, RLIMIT_NPROC is the limit (`limited_uid`)."""
+    hierarchy takes seals here, RLIMIT_NPROC is the limit (`limited_uid`); one that does and fails
+    to make this one raises, never a seal without a limit."""
     parent = _cgroup_parent() if os.environ.get("WEBBENCH_PIDS_CGROUP", "1") != "0" else None
     if parent is None:
         return None
@@ -78,10 +101,11 @@ def new_cgroup() -> str | None:
     try:
         path.mkdir()
         (path / "pids.max").write_text(str(MAX_PROCESSES))
-    except OSError:
+    except OSError as exc:  # a hierarchy that takes seals, and this one could not be made: no seal without its limit
         with contextlib.suppress(OSError):
             path.rmdir()
-        return None
+        raise OSError(exc.errno, f"the seal's pids cgroup {path} could not be made ({exc.strerror}): "
+                                 "a seal does not start without its process limit") from None
     return str(path)
 
 

@@ -296,7 +296,7 @@ async def start_sealed(seal: Seal, command: str | None, env: dict[str, str], cwd
     nproc_uid = None if cgroup else limited_uid()
     if nproc_uid is not None:  # its writable folders (what the harness puts below them it owns as it puts it)
         for host, _ in seal.rw:
-            own_for_seal(host, tree=False)
+            own_for_seal(host)
     try:
         ours.setblocking(False)
         proc = await asyncio.create_subprocess_exec(

@@ -169,6 +169,12 @@ class ModelCall(BaseModel):
     reply_text: str | None = None  # what the reply said (bounded): the agent's last one is its answer of record
 
 
+# Input a provider adds that the request's bytes do not hold: Anthropic's tool-use system prompt
+# (346-530 tokens, computer use's some 500-800 more), a chat's per-message framing. A reported
+# input past the request's bound and this is a count the cap cannot rest on.
+HIDDEN_INPUT_TOKENS = 2_000
+
+
 @dataclass
 class Reservation:
     """What one forwarded request may cost at most, held against the trial's caps until its reply is
@@ -265,10 +271,16 @@ class TrialMeter:
         """The reply's metered usage replaces its reservation. A reply the provider billed (`billed`:
         a 2xx) whose usage was not read whole, or was unreadable, is charged the reservation (the
         worst it could cost); an unreadable count is also a fault of the trial's, and so is more
-        output than the limit the request went with (the provider's own count is then wrong)."""
+        output than the limit the request went with, or more input than its bound (the provider's own
+        count is then wrong, or the bound the cap rests on did not hold)."""
         limit = reservation.output_limit
         if billed and usage.final and not usage.fault and limit is not None and usage.output > limit:
             usage.fault = f"the model API reported {usage.output} output tokens for a request limited to {limit}"
+        elif billed and usage.final and not usage.fault and reservation.input_bound \
+                and usage.input > reservation.input_bound + HIDDEN_INPUT_TOKENS:
+            # the bound the cap rests on (a token a byte at least, an image at its model's most) did not hold
+            usage.fault = (f"the model API reported {usage.input} input tokens for a request bounded at "
+                           f"{reservation.input_bound} (policy.input_bound) and {HIDDEN_INPUT_TOKENS} a provider may add")
         if billed and (not usage.final or usage.fault):
             usage.estimate(reservation.input_bound, reservation.output_limit or usage.output)
         if usage.fault:

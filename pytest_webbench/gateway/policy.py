@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -150,50 +151,57 @@ def output_floor(api: Api, request: dict[str, Any]) -> int:
 
 
 # The most input tokens one image can cost. Anthropic scales an image to at most about 1.15
-# megapixels, w*h/750 tokens (about 1,600), for every Claude model. OpenAI prices by model (its
-# vision guide, "Calculating costs"): tile models pay a base plus a price per 512-px tile of the
-# image fitted in 2048x2048 and then to a shortest side of 768, at most 8 tiles (a 2048x800 image
-# is 1966x768: 4x2); patch models pay a multiplier on at most 1,536 32-px patches. No kept library
-# has these per model (litellm's image count uses gpt-4o's 85 + 170 a tile for every model), so
-# they are written here; a model not named is reserved at the dearest known (gpt-4o-mini's).
-ANTHROPIC_IMAGE_TOKENS = 1_700
+# megapixels, w*h/750 tokens (about 1,600), on most Claude models; Opus 4.7 and later take up to
+# 2,576 px on the long edge, about 4,784 tokens (measured by others, not in Anthropic's pages): one
+# bound for every Claude model, the larger. OpenAI prices by model (its vision guide, "Calculating
+# costs"): tile models pay a base plus a price per 512-px tile of the image fitted in 2048x2048 and
+# then to a shortest side of 768, at most 8 tiles (a 2048x800 image is 1966x768: 4x2); patch models
+# a multiplier on at most 1,536 32-px patches, and `detail: "original"` (which Codex sends) up to
+# 10,000 patches. Only the exact models below (a date suffix allowed) have a figure of their own:
+# any other, and any image sent at "original" detail, is reserved at the dearest. No kept library
+# has these per model (litellm's image count uses gpt-4o's 85 + 170 a tile for every model).
+ANTHROPIC_IMAGE_TOKENS = 4_800
 MAX_TILES, MAX_PATCHES = 8, 1_536
-OPENAI_IMAGE_TOKENS = {  # longest prefix first wins: gpt-4o-mini before gpt-4o
+OPENAI_IMAGE_TOKENS = {
     "gpt-4o-mini": 2_833 + MAX_TILES * 5_667,
     "gpt-4.1-mini": math.ceil(MAX_PATCHES * 1.62), "gpt-4.1-nano": math.ceil(MAX_PATCHES * 2.46),
     "gpt-5-mini": math.ceil(MAX_PATCHES * 1.62), "gpt-5-nano": math.ceil(MAX_PATCHES * 2.46),
     "o4-mini": math.ceil(MAX_PATCHES * 1.72),
-    "gpt-4o": 85 + MAX_TILES * 170, "gpt-4.1": 85 + MAX_TILES * 170, "gpt-4.5": 85 + MAX_TILES * 170,
+    "gpt-4o": 85 + MAX_TILES * 170, "gpt-4.1": 85 + MAX_TILES * 170, "gpt-4.5-preview": 85 + MAX_TILES * 170,
     "gpt-5": 70 + MAX_TILES * 140, "o1": 75 + MAX_TILES * 150, "o3": 75 + MAX_TILES * 150,
     "computer-use-preview": 65 + MAX_TILES * 129,
 }
-UNKNOWN_MODEL_IMAGE_TOKENS = max(OPENAI_IMAGE_TOKENS.values())
+DEAREST_IMAGE_TOKENS = max(max(OPENAI_IMAGE_TOKENS.values()), math.ceil(10_000 * 2.46))
+_DATED = re.compile(r"-\d{4}-\d{2}-\d{2}$")
 
 
-def image_token_bound(api: Api, model: Any) -> int:
-    """The most input tokens one inline image can cost the request's model."""
-    name = str(model or "").rsplit("/", 1)[-1].lower()  # an OpenRouter id names its vendor first
+def image_token_bound(api: Api, model: Any, detail: Any = None) -> int:
+    """The most input tokens one inline image can cost the request's model at `detail`."""
+    name = _DATED.sub("", str(model or "").rsplit("/", 1)[-1].lower())  # an OpenRouter id names its vendor first
     if api == "messages" or name.startswith("claude"):
         return ANTHROPIC_IMAGE_TOKENS
-    for prefix in sorted(OPENAI_IMAGE_TOKENS, key=len, reverse=True):
-        if name.startswith(prefix):
-            return OPENAI_IMAGE_TOKENS[prefix]
-    return UNKNOWN_MODEL_IMAGE_TOKENS
+    if detail == "original":
+        return DEAREST_IMAGE_TOKENS
+    return OPENAI_IMAGE_TOKENS.get(name, DEAREST_IMAGE_TOKENS)
 
 
 def input_bound(api: Api, request: dict[str, Any], body_bytes: int) -> int:
     """The most input tokens the request can cost: a token of text covers a byte at least, and an
-    image, inline in a few bytes, costs up to its model's `image_token_bound`."""
-    return body_bytes + count_images(request) * image_token_bound(api, request.get("model"))
+    image, inline in a few bytes, costs up to its model's `image_token_bound` at its detail."""
+    model = request.get("model")
+    return body_bytes + sum(image_token_bound(api, model, detail) for detail in image_details(request))
 
 
-def count_images(value: Any) -> int:
-    """Image parts anywhere in the request (walked without recursion: a body may nest deep)."""
-    found, todo = 0, [value]
+def image_details(value: Any) -> list[Any]:
+    """Each image part anywhere in the request, as its `detail` (None where it gives none; walked
+    without recursion: a body may nest deep)."""
+    found, todo = [], [value]
     while todo:
         item = todo.pop()
         if isinstance(item, dict):
-            found += item.get("type") in ("image", "input_image", "image_url")
+            if item.get("type") in ("image", "input_image", "image_url"):
+                inner = item.get("image_url")
+                found.append(item.get("detail", inner.get("detail") if isinstance(inner, dict) else None))
             todo.extend(item.values())
         elif isinstance(item, list):
             todo.extend(item)

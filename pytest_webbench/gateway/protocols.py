@@ -93,8 +93,14 @@ def _part(found: dict, key: str) -> dict:
 def usage_from_event(api: Api, event: dict, usage: Usage) -> None:
     """Folds one streamed event (or a whole JSON reply) into `usage`, in place; a count that cannot
     be read is said in `usage.fault` (the first one), and the reply is then charged as unread."""
+    before = (usage.input, usage.output) if usage.reported else None
     try:
         _fold(api, event, usage)
+        if before is not None and (usage.input < before[0] or usage.output < before[1]):
+            # counts are cumulative within a reply: one that went down is a count the meter cannot trust
+            # (a provider's large count followed by a small one), so the reply is charged its worst case
+            usage.input, usage.output = max(usage.input, before[0]), max(usage.output, before[1])
+            raise _BadCount(f"a count went down within one reply ({before[0]}/{before[1]} input/output, then less)")
     except _BadCount as exc:
         usage.fault = usage.fault or f"the model API's usage could not be read: {exc}"
         usage.final = False
