@@ -465,10 +465,17 @@ def test_a_sequential_stop_is_printed_as_what_it_shows():
                                 p_value=0.01)
         return TaskStop(task="t", decision=decision, pairs_run=7, p_holm=p_holm, speed_p_holm=None)
 
-    assert verdict_words(stop("effect", 0.02), 0.025, 20).startswith("effect for treatment after 7 pairs")
+    assert verdict_words(stop("effect", 0.02), 0.025, 20).startswith("pass/fail: effect for treatment at pair 7")
     kept_out = verdict_words(stop("effect", 0.043), 0.025, 20)
-    assert "not kept once adjusted" in kept_out and "no effect claimed" in kept_out and not kept_out.startswith("effect")
+    assert "not kept once adjusted" in kept_out and "no effect claimed" in kept_out and "effect for" not in kept_out
     early = verdict_words(stop("futility", None), 0.025, 20)
-    assert early.startswith("no effect shown after 7 pairs") and "out of reach by the cap; none ruled out" in early
-    assert verdict_words(stop("futility", None), 0.025, 7).startswith("no effect shown by the cap (7 pairs; none ruled out)")
+    assert early.startswith("pass/fail: no effect shown; after 7 pairs") and "out of reach by the cap" in early
+    assert "none ruled out" in early
+    assert verdict_words(stop("futility", None), 0.025, 7).startswith("pass/fail: no effect shown by the cap (7 pairs")
+    # a walk that stopped before its task did says where, and why the task ran on (found by a cold read:
+    # "stopped after 7 pairs as out of reach" where pass/fail had stopped at 2 and speed ran on)
+    ran_on = stop("futility", None)
+    ran_on.decision.pass_fail_stopped_at, ran_on.decision.speed_stopped_at = 2, 7
+    said = verdict_words(ran_on, 0.025, 20)
+    assert "after 2 pairs" in said and "the task ran on to 7 pairs for its speed walk" in said
     assert verdict_words(TaskStop(task="t", decision=None, pairs_run=20), 0.025, 20) == "not decided (ran to its cap)"

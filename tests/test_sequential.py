@@ -101,6 +101,7 @@ def test_a_sequential_run_under_xdist_stops_decided_tasks_and_reports_the_saving
     assert first <= shop["pairs"] <= first + 1, (first, shop["pairs"])
     # every pair alike, so order is moot: by hand the rule stops at `first`, which the decision reached or passed by one
     assert replay(records, "shop-price", rule) == ("effect", first)
+    assert shop["pass_fail_stopped_at"] == first  # where its walk crossed, recorded beside the task's stop
     assert verdict_on(records, "shop-price", rule, shop["attempts"]) == "effect"
     assert shop["attempts"] == list(range(1, shop["pairs"] + 1))
     assert shop["p_value"] <= rule.alpha < shop["speed_p_value"]  # anytime p-values, as Holm over tasks reads them
@@ -127,7 +128,7 @@ def test_a_sequential_run_under_xdist_stops_decided_tasks_and_reports_the_saving
             arms = {r.arm for r in records if r.task == task and r.attempt == attempt}
             assert {"control", "treatment"} <= arms or arms == {"playwright"}, (task, attempt, arms)
     md = (exp / "report.md").read_text()
-    assert "## Sequential run: each task stopped when decided" in md and "saved" in md
+    assert "## Sequential run: each task stopped when decided" in md and "fewer than the cap" in md
     assert "conditional on the stopping" in md  # the fixed-sample intervals say they rest on stopped data
     result.stdout.fnmatch_lines(["*sequential: ran * of 60 planned trials*"])
 

@@ -128,18 +128,24 @@ def task_pairs(experiment_dir: Path, task: str, attempts: int) -> TaskPairs:
     return prefix_pairs(by_attempt, attempts)
 
 
-def _verdict(rule, steps: list[int]) -> tuple[str, str | None]:
-    """One endpoint's verdict on its walk (+1 favours treatment, -1 control, per pair in attempt order)
-    and the arm an effect favours. An effect once reached stands: the error bound already counts
-    every crossing up to the cap, and the anytime p-value is the walk's best, so a walk that crossed
-    and fell back is an effect, never "futility" beside a p-value under alpha."""
+def _verdict(rule, steps: list[int]) -> tuple[str, str | None, int | None]:
+    """One endpoint's verdict on its walk (+1 favours treatment, -1 control, per pair in attempt order),
+    the arm an effect favours, and the pair at which the walk first stopped (None: still running).
+    An effect once reached stands: the error bound already counts every crossing up to the cap, and
+    the anytime p-value is the walk's best, so a walk that crossed and fell back is an effect, never
+    "futility" beside a p-value under alpha."""
     control = treatment = 0
+    stopped = None
     for pairs, step in enumerate(steps, 1):
         control += step < 0
         treatment += step > 0
-        if rule.decide(control, treatment, pairs) == "effect":
-            return "effect", "treatment" if treatment > control else "control"
-    return rule.decide(control, treatment, len(steps)), None
+        said = rule.decide(control, treatment, pairs)
+        if said == "effect":
+            return "effect", "treatment" if treatment > control else "control", pairs
+        if said != "continue" and stopped is None:
+            stopped = pairs
+    final = rule.decide(control, treatment, len(steps))
+    return final, None, stopped if final != "continue" else None
 
 
 def decision_on(rule, task: str, seen: TaskPairs) -> TaskDecision | None:
@@ -149,12 +155,13 @@ def decision_on(rule, task: str, seen: TaskPairs) -> TaskDecision | None:
         return None
     steps, speed_steps = [p.step for p in seen.pairs], [p.speed_step for p in seen.pairs]
     c_only, t_only, t_fast, c_fast = steps.count(-1), steps.count(1), speed_steps.count(1), speed_steps.count(-1)
-    outcome, favours = _verdict(rule, steps)
-    speed, speed_favours = _verdict(rule, speed_steps)
+    outcome, favours, outcome_at = _verdict(rule, steps)
+    speed, speed_favours, speed_at = _verdict(rule, speed_steps)
     if outcome == "continue" or speed == "continue":  # a task stops once both endpoints have
         return None
     return TaskDecision(
         task=task, outcome=outcome, favours=favours, speed=speed, speed_favours=speed_favours, pairs=pairs,
+        pass_fail_stopped_at=outcome_at, speed_stopped_at=speed_at,
         attempts=seen.attempts, last_attempt=seen.last_attempt, control_only=c_only, treatment_only=t_only,
         treatment_faster=t_fast, control_faster=c_fast, p_value=rule.anytime_p(steps),
         speed_p_value=rule.anytime_p(speed_steps),

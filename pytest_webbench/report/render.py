@@ -8,10 +8,11 @@ from .format import TASK_ROWS, ci, num, pct, population_ci, pval, signed_pct
 
 
 # A sequential run's intervals are fixed-sample ones on data a rule stopped (docs/statistics.md measures them there).
-STOPPED_NOTE = ("This run stopped tasks sequentially: the intervals and p-values above are fixed-sample ones on the pairs "
-                "it recorded, so they are conditional on the stopping; their coverage under stopping was measured at "
-                "93.6% or more for the pooled interval, 97.4% or more for an arm's rate per task, 94.1% for Newcombe's "
-                "per task and 92.5% for the Mantel-Haenszel difference, in the populations simulated (docs/statistics.md).")
+STOPPED_NOTE = ("This run stopped tasks sequentially. The intervals and p-values above are computed as if each task's "
+                "number of pairs had been fixed in advance (they do not model the stopping); how often they still cover "
+                "under this rule's stopping was measured by simulation: the pooled interval for these tasks 95-100% "
+                "(cap 20, benchmarks/stats_estimands.py), an arm's rate per task 97.4% or more, Newcombe's per task "
+                "94.1% and the Mantel-Haenszel difference 92.5% (benchmarks/stats_conditions.py; docs/statistics.md).")
 
 
 def headline_lines(report: Report) -> list[str]:
@@ -23,19 +24,20 @@ def headline_lines(report: Report) -> list[str]:
         lines.append(f"  {arm:<11} mean pass rate over {tasks} graded task(s) {pct(rate.rate)} (95% CI for these tasks "
                      f"{ci(rate)}" + (f"; for tasks like these {population_ci(rate)}" if rate.population_low is not None else "")
                      + f"); trials passed: {rate.passes} of {rate.n} ({pct(rate.passes / rate.n if rate.n else None)} of "
-                     "trials, not the mean over tasks), placebo out")
+                     "trials, not the mean over tasks)" + (", placebo out" if _has_placebo(report) else ""))
     for arm, rate in report.format_only.items():
         lines.append(f"  {arm:<11} {rate.passes}/{rate.n} format-only passes (shape checked, not correctness)")
     if q := report.sequential:
         lines.append(f"  sequential: ran {q.trials_run} of {q.trials_planned} planned trials, {q.trials_not_run} not run "
-                     f"(tasks stopped first: {100 * q.saved_share:.0f}% saved); stopped: "
+                     f"(tasks stopped first: {100 * q.saved_share:.1f}% fewer than the cap); stopped: "
                      + ("; ".join(f"{t.task}: {verdict_words(t, q.alpha_per_endpoint, q.max_pairs)}" for t in q.tasks if t.decision)
                         or "none"))
     if report.browsers_not_deleted:
         lines.append(f"  NOT DELETED, may still be billed: {len(report.browsers_not_deleted)} cloud browser(s): "
                      + ", ".join(b.name for b in report.browsers_not_deleted))
     if p := report.pooled:
-        lines.append(f"  pooled effect (treatment - control, mean over {p.tasks} graded tasks, placebo out, {p.pairs} pairs): "
+        lines.append(f"  pooled effect (treatment - control, mean over {p.tasks} graded tasks"
+                     f"{', placebo out' if _has_placebo(report) else ''}, {p.pairs} pairs): "
                      f"{signed_pct(p.difference)}, 95% CI for these tasks {signed_pct(p.ci_low)} to {signed_pct(p.ci_high)} "
                      f"(p = {pval(p.p_value)})"
                      + (f", for tasks like these {signed_pct(p.population_low)} to {signed_pct(p.population_high)}"
@@ -87,13 +89,31 @@ def _notes(title: str, report: Report, name: str, empty: str) -> list[str]:
     return out
 
 
+def _has_placebo(report: Report) -> bool:
+    return any(r.placebo for r in report.by_arm_task)
+
+
+def model_words(report: Report) -> str:
+    """The run's model, or that its runner asks none (the reference, nop and hostile runners)."""
+    if report.model:
+        return f"model `{report.model}`"
+    try:
+        from ..runners import runner_spec
+
+        asks = runner_spec(report.runner).uses_gateway
+    except Exception:  # noqa: BLE001 - a runner of a user's own, or one no longer known: say what is known
+        asks = True
+    return "model: its runner's default" if asks else "no model (the runner asks none: its figures say nothing of a model's)"
+
+
 def render_markdown(report: Report) -> str:
     out = [f"# webbench report: {report.experiment_id}", "",
-           f"Suite `{report.suite}`, runner `{report.runner}`, model `{report.model or 'default'}`, browser "
+           f"Suite `{report.suite}`, runner `{report.runner}`, {model_words(report)}, browser "
            f"`{report.browser}`, agents sealed: `{report.isolation or 'unrecorded'}`, suite files at the end: `{report.suite_check}`"
            f"{' (UNSEALED: agents could read the suite and the results and reach the network)' if report.isolation == 'none' else ''}"
            f"{' (UNSEALED network: sandboxed agents could reach the sites around their tools)' if (report.isolation or '').endswith('+open') else ''}, "
-           f"{report.attempts} attempt(s) per task and arm, arms {', '.join(report.arms)}. "
+           + (f"up to {report.attempts} pairs per task (the sequential cap), " if report.sequential else
+              f"{report.attempts} attempt(s) per task and arm, ") + f"arms {', '.join(report.arms)}. "
            f"{report.recorded_trials} of {report.planned_trials} planned trials have a record."]
     if report.suite_check.startswith("changed"):
         out += ["", f"**THE SUITE'S FILES CHANGED DURING THE RUN** ({report.suite_check.split(': ', 1)[1]} hash "
@@ -107,12 +127,21 @@ def render_markdown(report: Report) -> str:
     if q := report.sequential:
         out += ["", "## Sequential run: each task stopped when decided", "", q.rule, "",
                 f"Ran {q.trials_run} of the {q.trials_planned} trials planned at the cap ({q.max_pairs} pairs per task): "
-                f"{q.trials_not_run} not run because their task was decided first (**{100 * q.saved_share:.0f}% saved**; "
-                f"the fixed design of {q.fixed_design_pairs} pairs per task it replaces runs {q.fixed_design_trials}). "
-                f"The cap buys about the power of {q.fixed_design_pairs} fixed pairs, not of {q.max_pairs} "
-                f"(docs/statistics.md): this run used {abs(q.trials_run - q.fixed_design_trials)} trials "
-                f"{'more' if q.trials_run > q.fixed_design_trials else 'fewer'} than that fixed design. A task stopped "
-                "without an effect shows none, which is no evidence that there is none.", ""]
+                f"{q.trials_not_run} not run because their task was decided first ({100 * q.saved_share:.1f}% fewer than "
+                f"the cap). The cap buys about the power of {q.fixed_design_pairs} fixed pairs per task, not of {q.max_pairs} "
+                f"(docs/statistics.md): {q.fixed_design_trials} trials in a fixed design, and this run used "
+                f"{abs(q.trials_run - q.fixed_design_trials)} {'more' if q.trials_run > q.fixed_design_trials else 'fewer'}. "
+                "A task runs until both its walks, pass/fail and speed, have stopped; each is tested at "
+                f"{q.alpha_per_endpoint:g}, and a task's effect is claimed only where its anytime p survives Holm's "
+                "adjustment over the run's tasks. The decision and its anytime p are the rule's; the McNemar and "
+                "sign-test p-values in the paired table below are fixed-sample tests of the same pairs, for reference. "
+                "A task stopped without an effect shows none, which is no evidence that there is none.", ""]
+        if not q.holm_reachable and q.smallest_p is not None:
+            decided = sum(1 for t in q.tasks if t.decision) or len(q.tasks)
+            out += [f"**No task of this run could have shown an effect**: the smallest anytime p the rule reaches by "
+                    f"{q.max_pairs} pairs (every pair one way) is {q.smallest_p:.4g}, and Holm over {decided} tasks would "
+                    f"need {decided} x {q.smallest_p:.4g} = {decided * q.smallest_p:.3g} to be at most {q.alpha_per_endpoint:g}. "
+                    "Give each task more pairs (--attempts) or run fewer tasks.", ""]
         out += _task_table(["task", "pairs run", "decision", "pass/fail split (c-only / t-only), anytime p (Holm)",
                             "speed (t faster / c faster), anytime p (Holm)"], q.tasks,
                            lambda t: [t.task, str(t.pairs_run),
@@ -125,7 +154,8 @@ def render_markdown(report: Report) -> str:
         out += ["", "**Cloud browsers that could not be deleted** (they may still be running and billed; delete them "
                 "in Kernel's dashboard or API):", ""] + [f"- `{b.name}`: {b.error}" for b in report.browsers_not_deleted]
     out += ["", "## Headline: pass rate on tasks graded against the page, a pinned value or a submission", "",
-            f"Tasks (placebo left out; the pooled effect covers the same ones): {_names(report.headline_tasks)}. The rate "
+            f"Tasks ({'placebo left out; ' if _has_placebo(report) else ''}the pooled effect covers the same ones): "
+            f"{_names(report.headline_tasks)}. The rate "
             "is the mean of the tasks' rates, every task weighted equally (not the share of trials passed, which is "
             "shown beside it). Two intervals, for two questions: **for these tasks**, this suite's tasks as run (only "
             "the attempts are random; the variance within each task); **for tasks like these**, a population of tasks "
@@ -155,7 +185,8 @@ def render_markdown(report: Report) -> str:
                 "answer weakly.", "",
                 f"Minimum detectable effect (approximate): with {p.pairs} pairs in {p.tasks} tasks and {pct(p.discordance)} "
                 f"of them discordant, the test for these tasks at alpha 0.05 has about 80% power for a mean difference of "
-                + (f"**{signed_pct(p.mde)}** or more (it assumes an effect leaves each task's discordance as observed)."
+                + (f"**{signed_pct(p.mde)}** or more (the mean difference d the z test finds 80% of the time if every "
+                   "task moved by d, each task's share of discordant pairs taken as at least d; a fixed-sample figure)."
                    if p.mde else "**none**: this run is too small to detect any effect.")]
         if s := p.errored_as_failures:
             out += ["", f"Sensitivity: counting each errored trial as a failure (its pair kept, {s.pairs} pairs), the "
@@ -187,8 +218,9 @@ def render_markdown(report: Report) -> str:
               f"{pval(r.sign_p)} ({pval(r.sign_p_holm)})",
               "not defined" if r.agreement is None else f"{r.agreement.passes}/{r.agreement.n} on {', '.join(r.agree_on)}"])
         out += ["", "Speedup is control agent time over treatment agent time (agent-only, harness excluded); "
-                "> 1 means treatment was faster. The placebo task is one no injected tool covers: a difference "
-                "there is noise or an artefact of the batch's presence, and it is left out of the pooled row."]
+                "> 1 means treatment was faster (the median of the pairs' ratios, not the ratio of the arms' medians)."
+                + (" The placebo task is one no injected tool covers: a difference there is noise or an artefact of "
+                   "the batch's presence, and it is left out of the pooled row." if _has_placebo(report) else "")]
     if report.playwright_vs_control:
         out += ["", "## Playwright arm against control (unpaired), per task", ""]
         out += _task_table(
@@ -251,7 +283,8 @@ def render_markdown(report: Report) -> str:
          "trials w/ rejected calls", "call-cap hits", "over spend", "toolset invalid"],
         [[u.arm, str(u.trials), f"{num(u.median_agent_sec)} ({num(u.median_model_sec)} / {num(u.median_tool_sec)})",
           str(u.input_tokens), str(u.cached_tokens), str(u.output_tokens),
-          f"{u.tokens_reported}/{u.trials} ({u.metered_by_gateway})", f"{u.cost_usd:.4f}", f"{u.priced}/{u.trials}",
+          f"{u.tokens_reported}/{u.trials} ({u.metered_by_gateway})", f"{u.cost_usd:.4f}" if u.priced else "unpriced",
+          f"{u.priced}/{u.trials}",
           f"{u.browser_calls} ({num(u.median_browser_calls)})",
           f"{u.webmcp.get('injected:tried', 0)}/{u.webmcp.get('injected:completed', 0)}",
           f"{u.webmcp.get('native:tried', 0)}/{u.webmcp.get('native:completed', 0)}",

@@ -20,32 +20,41 @@ class TaskStop(BaseModel):
     speed_p_holm: float | None = None
 
 
+def _ran_on(at: int | None, pairs: int, other: str) -> str:
+    return f" (the task ran on to {pairs} pairs for its {other} walk)" if at is not None and pairs > at else ""
+
+
 def verdict_words(stop: TaskStop, alpha: float, max_pairs: int) -> str:
     """What a task's stop says, in words a reader cannot take for more: an effect only where it also
     survives Holm's adjustment over the run's tasks at the rule's level (`alpha`, per endpoint); a stop
-    without an effect says why it stopped, and that it shows no effect, not that there is none."""
+    without an effect says why it stopped, and that it shows no effect, not that there is none. A task
+    runs until both its walks (pass/fail and speed) have stopped: each says where it stopped."""
     d = stop.decision
     if d is None:
         return "not decided (ran to its cap)"
+    at = d.pass_fail_stopped_at or d.pairs
+    split = f"{d.control_only} control-only / {d.treatment_only} treatment-only"
     if d.outcome == "effect" and stop.p_holm is not None and stop.p_holm <= alpha:
-        said = f"effect for {d.favours} after {d.pairs} pairs"
+        said = f"pass/fail: effect for {d.favours} at pair {at} ({split})"
     elif d.outcome == "effect":
-        said = (f"stopped after {d.pairs} pairs at the rule's boundary for {d.favours} ({d.control_only} control-only / "
-                f"{d.treatment_only} treatment-only), not kept once adjusted over the run's tasks (Holm p = "
-                f"{stop.p_holm:.3g} > {alpha:g}): no effect claimed")
-    elif d.pairs >= max_pairs:
-        said = f"no effect shown by the cap ({d.pairs} pairs; none ruled out)"
+        said = (f"pass/fail: the rule's boundary for {d.favours} reached at pair {at} ({split}), not kept once adjusted "
+                f"over the run's tasks (Holm p = {stop.p_holm:.3g} > {alpha:g}): no effect claimed")
+    elif at >= max_pairs:
+        said = f"pass/fail: no effect shown by the cap ({at} pairs, {split}; none ruled out)"
     else:
-        said = (f"no effect shown after {d.pairs} pairs ({d.control_only} / {d.treatment_only} discordant): stopped, as "
-                f"the rule judged an effect out of reach by the cap; none ruled out")
+        said = (f"pass/fail: no effect shown; after {at} pairs ({split}) the rule judged an effect out of reach by "
+                f"the cap, and stopped this walk; none ruled out")
+    said += _ran_on(d.pass_fail_stopped_at, d.pairs, "speed")
+    speed_at = d.speed_stopped_at or d.pairs
+    faster = f"{d.treatment_faster} treatment faster / {d.control_faster} control faster"
     if d.speed == "effect" and stop.speed_p_holm is not None and stop.speed_p_holm <= alpha:
-        speed = f"speed: faster for {d.speed_favours}"
+        speed = f"speed: faster for {d.speed_favours} at pair {speed_at} ({faster})"
     elif d.speed == "effect":
-        speed = (f"speed: boundary reached for {d.speed_favours} ({d.treatment_faster} / {d.control_faster} faster), "
-                 f"not kept once adjusted over the run's tasks (Holm p = {stop.speed_p_holm:.3g} > {alpha:g})")
+        speed = (f"speed: the boundary for {d.speed_favours} reached at pair {speed_at} ({faster}), not kept once "
+                 f"adjusted over the run's tasks (Holm p = {stop.speed_p_holm:.3g} > {alpha:g}): no effect claimed")
     else:
-        speed = "speed: no difference shown"
-    return f"{said}; {speed}"
+        speed = f"speed: no difference shown after {speed_at} pairs ({faster})"
+    return f"{said}; {speed}{_ran_on(d.speed_stopped_at, d.pairs, 'pass/fail')}"
 
 
 class SequentialSummary(BaseModel):
@@ -59,6 +68,10 @@ class SequentialSummary(BaseModel):
     fixed_design_pairs: int  # the fixed design the rule was tuned to replace, pairs per task
     fixed_design_trials: int
     alpha_per_endpoint: float = 0.025  # the rule's level for each task's pass/fail (and speed) decision
+    # the smallest anytime p any walk can reach by the cap (every pair one way), and whether that
+    # survives Holm over this run's decided tasks: where not, no task could have shown an effect
+    smallest_p: float | None = None
+    holm_reachable: bool = True
 
 
 def not_run_trials(manifest: RunManifest, decisions: dict[str, TaskDecision], recorded: set[str]) -> set[str]:
@@ -86,10 +99,15 @@ def summarize(manifest: RunManifest, decisions: dict[str, TaskDecision], planned
         stop.speed_p_holm = adjusted
     fixed = max(1, manifest.attempts // 2)
     per_pair = len(manifest.arms)
+    alpha = plan.alpha_per_endpoint if plan.alpha_per_endpoint is not None else plan.alpha / 2
+    from ..stats.sequential import SequentialRule
+
+    smallest = SequentialRule(alpha=alpha, max_pairs=plan.max_pairs, futility_below=plan.futility_below).anytime_p([1] * plan.max_pairs)
+    family = sum(1 for t in tasks if t.decision is not None) or len(tasks)
     return SequentialSummary(
         rule=plan.description, max_pairs=plan.max_pairs, tasks=tasks, trials_planned=len(manifest.trials),
         trials_run=len(recorded & {t.trial_id for t in manifest.trials}), trials_not_run=len(skipped),
         saved_share=len(skipped) / len(manifest.trials) if manifest.trials else 0.0,
         fixed_design_pairs=fixed, fixed_design_trials=fixed * per_pair * len(in_plan),
-        alpha_per_endpoint=plan.alpha_per_endpoint if plan.alpha_per_endpoint is not None else plan.alpha / 2,
+        alpha_per_endpoint=alpha, smallest_p=smallest, holm_reachable=family * smallest <= alpha,
     )

@@ -33,6 +33,9 @@ class TaskDecision(BaseModel):
     speed: Literal["effect", "futility"]
     speed_favours: Literal["treatment", "control"] | None = None
     pairs: int  # tested pairs (both trials ended) the decision rests on
+    # where each walk first stopped (the task runs on until both have): None in decisions written before
+    pass_fail_stopped_at: int | None = None
+    speed_stopped_at: int | None = None
     # their attempts: under -n they end out of order, so the pairs seen are not always 1..pairs
     attempts: list[int] = Field(default_factory=list)
     last_attempt: int  # the highest attempt whose pair had run when it was decided

@@ -43,9 +43,10 @@ ASSUMPTIONS = {
                      "differences, floored within each task; tasks an independent sample of the ones one cares about). "
                      "On a sequentially stopped run both are conditional on the stopping (their coverage there is "
                      "measured, not promised).",
-    "mde": "Minimum detectable effect of the test for these tasks: (z(0.975) + z(0.8)) x the observed standard error, "
-           "approximate: it assumes an effect leaves each task's discordance as observed; its simulated power at the "
-           "printed figure is in docs/statistics.md.",
+    "mde": "Minimum detectable effect of the test for these tasks: the mean difference d with d = (z(0.975) + z(0.8)) x "
+           "SE(d), where SE(d) is the standard error an effect moving every task by d would have, each task's share of "
+           "discordant pairs taken as at least d (a task cannot move by more than its discordant share); approximate, "
+           "and a fixed-sample figure: its simulated power at the printed figure is in docs/statistics.md.",
     "sensitivity": "Sensitivity: the same pooled interval with every errored pair's errored trial counted as a "
                    "failure, beside the one that leaves errored pairs out; if they disagree, the faults matter. Leaving "
                    "errored pairs out is unbiased only when faults are unrelated to what the trial would have done: "
