@@ -16,6 +16,8 @@ from .build import Report
 from .rates import Rate
 from .trial_lists import LISTED
 from .format import TASK_ROWS, ci, num, pct, pval, signed_pct
+from .render import model_words
+from .sequential import verdict_words
 
 ARM_COLOURS = {"control": "#4c72b0", "treatment": "#dd8452", "playwright": "#55a868"}
 SHOWN_PER_LIST = LISTED  # links per list here; pages/index.html lists every trial
@@ -150,14 +152,23 @@ def _trials_section(report: Report) -> str:
 def render_html(report: Report) -> str:
     e = escape
     body = [f"<h1>webbench report: {e(report.experiment_id)}</h1>",
-            f"<p>Suite <code>{e(report.suite)}</code>, runner <code>{e(report.runner)}</code>, model "
-            f"<code>{e(report.model or 'default')}</code>, {_v('attempts', str(report.attempts), 'int')} attempt(s) per task and arm. "
+            f"<p>Suite <code>{e(report.suite)}</code>, runner <code>{e(report.runner)}</code>, {e(model_words(report))}, "
+            + (f"up to {_v('attempts', str(report.attempts), 'int')} pairs per task (the sequential cap). " if report.sequential
+               else f"{_v('attempts', str(report.attempts), 'int')} attempt(s) per task and arm. ") +
             f"{_v('recorded_trials', str(report.recorded_trials), 'int')} of {_v('planned_trials', str(report.planned_trials), 'int')} "
             "planned trials have a record.</p>"]
     if not report.complete:
         body.append(f'<p class="warn" id="incomplete"><strong>Incomplete run</strong>: {e("; ".join(report.incomplete_because))}.</p>')
     if report.caveat:
         body.append(f"<p><em>{e(report.caveat)}</em></p>")
+    if q := report.sequential:
+        body.append(f"<h2>Sequential run: each task stopped when decided</h2><p>{e(q.rule)}</p><p>Ran {q.trials_run} of the "
+                    f"{q.trials_planned} trials planned at the cap; {q.trials_not_run} not run because their task was decided "
+                    f"first ({100 * q.saved_share:.1f}% fewer than the cap). The cap buys about the power of "
+                    f"{q.fixed_design_pairs} fixed pairs per task. A task stopped without an effect shows none, which is no "
+                    "evidence that there is none.</p><table><tr><th>task</th><th>pairs run</th><th>decision</th></tr>"
+                    + "".join(f"<tr><td>{e(t.task)}</td><td>{t.pairs_run}</td><td>{e(verdict_words(t, q.alpha_per_endpoint, q.max_pairs))}</td></tr>"
+                              for t in q.tasks[:TASK_ROWS]) + "</table>")
     if report.browsers_not_deleted:
         body.append('<div class="warn" id="browsers-not-deleted"><strong>Cloud browsers that could not be deleted</strong> '
                     "(they may still be running and billed):<ul>"
@@ -209,7 +220,7 @@ def render_html(report: Report) -> str:
     for i, u in enumerate(report.usage):
         path = f"usage.{i}"
         body.append(f"<tr><td>{e(u.arm)}</td><td>{_v(f'{path}.trials', str(u.trials), 'int')}</td><td>{e(num(u.median_agent_sec))}</td>"
-                    f"<td>{u.input_tokens}/{u.cached_tokens}/{u.output_tokens}</td><td>{u.cost_usd:.4f} ({u.priced}/{u.trials})</td>"
+                    f"<td>{u.input_tokens}/{u.cached_tokens}/{u.output_tokens}</td><td>{f'{u.cost_usd:.4f}' if u.priced else 'unpriced'} ({u.priced}/{u.trials})</td>"
                     f"<td>{_v(f'{path}.browser_calls', str(u.browser_calls), 'int')}</td>"
                     f"<td>{_v(f'{path}.trials_with_rejections', str(u.trials_with_rejections), 'int')}</td>"
                     f"<td>{_v(f'{path}.cap_hits', str(u.cap_hits), 'int')}</td></tr>")
