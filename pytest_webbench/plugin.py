@@ -34,6 +34,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     "decide the grade (ClawBench's cases), called through the model gateway (default: --model where the "
                     "runner has one)")
     group.addoption("--judge-base-url", help="the judge model's API base URL (default: the provider's)")
+    group.addoption("--review", action="store_true", help="after the trials, a reviewer model reads the harness's account "
+                    "of each failed, errored, flagged or discordant-pair trial and says what happened, its failure mode and "
+                    "whether the agent kept its arm's rules: shown beside the verdicts, never changing one (docs/report.md)")
+    group.addoption("--review-all", action="store_true", help="--review, of every trial")
+    group.addoption("--review-model", metavar="PROVIDER/MODEL", help="the reviewer, called through the model gateway "
+                    "(default: the judge's model, else --model)")
+    group.addoption("--review-base-url", help="the reviewer's API base URL (default: its provider's)")
     group.addoption("--attempts", type=int, help="attempts per task and arm (default 1)")
     group.addoption("--arms", help="comma-separated arms to run (default: the suite's arms)")
     group.addoption("--unpaired", action="store_true", help="run every arm independently (no control/treatment pairs)")

@@ -20,6 +20,7 @@ from functools import cache
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
+from ..gateway.client import ModelCallError, ask_text, reply_text, request_for  # noqa: F401 - re-exported
 from ..results.records import JudgeRecord, JudgeVerdict
 from ..results.well_formed import well_formed
 
@@ -86,22 +87,6 @@ def parse_verdict(text: str) -> JudgeVerdict:
     return JudgeVerdict(match=obj["match"], reason=well_formed(str(obj.get("reason", ""))[:500]))
 
 
-def request_for(api: str, model: str, system: str, user: str, max_tokens: int) -> tuple[str, dict]:
-    """The path (below the route's base URL) and body of one judge call, in the API's own terms."""
-    if api == "messages":
-        return "/v1/messages", {"model": model, "max_tokens": max_tokens, "system": system,
-                                "messages": [{"role": "user", "content": user}]}
-    return "/chat/completions", {"model": model, "max_tokens": max_tokens, "temperature": 0, "stream": False,
-                                 "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}]}
-
-
-def reply_text(api: str, reply: dict) -> str:
-    if api == "messages":
-        return "".join(block.get("text", "") for block in reply.get("content") or [] if isinstance(block, dict))
-    choices = reply.get("choices") or [{}]
-    return ((choices[0] or {}).get("message") or {}).get("content") or ""
-
-
 def ask(base_url: str, token: str, api: str, model: str, rubric_name: str, user: str, timeout: float = 120,
         attempts: int = ATTEMPTS) -> JudgeVerdict:
     """One rubric's verdict, asked up to `attempts` times with ClawBench's waits between (1 s, 2 s)."""
@@ -116,21 +101,12 @@ def ask(base_url: str, token: str, api: str, model: str, rubric_name: str, user:
 
 
 def _ask_once(base_url: str, token: str, api: str, model: str, rubric_name: str, user: str, timeout: float) -> JudgeVerdict:
-    import httpx
-
-    path, body = request_for(api, model, rubric(rubric_name), user, MAX_TOKENS[rubric_name])
-    headers = {"x-api-key": token, "anthropic-version": "2023-06-01"} if api == "messages" else {"authorization": f"Bearer {token}"}
     try:
-        response = httpx.post(base_url + path, json=body, headers=headers, timeout=timeout)
-    except httpx.HTTPError as exc:
-        raise JudgeError(f"the judge ({rubric_name}) could not be reached: {exc}") from None
-    if response.status_code != 200:
-        raise JudgeError(f"the judge ({rubric_name}) answered HTTP {response.status_code}: {response.text[:300]}")
-    try:
-        reply = response.json()
-    except ValueError:
-        raise JudgeError(f"the judge ({rubric_name}) answered something that is not JSON: {response.text[:200]!r}") from None
-    return parse_verdict(reply_text(api, reply))
+        text = ask_text(base_url, token, api, model, rubric(rubric_name), user, MAX_TOKENS[rubric_name], timeout,
+                        f"the judge ({rubric_name})")
+    except ModelCallError as exc:
+        raise JudgeError(str(exc)) from None
+    return parse_verdict(text)
 
 
 def judge_submission(instruction: str, submitted: dict[str, Any], base_url: str, token: str, api: str, model: str,

@@ -50,12 +50,13 @@ def configure_run(config: pytest.Config) -> tuple[WebbenchState, RunController |
     _check_agent_network(options, suite)
     _check_verifier_environment(options, suite)
     judge = _judge(options, suite, check_key=not config.option.collectonly, selecting=bool(config.option.keyword))
+    review = None if worker else _reviewer(options, judge, config)
     _check_solutions(options, suite, config)
     if options.environment != "host" and not worker and not config.option.collectonly:
         _preflight_environment(options.environment)
     if not worker:
         _check_proxy_ports(options, config)
-    _check_gateway(options, resuming)
+    _check_gateway(options, resuming, reviewer_named=bool(config.getoption("review_model")))
     dist = config.getoption("dist", "no")
     if options.paired and dist not in ("no", "load"):
         raise pytest.UsageError(
@@ -92,6 +93,7 @@ def configure_run(config: pytest.Config) -> tuple[WebbenchState, RunController |
         lock = _hold(experiment_dir)
     st = WebbenchState(options, suite, experiment_dir)
     st.judge = judge
+    st.review = review
     st.model_names = model_names
     st.skip, st.planned = skip, planned
     st.lock_fd = None if worker else lock  # held until this process exits
@@ -154,7 +156,34 @@ def _judge(options, suite, check_key: bool = True, selecting: bool = False):
                       upstream=options.judge_base_url or (None if options.judge_model else options.model_base_url))
 
 
-def _check_gateway(options, resuming: bool = False) -> None:
+def _reviewer(options, judge, config):
+    """--review's reviewer (review/reviewer.py ReviewSetup, or None without --review): --review-model,
+    else the run's judge, else the run's model at the run's endpoint and price; refused before any
+    trial where the gateway cannot speak or price it, or its key is not set."""
+    if not (config.getoption("review") or config.getoption("review_all")):
+        if config.getoption("review_model") or config.getoption("review_base_url"):
+            raise pytest.UsageError("--review-model/--review-base-url go with --review (or --review-all)")
+        return None
+    from ..review.reviewer import ReviewConfigError, reviewer_setup
+    from ..runners import runner_spec
+
+    runner = runner_spec(options.runner)
+    run_model = runner.check_model(options.model) if runner.uses_gateway else None
+    model = config.getoption("review_model") or (judge.model if judge else None) or run_model
+    if model is None:
+        raise pytest.UsageError(f"--review: --runner {options.runner} asks no model, and the run has no judge: name the "
+                                "reviewer with --review-model PROVIDER/MODEL")
+    own = model == run_model and not config.getoption("review_model")
+    base_url = config.getoption("review_base_url") or (judge.upstream if judge and model == judge.model else None) \
+        or (options.model_base_url if own else None)
+    try:
+        return reviewer_setup(model, base_url, options.model_price if own else None, options.allow_unpriced,
+                              check_key=not config.option.collectonly)
+    except ReviewConfigError as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
+def _check_gateway(options, resuming: bool = False, reviewer_named: bool = False) -> None:
     """A real agent's model requests go through the gateway: its provider must be one the gateway
     speaks, and its model priced (or unpriced runs allowed), before any trial starts."""
     from ..gateway.providers import GatewayConfigError, model_price, provider_of
@@ -165,7 +194,8 @@ def _check_gateway(options, resuming: bool = False) -> None:
         # recorded in the manifest, and never used: the run's model's price and endpoint (a judge of
         # its own has its own), and --allow-unpriced unless a judge model of its own is named
         unused = [name for name, value in (("--model-price", options.model_price), ("--model-base-url", options.model_base_url),
-                                           ("--allow-unpriced", options.allow_unpriced and not options.judge_model)) if value]
+                                           ("--allow-unpriced", options.allow_unpriced and not options.judge_model
+                                            and not reviewer_named)) if value]
         if unused and not resuming:
             raise pytest.UsageError(f"--runner {options.runner} calls no model: drop {', '.join(unused)}")
         return

@@ -130,6 +130,10 @@ class RunController:
         try:
             _check_suite(st)
             self.job_problems = write_job_results(st.experiment_dir, st.options.experiment_id)
+            if st.review is not None:  # every agent has stopped: the reviewer reads the records on disk
+                from ..review.reviewer import review_run
+
+                st.reviewed = review_run(st.experiment_dir, st.review, every_trial=bool(config.getoption("review_all")))
             st.report = write_report(st.experiment_dir)
         except OSError as exc:  # never a report that stops silently: say why, and how to make it later
             if (message := disk_full_message(exc, st.experiment_dir)) is None:

@@ -28,12 +28,14 @@ class WebbenchState:
         self.specs: dict[str, TrialSpec] = {}
         self.report = None  # the controller's Report, once written
         self.published = None  # the Braintrust experiments, or why publishing failed
+        self.reviewed = None  # review/records.py ReviewRun: what --review read and cost, once done
         self.skip: set[str] = set()  # --resume: trials that already have a result
         self.planned: set[str] | None = None  # --resume: the trials of the run's plan (None: a new plan)
         self.whole_plan: list[str] | None = None  # --shard: every shard's trial IDs in run order (manifest.plan)
         self.skipped_pairs: set[str] = set()  # --sequential: pairs this process did not start (their task was decided)
         self.lock_fd: int | None = None  # the experiment's run.lock, held by the controller while it runs
         self.judge = None  # grading/judge.py's JudgeSetup: the judge of write tasks whose check does not decide (None: none)
+        self.review = None  # review/reviewer.py's ReviewSetup, with --review (None: no review)
         self.model_names = None  # runners/model_names.py's ModelNames: Harbor's provider lookup for the run's model
 
 

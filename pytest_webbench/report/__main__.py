@@ -10,6 +10,9 @@ neither: their own report files stay as they are.
 
 `python -m pytest_webbench.report clawbench-export EXPERIMENT_DIR OUT_DIR`: write the run's judged
 write tasks as ClawBench's run folders, for its own rescore.py and analyze.py.
+
+`python -m pytest_webbench.report review EXPERIMENT_DIR [--all] [--review-model M]`: review a run on
+disk (docs/report.md, "The review"), without running it again, and write its report.
 """
 
 from __future__ import annotations
@@ -79,12 +82,44 @@ def clawbench_export_main(argv: list[str]) -> int:
     return 0
 
 
+def review_main(argv: list[str]) -> int:
+    from ..results.records import read_manifest
+    from ..review.reviewer import ReviewConfigError, review_run, reviewer_setup, setup_for_run
+
+    parser = argparse.ArgumentParser(prog="python -m pytest_webbench.report review",
+                                     description="review a run's trials on disk with a reviewer model, and write its report")
+    parser.add_argument("experiment_dir", type=Path, metavar="EXPERIMENT_DIR")
+    parser.add_argument("--all", action="store_true", help="every trial, not only the failed, errored, flagged and discordant")
+    parser.add_argument("--review-model", metavar="PROVIDER/MODEL", help="default: the run's judge, else its model")
+    parser.add_argument("--review-base-url", help="the reviewer's API base URL (default: its provider's, or the run's)")
+    parser.add_argument("--model-price", metavar="IN,OUT[,CACHED]", help="the reviewer's price, $ per million tokens")
+    parser.add_argument("--allow-unpriced", action="store_true", help="review with a model no price table prices")
+    args = parser.parse_args(argv)
+    try:
+        manifest = read_manifest(args.experiment_dir)
+        model, base_url, price, unpriced = setup_for_run(manifest, args.review_model, args.review_base_url,
+                                                        args.model_price, args.allow_unpriced)
+        setup = reviewer_setup(model, base_url, price, unpriced)
+    except (OSError, ManifestError, ReviewConfigError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    run = review_run(args.experiment_dir, setup, every_trial=args.all)
+    report = write_report(args.experiment_dir)
+    print("\n".join(headline_lines(report)))
+    cost = "unpriced" if run.cost_usd is None else f"${run.cost_usd:.4f}"
+    print(f"reviewed {run.trials_reviewed} trial(s) and {run.pairs_reviewed} pair(s) with {run.model} ({run.requests} "
+          f"request(s), {cost}; {run.errors} without a finding): {args.experiment_dir / 'report.md'}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["merge"]:
         return merge_main(argv[1:])
     if argv[:1] == ["clawbench-export"]:
         return clawbench_export_main(argv[1:])
+    if argv[:1] == ["review"]:
+        return review_main(argv[1:])
     parser = argparse.ArgumentParser(prog="python -m pytest_webbench.report", description=__doc__.split("\n\n")[1])
     parser.add_argument("experiment_dirs", type=Path, nargs="+", metavar="EXPERIMENT_DIR")
     parser.add_argument("--out", type=Path, help="write the comparison of two runs here (Markdown; JSON beside it)")

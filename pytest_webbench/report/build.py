@@ -26,6 +26,7 @@ from .arms import ArmTaskRow, ArmUsage, arm_task_rows, arm_usage
 from .clawbench_figures import ClawBenchFigures, clawbench_figures
 from .paired import PairedRow, PooledEffect, adjust_paired_rows, paired_row, pooled_effect
 from .rates import Rate, mean_over_tasks
+from .reviews import ReviewSection, review_section
 from .sequential import SequentialSummary, not_run_trials, summarize
 from .trial_lists import LISTED, NOTE_TEXT, TrialNote, WallRow, listed_trials, trial_notes, wall_rows
 from .unpaired import StratifiedEffect, UnpairedRow, adjust_unpaired_rows, rates_row, stratified_effect
@@ -76,6 +77,7 @@ class Report(BaseModel):
     over_spend: list[TrialNote]
     toolset_invalid: list[TrialNote]
     token_disagreements: list[TrialNote] = Field(default_factory=list)  # the CLI's figures against the gateway's
+    reviews: ReviewSection | None = None  # --review: what the reviewer read and found, beside the verdicts (reviews.py)
     walls: list[WallRow] = Field(default_factory=list)  # --runner hostile: which walls this setup keeps
     writes: list[WriteRow] = Field(default_factory=list)  # write tasks: ClawBench's metrics (writes.py)
     write_groups: list[WriteGroupRow] = Field(default_factory=list)  # ... by the tasks' group (ClawBench's metaclass)
@@ -213,6 +215,7 @@ def build_report_from_dir(experiment_dir: Path, scan: RecordScan | None = None) 
         report = build_report(manifest, scan.records, scan.problems + read_job_problems(experiment_dir),
                               list(read_undeleted_browsers(experiment_dir).values()), read_decisions(experiment_dir))
         report.suite_check = read_suite_check(experiment_dir)
+        report.reviews = review_section(experiment_dir)
         return report
 
 

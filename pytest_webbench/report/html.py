@@ -161,6 +161,20 @@ def render_html(report: Report) -> str:
         body.append(f'<p class="warn" id="incomplete"><strong>Incomplete run</strong>: {e("; ".join(report.incomplete_because))}.</p>')
     if report.caveat:
         body.append(f"<p><em>{e(report.caveat)}</em></p>")
+    if (rv := report.reviews) is not None:
+        if rv.to_check:
+            body.append("<p class=warn><strong>Trials to check by hand</strong> (the reviewer found the agent broke its arm's "
+                        "rules; its reading, not the verdict): " + "; ".join(
+                            f'<a href="{PAGES}/{e(trial_page_name(t.trial_id))}">{e(t.trial_id)}</a>: {e(str(t.review["breach"]))}'
+                            for t in rv.to_check) + "</p>")
+        run = rv.run
+        body.append("<h2>Review of the trials (a reading aid, not a grade)</h2>"
+                    + (f"<p>{run.trials_reviewed} trial(s) and {run.pairs_reviewed} pair(s) reviewed by <code>{e(run.model)}</code>, "
+                       f"{'unpriced' if run.cost_usd is None else f'${run.cost_usd:.4f}'}; the trials index filters by its "
+                       "failure mode, and each trial's page shows its review.</p>" if run else "")
+                    + "<table><tr><th>task</th><th>arm</th><th>failure modes</th></tr>"
+                    + "".join(f"<tr><td>{e(m.task)}</td><td>{e(m.arm)}</td><td>{e(', '.join(f'{k} {v}' for k, v in m.modes.items()))}</td></tr>"
+                              for m in rv.modes[:TASK_ROWS]) + "</table>")
     if q := report.sequential:
         body.append(f"<h2>Sequential run: each task stopped when decided</h2><p>{e(q.rule)}</p><p>Ran {q.trials_run} of the "
                     f"{q.trials_planned} trials planned at the cap; {q.trials_not_run} not run because their task was decided "

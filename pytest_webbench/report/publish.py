@@ -29,7 +29,7 @@ class PublishedExperiment(BaseModel):
     url: str | None
 
 
-def _row(trial, record: TrialRecord | None, grading: str) -> dict:
+def _row(trial, record: TrialRecord | None, grading: str, review: dict | None = None) -> dict:
     if record is None:
         return {"id": trial.trial_id, "input": {"task": trial.task, "attempt": trial.attempt}, "output": {"answer": None},
                 "scores": {"passed": 0.0},
@@ -51,7 +51,8 @@ def _row(trial, record: TrialRecord | None, grading: str) -> dict:
                      "placebo": record.placebo, "outcome": record.outcome, "stop_reason": record.stop_reason,
                      "detail": record.detail[:2000], "pair_id": record.pair_id, "flags": record.flags,
                      "webmcp_invokes": record.calls.webmcp_invokes, "cap_hit": record.calls.cap_hit,
-                     "runner": record.runner, "model": record.model},
+                     "runner": record.runner, "model": record.model,
+                     **({"review": review} if review else {})},  # --review: a reading aid, never a score
     }
 
 
@@ -73,6 +74,9 @@ def publish_braintrust(experiment_dir: Path, project: str | None = None) -> list
         raise PublishError("--publish braintrust needs the braintrust SDK: pip install 'pytest-webbench[publish]'") from None
     manifest = read_manifest(experiment_dir)
     records, problems = read_trial_records(experiment_dir)
+    from ..review.records import read_reviews
+
+    reviews = {r.trial_id: r.finding.model_dump() for r in read_reviews(experiment_dir)[1] if r.finding}
     if problems:
         raise PublishError("not publishing a run with unreadable records: " + "; ".join(problems))
     by_id = {r.trial_id: r for r in records}
@@ -92,7 +96,8 @@ def publish_braintrust(experiment_dir: Path, project: str | None = None) -> list
         except Exception as exc:
             raise PublishError(f"Braintrust refused experiment {name!r}: {type(exc).__name__}: {_without_key(str(exc))}") from None
         for trial in trials:
-            experiment.log(**_row(trial, by_id.get(trial.trial_id), manifest.task_limits[trial.task].grading))
+            experiment.log(**_row(trial, by_id.get(trial.trial_id), manifest.task_limits[trial.task].grading,
+                                  reviews.get(trial.trial_id)))
         summary = experiment.summarize(summarize_scores=False)  # flushes every row first
         published.append(PublishedExperiment(arm=arm, name=name, rows=len(trials), url=summary.experiment_url))
     return published

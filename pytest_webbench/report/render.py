@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from .build import Report
 from .sequential import verdict_words
+from .reviews import review_lines, to_check_lines
 from .format import TASK_ROWS, ci, num, pct, population_ci, pval, signed_pct
 
 
@@ -32,6 +33,11 @@ def headline_lines(report: Report) -> list[str]:
                      f"(tasks stopped first: {100 * q.saved_share:.1f}% fewer than the cap); stopped: "
                      + ("; ".join(f"{t.task}: {verdict_words(t, q.alpha_per_endpoint, q.max_pairs)}" for t in q.tasks if t.decision)
                         or "none"))
+    if (rv := report.reviews) is not None and rv.run is not None:
+        cost = "unpriced" if rv.run.cost_usd is None else f"${rv.run.cost_usd:.4f}"
+        lines.append(f"  review (a reading aid, not a grade): {rv.run.trials_reviewed} trial(s), {rv.run.pairs_reviewed} pair(s) "
+                     f"by {rv.run.model}, {cost}" + (f"; CHECK BY HAND, the reviewer found the arm's rules broken: "
+                                                     + ", ".join(t.trial_id for t in rv.to_check) if rv.to_check else ""))
     if report.browsers_not_deleted:
         lines.append(f"  NOT DELETED, may still be billed: {len(report.browsers_not_deleted)} cloud browser(s): "
                      + ", ".join(b.name for b in report.browsers_not_deleted))
@@ -124,6 +130,7 @@ def render_markdown(report: Report) -> str:
                   "of the paired tests (counted in their `excluded` column)."]
     if report.caveat:
         out += ["", f"*{report.caveat}*"]
+    out += to_check_lines(report.reviews)
     if q := report.sequential:
         out += ["", "## Sequential run: each task stopped when decided", "", q.rule, "",
                 f"Ran {q.trials_run} of the {q.trials_planned} trials planned at the cap ({q.max_pairs} pairs per task): "
@@ -275,6 +282,7 @@ def render_markdown(report: Report) -> str:
     if report.ungradable_tasks:
         out += ["", f"Ungradable ClawBench cases (their schema is the package's placeholder, which no request matches; "
                     f"run as asked, counted nowhere): {', '.join(report.ungradable_tasks)}"]
+    out += review_lines(report.reviews)
     out += ["", "## Usage, tools and validity", ""]
     out += _table(
         ["arm", "trials", "median agent s (model / browser calls)", "input tok", "cached tok", "output tok",

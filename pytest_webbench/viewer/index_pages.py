@@ -35,6 +35,7 @@ class IndexInputs:
     rejected: set[str]  # trials with a rejected call
     pair_ids: set[str]  # pairs that have a pair page
     discordant: list[str]  # pair ids, listed above the trials
+    reviewed: dict[str, str] | None = None  # trial id -> the reviewer's failure mode (--review)
 
 
 def trial_page_name(trial_id: str) -> str:
@@ -81,6 +82,7 @@ def index_pages(inputs: IndexInputs, per_page: int = INDEX_PAGE_ROWS) -> dict[st
     shown_outcome = {o: escape_name(o) for o in {o for _, o in trials}}
     shown_note = {note: e(note) for note in set(why.values()) if note}
     cells = []
+    reviewed = inputs.reviewed or {}
     for trial_id, outcome in trials:
         candidate, _, arm = trial_id.rpartition("-")  # as write_pages names the pairs whose pages it writes
         shown = escape_name(trial_id)
@@ -89,7 +91,8 @@ def index_pages(inputs: IndexInputs, per_page: int = INDEX_PAGE_ROWS) -> dict[st
         outcome = shown_outcome[outcome]
         cells.append(f'<tr><td><a href="{trial_page_name(shown)}">{shown}</a></td><td class="{outcome}">{outcome}</td>'
                      f"<td>{shown_note.get(why.get(trial_id), '')}</td><td>{'flagged' if trial_id in flagged else ''}</td>"
-                     f"<td>{'yes' if trial_id in rejected else ''}</td><td>{pair}</td></tr>")
+                     f"<td>{'yes' if trial_id in rejected else ''}</td><td>{pair}</td>"
+                     + (f"<td>{e(reviewed.get(trial_id, ''))}</td>" if reviewed else "") + "</tr>")
     discordant = inputs.discordant
     count = max(1, -(-len(cells) // per_page))
     pages = {}
@@ -101,10 +104,21 @@ def index_pages(inputs: IndexInputs, per_page: int = INDEX_PAGE_ROWS) -> dict[st
                    if discordant and number == 1 else "")
                 + (f"<p>Trials {first + 1}-{min(first + per_page, len(cells))} of {len(cells)}, failures first. Page {nav}</p>"
                    if count > 1 else "")
-                + "<table><tr><th>trial</th><th>outcome</th><th>why not passed</th><th>flags</th><th>rejected calls</th><th></th></tr>"
+                + (_review_filter(reviewed) if reviewed else "")
+                + "<table id=trials><tr><th>trial</th><th>outcome</th><th>why not passed</th><th>flags</th><th>rejected calls</th><th></th>"
+                + ("<th>review (a reading aid)</th>" if reviewed else "") + "</tr>"
                 + "".join(cells[first:first + per_page]) + "</table>")
         pages[index_page_name(number)] = page("trials" if count == 1 else f"trials, page {number} of {count}", body)
     return pages
+
+
+def _review_filter(reviewed: dict[str, str]) -> str:
+    """A filter of the table's rows by the reviewer's failure mode (a page of the index at a time)."""
+    modes = sorted(set(reviewed.values()))
+    options = "".join(f"<option>{escape(m)}</option>" for m in modes)
+    return ("<p>Reviewer's failure mode: <select onchange=\"for (const r of document.querySelectorAll('#trials tr:not(:first-child)'))"
+            " r.style.display = !this.value || r.lastElementChild.textContent === this.value ? '' : 'none'\">"
+            f"<option value=''>all trials</option>{options}</select></p>")
 
 
 def write_index(pages_dir: Path, inputs: IndexInputs, per_page: int, old_names: set[str]) -> None:

@@ -24,6 +24,7 @@ from typing import Any
 from ..design.pairing import PAIRED_ARMS
 from ..results.records import SCREENSHOT_TYPES, TrialRecord, atomic_write
 from .frames import frame_bytes, thumbnail
+from .review_blocks import pair_review_html, review_stamps, trial_review_html
 from .index_pages import INDEX_PAGE_ROWS, IndexInputs, page, pair_page_name, trial_page_name, write_index
 from .timeline import Timeline, build_timeline
 
@@ -94,6 +95,7 @@ def trial_section(timeline: Timeline, experiment_dir: Path, pictures: Pictures |
            f"tokens {r.tokens.input or 0} in / {r.tokens.output or 0} out.</p>"]
     if r.flags:
         out.append("<p>Flags: " + "; ".join(e(f) for f in r.flags) + "</p>")
+    out.append(trial_review_html(experiment_dir, r.trial_id))
     links = []
     if timeline.trace_path is not None:
         rel = os.path.relpath(timeline.trace_path, experiment_dir / PAGES)
@@ -138,7 +140,7 @@ def render_pair_page(pair_id: str, sides: list[Timeline], experiment_dir: Path, 
     sides = sorted(sides, key=lambda t: t.record.arm)  # control, then treatment
     verdict = ", ".join(f"{t.record.arm} {t.record.outcome}" for t in sides)
     body = (f'<p><a href="../report.html">report</a> · <a href="index.html">all trials</a></p><h1>Pair {escape(pair_id)}</h1>'
-            f"<p>{escape(verdict)}</p><div class=pair>"
+            f"<p>{escape(verdict)}</p>{pair_review_html(experiment_dir, pair_id)}<div class=pair>"
             + "".join(f'<section data-arm="{escape(t.record.arm)}">{trial_section(t, experiment_dir, pictures)}'
                       f'<p><a href="{escape(trial_page_name(t.record.trial_id))}">this trial alone</a></p></section>'
                       for t in sides) + "</div>")
@@ -204,12 +206,14 @@ def write_pages(experiment_dir: Path, report, scan=None) -> set[str]:
         if arm in PAIRED_ARMS and pair_id:
             pairs.setdefault(pair_id, []).append(trial_id)
             pair_of[trial_id] = pair_id
-    written, unreadable = _write_stale_pages(experiment_dir, stamps, names, scan.pages_current, pairs, pair_of)
+    reviewed = review_stamps(experiment_dir)
+    written, unreadable = _write_stale_pages(experiment_dir, stamps, names, scan.pages_current, pairs, pair_of, reviewed)
     try:
         index_built = (pages / "index.html").stat().st_mtime
     except OSError:
         index_built = -1.0
-    if written or index_built < max(stamps.values(), default=0.0):  # the index changes only when a record does
+    # the index changes only when a record does, or a review
+    if written or index_built < max([*stamps.values(), *reviewed.values()], default=0.0):
         write_index(pages, index_inputs(report, set(pairs)), INDEX_PAGE_ROWS, names)
     if not unreadable:
         return set(stamps)
@@ -217,9 +221,10 @@ def write_pages(experiment_dir: Path, report, scan=None) -> set[str]:
 
 
 def _write_stale_pages(experiment_dir: Path, stamps: dict[str, float], names: set[str], vouched: set[str],
-                       pairs: dict[str, list[str]], pair_of: dict[str, str]) -> tuple[int, set[str]]:
-    """The trial and pair pages that are missing or older than their records: how many were
-    written, and the trials whose records could not be read."""
+                       pairs: dict[str, list[str]], pair_of: dict[str, str],
+                       reviewed: dict[str, float] | None = None) -> tuple[int, set[str]]:
+    """The trial and pair pages that are missing or older than their records (or their reviews):
+    how many were written, and the trials whose records could not be read."""
     pages = experiment_dir / PAGES
 
     def older(name: str, members: list[str]) -> bool:  # only for pages no index line vouches for
@@ -235,6 +240,17 @@ def _write_stale_pages(experiment_dir: Path, stamps: dict[str, float], names: se
     unvouched_pairs = {pair_of[t] for t in unvouched if t in pair_of}
     stale_pairs = {p for p in pairs if pair_page_name(p) not in names}
     stale_pairs |= {p for p in unvouched_pairs - stale_pairs if older(pair_page_name(p), pairs[p])}
+    for name, written_at in (reviewed or {}).items():  # a review newer than its page (one stat a reviewed trial)
+        pair = name.removeprefix("pair-") if name.startswith("pair-") else None
+        page_name = pair_page_name(pair) if pair is not None else trial_page_name(name)
+        try:
+            current = (pages / page_name).stat().st_mtime >= written_at
+        except OSError:
+            current = False
+        if not current and pair is not None and pair in pairs:
+            stale_pairs.add(pair)
+        elif not current and pair is None and name in stamps:
+            stale_trials.add(name)
     wanted = stale_trials | {m for p in stale_pairs for m in pairs[p]}
     records = {r.trial_id: r for r in _read(experiment_dir, wanted)}
     timelines: dict[str, Timeline] = {}
@@ -280,4 +296,5 @@ def index_inputs(report, pair_ids: set[str]) -> IndexInputs:
     return IndexInputs(trials=[(t, o) for row in report.by_arm_task for t, o in row.trials.items()],
                        why=report.listed_notes("not_passed"), flagged=report.listed_ids("flagged"),
                        rejected=report.listed_ids("rejected"), pair_ids=pair_ids,
-                       discordant=[p for row in report.paired for p in row.discordant])
+                       discordant=[p for row in report.paired for p in row.discordant],
+                       reviewed=report.reviews.mode_of() if report.reviews is not None else None)

@@ -113,6 +113,7 @@ class ScriptedModel:
         self.sent: dict[str, dict[str, int]] = {}  # session id -> usage totals sent
         self.requests: list[dict] = []
         self.judged: list[dict] = []  # the judge requests answered, with their verdicts
+        self.reviewed: list[dict] = []  # the reviewer's requests answered, with its findings
 
     def breakout(self, conv: Conversation) -> list[Step]:
         """A hostile agent, as a new user tried one: links planted where the harness copies from
@@ -235,6 +236,46 @@ def judge_verdict(system: str, user: str) -> dict | None:
     else:
         match = not quoted or bool(present)
     return {"match": match, "reason": f"{len(present)} of {len(quoted)} quoted values in the request"}
+
+
+GIVE_UP = re.compile(r"cannot|can't|impossible|give up|gave up|unable", re.I)
+STOP_MODES = {"bot_block": "bot_block", "site_error": "harness_failed", "agent_timeout": "out_of_time",
+              "call_cap": "out_of_time", "over_spend": "out_of_time", "no_answer": "task_impossible"}
+
+
+def review_finding(system: str, user: str) -> dict | None:
+    """The scripted reviewer (review/prompts/): it reads the harness's account as a careful reader
+    would, from its own lines: a call the proxy refused is a forbidden action; else the stop reason
+    names the mode; a wrong answer that says the task cannot be done is a give-up. None: not a
+    reviewer's request."""
+    if "You review one trial of a web-agent benchmark" in system:
+        def line(name: str) -> str:
+            found = re.search(rf"^{name}: (.*)$", user, re.M)
+            return found.group(1) if found else ""
+        outcome, _, stop = line("OUTCOME").partition("; STOP REASON: ")
+        refused = re.search(r"^#(\d+) REFUSED by the proxy \(rule ([^)]*)\): (\S+)", user, re.M)
+        answer = line("ANSWER \\(the agent's answer file\\)")
+        if refused:
+            mode = "forbidden_action"
+        elif outcome == "passed":
+            mode = "none"
+        elif stop in STOP_MODES:
+            mode = STOP_MODES[stop]
+        elif stop == "wrong_answer":
+            mode = "task_impossible" if GIVE_UP.search(answer) else "wrong_answer"
+        else:
+            mode = "harness_failed" if outcome == "errored" else "wrong_answer"
+        return {"summary": f"The trial {outcome} ({stop}); the scripted reviewer read its account.", "failure_mode": mode,
+                "arm_rules_kept": refused is None,
+                "breach": f"call #{refused.group(1)}: {refused.group(3)}, refused by {refused.group(2)}" if refused else None,
+                "confidence": "high"}
+    if "You compare two trials of a web-agent benchmark" in system:
+        control, _, treatment = user.partition("=== TREATMENT ===")
+        injected = treatment.count("webmcp {\"action\": \"invoke\"") > control.count("webmcp {\"action\": \"invoke\"")
+        return {"difference": f"The treatment trial made {treatment.count(chr(10) + '#')} browser calls against the control's "
+                              f"{control.count(chr(10) + '#')}" + (", invoking the injected tools" if injected else "") + ".",
+                "tools_helped": "yes" if injected else "unclear"}
+    return None
 
 
 def _failure(model: str, api: str) -> JSONResponse | None:
@@ -384,10 +425,11 @@ class ModelEndpoint:
         messages = body.get("messages", [])
         instruction = "\n".join(_text_of(m.get("content")) for m in messages if m.get("role") == "user")
         system = "\n".join(_text_of(m.get("content")) for m in messages if m.get("role") == "system")
-        if (verdict := judge_verdict(system, instruction)) is not None:
+        if (verdict := judge_verdict(system, instruction) or review_finding(system, instruction)) is not None:
             usage = {"prompt_tokens": TURN_USAGE["input"], "completion_tokens": TURN_USAGE["output"],
                      "total_tokens": TURN_USAGE["input"] + TURN_USAGE["output"]}
-            self.model.judged.append({"system": system, "user": instruction, "verdict": verdict})
+            (self.model.judged if "match" in verdict else self.model.reviewed).append(
+                {"system": system, "user": instruction, "verdict": verdict})
             return JSONResponse({"id": "chatcmpl-" + uuid.uuid4().hex[:8], "object": "chat.completion", "model": model,
                                  "choices": [{"index": 0, "finish_reason": "stop",
                                               "message": {"role": "assistant", "content": json.dumps(verdict)}}],
