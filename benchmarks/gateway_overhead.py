@@ -76,7 +76,7 @@ def serve_gateway(upstream: str) -> None:
     from pytest_webbench.gateway.routes import GatewayRoute, GatewayRoutes
     from pytest_webbench.proxy.http_endpoint import ProxyRoutes
     from pytest_webbench.trial.services import _listener
-    from pytest_webbench.trial.service_loop import ServiceLoop
+    from pytest_webbench.service_loop import ServiceLoop
 
     os.environ["WEBBENCH_BENCH_KEY"] = "sk-bench"
     loop = ServiceLoop()

@@ -19,7 +19,7 @@ from starlette.routing import Route
 
 from pytest_webbench.browsers.local import LocalBackend
 from pytest_webbench.browsers.pod import PLAYWRIGHT_SWITCHES
-from pytest_webbench.trial.service_loop import ServiceLoop
+from pytest_webbench.service_loop import ServiceLoop
 
 pytestmark = [pytest.mark.chromium, pytest.mark.seal]
 CHECKOUT = Path(__file__).resolve().parents[1]

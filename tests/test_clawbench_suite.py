@@ -15,7 +15,7 @@ import pytest
 
 from pytest_webbench.design.clawbench import load_cases
 from pytest_webbench.design.suite import SuiteError, WebbenchMeta, load_suite
-from pytest_webbench.trial.service_loop import ServiceLoop
+from pytest_webbench.service_loop import ServiceLoop
 
 sys.path.insert(0, str(Path(__file__).parent / "support"))
 from model_endpoint import ModelEndpoint  # noqa: E402

@@ -87,7 +87,7 @@ def test_a_dead_upstream_mcp_server_errors_the_trials_that_need_it(pytester, mon
 
     from kernel_api_standin import KernelApiStandin
 
-    from pytest_webbench.trial.service_loop import ServiceLoop
+    from pytest_webbench.service_loop import ServiceLoop
 
     key = "sk-kernel-fault-test"
     api = KernelApiStandin(key)

@@ -18,7 +18,7 @@ from starlette.routing import Route
 
 from pytest_webbench.gateway.meter import ModelLog, Price, TrialMeter, read_model_log
 from pytest_webbench.gateway.routes import GatewayRoute, GatewayRoutes
-from pytest_webbench.trial.service_loop import ServiceLoop
+from pytest_webbench.service_loop import ServiceLoop
 
 sys.path.insert(0, str(Path(__file__).parent / "support"))
 from model_endpoint import TURN_USAGE, ModelEndpoint  # noqa: E402

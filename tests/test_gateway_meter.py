@@ -18,7 +18,7 @@ from starlette.routing import Route
 
 from pytest_webbench.gateway.meter import ModelLog, Price, TrialMeter, read_model_log
 from pytest_webbench.gateway.routes import GatewayRoute, GatewayRoutes
-from pytest_webbench.trial.service_loop import ServiceLoop
+from pytest_webbench.service_loop import ServiceLoop
 
 TOKEN = "wbt-meter-token"
 # each API's path as its CLI posts it under the gateway's route, and where the provider serves it

@@ -186,7 +186,7 @@ def test_the_page_state_script_reads_structure_in_a_real_browser():
 
     from pytest_webbench.browsers.local import LocalBackend
     from pytest_webbench.grading.page_state import read_page_state
-    from pytest_webbench.trial.service_loop import ServiceLoop
+    from pytest_webbench.service_loop import ServiceLoop
 
     async def page(request):
         html, status, _ = PAGES[request.path_params["name"]]

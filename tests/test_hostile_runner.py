@@ -107,7 +107,7 @@ def test_the_event_payload_probe_can_report_breached():
     """The playwright arm's probe, run where raw CDP is allowed (another arm's scope), says so."""
     from pytest_webbench.browsers.local import LocalBackend
     from pytest_webbench.runners.hostile import EVENT_PAYLOAD_PROBE, event_payload_wall
-    from pytest_webbench.trial.service_loop import ServiceLoop
+    from pytest_webbench.service_loop import ServiceLoop
     from starlette.applications import Starlette
     from starlette.responses import HTMLResponse
     from starlette.routing import Route

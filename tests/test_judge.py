@@ -104,7 +104,7 @@ def test_a_judge_that_fails_is_asked_three_times_as_clawbench_asks_it():
     from starlette.routing import Route
 
     from pytest_webbench.grading.judge import judge_submission
-    from pytest_webbench.trial.service_loop import ServiceLoop
+    from pytest_webbench.service_loop import ServiceLoop
 
     seen: list[str] = []
 

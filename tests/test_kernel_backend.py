@@ -11,7 +11,7 @@ import pytest
 
 from pytest_webbench.browsers.base import BackendError
 from pytest_webbench.browsers.kernel import KernelBackend
-from pytest_webbench.trial.service_loop import ServiceLoop
+from pytest_webbench.service_loop import ServiceLoop
 
 sys.path.insert(0, str(Path(__file__).parent / "support"))
 from kernel_api_standin import PNG_1PX, KernelApiStandin  # noqa: E402

@@ -10,7 +10,7 @@ import pytest
 from pytest_webbench.browsers.local import LocalBackend
 from pytest_webbench.grading.page_state import PAGE_STATE_SCRIPT, read_page_state
 from pytest_webbench.trial.services import load_site_app
-from pytest_webbench.trial.service_loop import ServiceLoop
+from pytest_webbench.service_loop import ServiceLoop
 from pytest_webbench.design.suite import load_suite
 
 pytestmark = pytest.mark.chromium

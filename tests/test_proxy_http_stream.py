@@ -21,7 +21,7 @@ from pytest_webbench.proxy.http_endpoint import ProxyRoutes
 from pytest_webbench.proxy.log import CallLog, read_call_log
 from pytest_webbench.proxy.relay import ProxySession
 from pytest_webbench.proxy.upstream import HttpUpstream
-from pytest_webbench.trial.service_loop import ServiceLoop
+from pytest_webbench.service_loop import ServiceLoop
 
 STANDIN = Path(__file__).parent / "support" / "kernel_standin.py"
 REQUEST = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "x", "arguments": {}}}

@@ -16,7 +16,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 
 from pytest_webbench.proxy.log import read_call_log
-from pytest_webbench.trial.service_loop import ServiceLoop
+from pytest_webbench.service_loop import ServiceLoop
 
 STANDIN = Path(__file__).parent / "support" / "kernel_standin.py"
 SENTINEL_KEY = "sk-sentinel-7f3a9c-never-log-me"

@@ -20,7 +20,7 @@ import pytest
 from pytest_webbench.gateway.routes import GatewayRoutes
 from pytest_webbench.proxy.http_endpoint import ProxyRoutes
 from pytest_webbench.proxy.listener_guard import allowed_hosts
-from pytest_webbench.trial.service_loop import ServiceLoop
+from pytest_webbench.service_loop import ServiceLoop
 from pytest_webbench.trial.services import _listener
 
 sys.path.insert(0, str(Path(__file__).parent))

@@ -7,7 +7,7 @@ import pytest
 
 from pytest_webbench.browsers.local import LocalBackend
 from pytest_webbench.trial.services import load_site_app
-from pytest_webbench.trial.service_loop import ServiceLoop
+from pytest_webbench.service_loop import ServiceLoop
 from pytest_webbench.design.suite import load_suite
 
 from test_public_web import LOCAL_WEB_DIR, PUBLIC_WEB

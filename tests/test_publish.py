@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from pytest_webbench.report.publish import PublishError, publish_braintrust
-from pytest_webbench.trial.service_loop import ServiceLoop
+from pytest_webbench.service_loop import ServiceLoop
 
 sys.path.insert(0, str(Path(__file__).parent / "support"))
 from braintrust_standin import BraintrustStandin  # noqa: E402

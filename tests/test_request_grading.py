@@ -17,7 +17,7 @@ from starlette.routing import Route
 from pytest_webbench.browsers.local import LocalBackend
 from pytest_webbench.design.suite import RequestCheck, WebbenchMeta
 from pytest_webbench.grading.grade import grade_trial
-from pytest_webbench.trial.service_loop import ServiceLoop
+from pytest_webbench.service_loop import ServiceLoop
 
 LOCAL_WEB = Path(__file__).resolve().parents[1] / "suites" / "local-web"
 FORM = """<html><body><form method=post action='/order?ref=7'><input name=item value='BOT-GRE-L'>

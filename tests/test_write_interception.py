@@ -20,7 +20,7 @@ import pytest
 
 from pytest_webbench.browsers.interception import Interception
 from pytest_webbench.browsers.local import LocalBackend
-from pytest_webbench.trial.service_loop import ServiceLoop
+from pytest_webbench.service_loop import ServiceLoop
 
 SITES = Path(__file__).resolve().parents[1] / "suites" / "local-web" / "sites"
 ISSUE_CHECK = {"url_pattern": r"codehub\.localhost(:\d+)?/api/v3/repos/acme/rocket/issues$", "method": "POST",

@@ -130,11 +130,17 @@ class RunController:
         try:
             _check_suite(st)
             self.job_problems = write_job_results(st.experiment_dir, st.options.experiment_id)
+            st.report = write_report(st.experiment_dir)  # first: a review that fails, or is stopped, loses no report
             if st.review is not None:  # every agent has stopped: the reviewer reads the records on disk
                 from ..review.reviewer import review_run
 
-                st.reviewed = review_run(st.experiment_dir, st.review, every_trial=bool(config.getoption("review_all")))
-            st.report = write_report(st.experiment_dir)
+                try:
+                    st.reviewed = review_run(st.experiment_dir, st.review, every_trial=bool(config.getoption("review_all")))
+                except Exception as exc:  # noqa: BLE001 - the run's results stand; the review can be made again from disk
+                    self.report_error = (f"the review did not finish ({type(exc).__name__}: {str(exc)[:300]}); the report "
+                                         f"stands without it; review again with `python -m pytest_webbench.report review "
+                                         f"{st.experiment_dir}`")
+                st.report = write_report(st.experiment_dir)
         except OSError as exc:  # never a report that stops silently: say why, and how to make it later
             if (message := disk_full_message(exc, st.experiment_dir)) is None:
                 raise

@@ -103,7 +103,17 @@ def review_main(argv: list[str]) -> int:
     except (OSError, ManifestError, ReviewConfigError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    run = review_run(args.experiment_dir, setup, every_trial=args.all)
+    from ..results.claims import ExperimentBusy, hold_experiment
+
+    try:
+        lock = hold_experiment(args.experiment_dir)  # not while a run (or another review) of it is going
+    except (ExperimentBusy, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    try:
+        run = review_run(args.experiment_dir, setup, every_trial=args.all)
+    finally:
+        os.close(lock)
     report = write_report(args.experiment_dir)
     print("\n".join(headline_lines(report)))
     cost = "unpriced" if run.cost_usd is None else f"${run.cost_usd:.4f}"

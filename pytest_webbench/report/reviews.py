@@ -13,6 +13,14 @@ from pydantic import BaseModel, Field, PrivateAttr
 from ..review.records import ReviewRun, read_reviews
 from .trial_lists import LISTED
 
+def md(text: object, limit: int = 600) -> str:
+    """The reviewer's words (which may echo the agent's) as one line of Markdown text: no line break
+    to start a heading or end a table row, no cell separator, no raw HTML."""
+    flat = " ".join(str(text).split())
+    flat = flat.replace("|", "/").replace("<", "&lt;").replace(">", "&gt;").replace("`", "'")
+    return flat if len(flat) <= limit else flat[:limit] + "..."
+
+
 READING_AID = ("a reading aid, not a grade: a model's reading of the harness's own account of each trial, which "
                "changes no outcome, figure or test of this report")
 
@@ -86,7 +94,7 @@ def to_check_lines(section: ReviewSection | None) -> list[str]:
         return []
     return ["", f"**Trials to check by hand**: the reviewer found the agent broke its arm's rules in {len(section.to_check)} "
                 "trial(s) (its reading, not the harness's verdict; the trials' pages show the calls):", ""] + \
-        [f"- `{t.trial_id}`: {t.review['breach'] or t.review['summary']}" for t in section.to_check]
+        [f"- `{t.trial_id}`: {md(t.review['breach'] or t.review['summary'])}" for t in section.to_check]
 
 
 def review_lines(section: ReviewSection | None) -> list[str]:
@@ -106,18 +114,18 @@ def review_lines(section: ReviewSection | None) -> list[str]:
     if section.pairs:
         out += ["", "What the treatment trial did differently, in each discordant pair:", ""]
         out += [f"- {p.task} attempt {p.attempt} ({p.passed} passed): "
-                + (f"{p.difference} (the tools helped: {p.tools_helped})" if p.difference else f"no finding ({p.error})")
+                + (f"{md(p.difference)} (the tools helped: {p.tools_helped})" if p.difference else f"no finding ({md(p.error)})")
                 for p in section.pairs]
     if section.trials:
         out += ["", "| trial | why reviewed | failure mode | kept its arm's rules | summary |", "|---|---|---|---|---|"]
         for t in section.trials:
             if t.review:
-                out.append(f"| {t.trial_id} | {t.why} | {t.review['failure_mode']} ({t.review['confidence']}) | "
-                           f"{'yes' if t.review['arm_rules_kept'] else 'no: ' + str(t.review['breach'])} | "
-                           f"{str(t.review['summary']).replace('|', '/')} |")
+                out.append(f"| {t.trial_id} | {md(t.why)} | {t.review['failure_mode']} ({t.review['confidence']}) | "
+                           f"{'yes' if t.review['arm_rules_kept'] else 'no: ' + md(t.review['breach'])} | "
+                           f"{md(t.review['summary'])} |")
             else:
-                out.append(f"| {t.trial_id} | {t.why} | no finding | – | {str(t.error).replace('|', '/')[:200]} |")
+                out.append(f"| {t.trial_id} | {md(t.why)} | no finding | – | {md(t.error, 200)} |")
         if section.trials_total > len(section.trials):
             out.append(f"- and {section.trials_total - len(section.trials)} more: each trial's page shows its review")
-    out += [f"- unreadable: {p}" for p in section.problems]
+    out += [f"- unreadable: {md(p)}" for p in section.problems]
     return out

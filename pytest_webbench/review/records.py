@@ -89,6 +89,7 @@ class ReviewRun(BaseModel):
     cost_usd: float | None = None  # None: the reviewer's model is unpriced
     account_budget_chars: int = 0
     selection: Literal["needed", "all"] = "needed"
+    replaced: list[str] = Field(default_factory=list)  # reviewed by the review this one replaced, and not by this one
 
 
 def _path(experiment_dir: Path, *parts: str) -> Path:
@@ -112,17 +113,31 @@ def write_review_run(experiment_dir: Path, run: ReviewRun) -> None:
     atomic_write(_path(experiment_dir, "run.json"), run.model_dump_json(indent=1))
 
 
-def _read_folder(folder: Path, model: type[BaseModel]) -> tuple[list, list[str]]:
+def _read_folder(folder: Path, model: type[BaseModel], name_of) -> tuple[list, list[str]]:
+    """The folder's reviews: regular files only (a link or a pipe is named as a problem, never
+    read), each named for what it reviews (`name_of`: a file under another's name is left out)."""
     out, problems = [], []
     try:
-        names = sorted(e.name for e in os.scandir(folder) if e.is_file() and e.name.endswith(".json") and e.name != "run.json")
-    except FileNotFoundError:
+        entries = sorted(os.scandir(folder), key=lambda e: e.name)
+    except OSError:
         return out, problems
-    for name in names:
+    for entry in entries:
+        if not entry.name.endswith(".json") or entry.name == "run.json":
+            continue
+        path = folder / entry.name
+        if not entry.is_file(follow_symlinks=False):
+            if not entry.is_dir(follow_symlinks=False):
+                problems.append(f"{path}: not a regular file, not read")
+            continue
         try:
-            out.append(model.model_validate_json((folder / name).read_bytes()))
+            review = model.model_validate_json(path.read_bytes())
         except (OSError, ValidationError, ValueError) as exc:
-            problems.append(f"{folder / name}: unreadable review ({type(exc).__name__})")
+            problems.append(f"{path}: unreadable review ({type(exc).__name__})")
+            continue
+        if name_of(review) + ".json" != entry.name:
+            problems.append(f"{path}: reviews {name_of(review)}, not what its name says: left out")
+            continue
+        out.append(review)
     return out, problems
 
 
@@ -130,12 +145,17 @@ def read_reviews(experiment_dir: Path) -> tuple[ReviewRun | None, list[TrialRevi
     """The review of a run, if one was made: its run file, the trials' and the pairs' reviews, and a
     note for each file that could not be read (the report says so and shows the rest)."""
     problems: list[str] = []
+    if _path(experiment_dir).is_symlink():
+        return None, [], [], [f"{_path(experiment_dir)}: a link, not the run's own folder: not read"]
+    run_file = _path(experiment_dir, "run.json")
     try:
-        run = ReviewRun.model_validate_json(_path(experiment_dir, "run.json").read_bytes())
+        if run_file.is_symlink() or (run_file.exists() and not run_file.is_file()):
+            raise ValueError("not a regular file")
+        run = ReviewRun.model_validate_json(run_file.read_bytes())
     except FileNotFoundError:
         run = None
     except (OSError, ValidationError, ValueError) as exc:
         run, problems = None, [f"{_path(experiment_dir, 'run.json')}: unreadable ({type(exc).__name__})"]
-    trials, bad = _read_folder(_path(experiment_dir), TrialReview)
-    pairs, bad_pairs = _read_folder(_path(experiment_dir, "pairs"), PairReview)
+    trials, bad = _read_folder(_path(experiment_dir), TrialReview, lambda r: r.trial_id)
+    pairs, bad_pairs = _read_folder(_path(experiment_dir, "pairs"), PairReview, lambda r: f"{r.task}-a{r.attempt}")
     return run, trials, pairs, problems + bad + bad_pairs

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -25,11 +26,15 @@ from .account import ACCOUNT_CHARS, build_account
 from .records import (REVIEWS, Finding, PairFinding, PairReview, ReviewRun, TrialReview, write_pair_review,
                       write_review_run, write_trial_review)
 
-REVIEW_SPEND_LIMIT_USD = 0.25  # one review: an account of at most ACCOUNT_CHARS and a short answer
-REVIEW_TOKEN_LIMIT = 40_000
+# One review: an account of at most ACCOUNT_CHARS bytes, the prompt and a short answer, which even a
+# dear model ($15 and $75 a million tokens) fits; still a cap, as the judge's is.
+REVIEW_SPEND_LIMIT_USD = 1.00
+REVIEW_TOKEN_LIMIT = 60_000
 MAX_TOKENS = 700
+TIMEOUT_SEC = 120
 ATTEMPTS = 2  # a reply not in the schema is asked once more
 LOGS = "logs"
+SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL", re.I)
 
 
 @dataclass(frozen=True)
@@ -79,6 +84,11 @@ def setup_for_run(manifest, model: str | None, base_url: str | None, model_price
             allow_unpriced or bool(manifest.allow_unpriced))
 
 
+def harness_secrets() -> list[str]:
+    """The harness's own key-like values (long enough to be a key), to keep out of what is written."""
+    return [v for k, v in os.environ.items() if SECRET_NAME.search(k) and len(v) >= 12]
+
+
 @cache
 def prompt(name: str) -> str:
     return (resources.files("pytest_webbench.review") / "prompts" / f"{name}.md").read_text(encoding="utf-8")
@@ -107,6 +117,8 @@ def why_review(record: TrialRecord, in_discordant_pair: bool) -> str | None:
         return f"failed ({record.stop_reason})"
     if record.flags:
         return "flagged"
+    if record.calls.rejected:  # a pass with a call its arm forbids: the trial a rules check is for
+        return f"the proxy refused {record.calls.rejected} of its calls"
     if in_discordant_pair:
         return "a discordant pair"
     return None
@@ -138,7 +150,7 @@ class Reviewer:
 
     def __enter__(self) -> Reviewer:
         from ..gateway.routes import GatewayRoutes
-        from ..trial.service_loop import ServiceLoop
+        from ..service_loop import ServiceLoop
 
         self._loop, self._routes = ServiceLoop(), GatewayRoutes()
         self._base = self._loop.serve(self._routes.app, "review gateway")
@@ -151,17 +163,20 @@ class Reviewer:
     def _ask(self, name: str, system: str, user: str, schema: type[BaseModel]) -> tuple[BaseModel | None, str | None, int, float | None]:
         """(finding, error, requests, cost) of one review, on a route of its own."""
         from ..gateway.client import ModelCallError, ask_text
+        from ..gateway.meter import redact
         from ..gateway.wiring import open_gateway_route
 
         handle = open_gateway_route(self._routes, self._base, name, self.setup.model, self.setup.upstream, self.setup.price,
                                     REVIEW_SPEND_LIMIT_USD, REVIEW_TOKEN_LIMIT, self.experiment_dir / REVIEWS / LOGS / name,
                                     api=self.setup.api)
         finding, error = None, None
+        shape = {} if self.setup.api == "messages" or self.setup.model.startswith("openrouter/") else \
+            {"temperature": None, "limit_field": "max_completion_tokens"}
         try:
             for _ in range(ATTEMPTS):
                 try:
                     text = ask_text(handle.url, handle.token, self.setup.api, handle.route.model or self.setup.model,
-                                    system, user, MAX_TOKENS, 180, "the reviewer")
+                                    system, user, MAX_TOKENS, TIMEOUT_SEC, "the reviewer", **shape)
                 except ModelCallError as exc:
                     error = str(exc)
                     break
@@ -170,8 +185,12 @@ class Reviewer:
                     break
                 except ValueError as exc:
                     error = str(exc)
+        except Exception as exc:  # noqa: BLE001 - a review that fails is a review without a finding, never a lost run
+            error = f"the review failed: {type(exc).__name__}: {exc}"
         finally:
             self._routes.remove(name)
+        if error is not None:  # a provider's error page may echo what it was sent: no key of the harness's is kept
+            error = redact(error, harness_secrets())[:1000]
         meter = handle.meter
         cost = round(meter.charged_usd, 8) if meter.price is not None else None
         self.run.requests += meter.requests
@@ -208,19 +227,37 @@ def review_run(experiment_dir: Path, setup: ReviewSetup, every_trial: bool = Fal
     """Reviews the run on disk: each trial worth reading (every trial with `every_trial`) and each
     discordant pair, then writes the review's own record. An earlier review of the run is replaced
     whole (its findings and its logs): a report never mixes two reviews."""
-    import shutil
-
     records, _ = read_trial_records(experiment_dir)
-    shutil.rmtree(experiment_dir / REVIEWS, ignore_errors=True)
+    replaced = clear_reviews(experiment_dir)
     pairs = discordant_pairs(records)
     in_pairs = {r.trial_id for pair in pairs for r in pair}
     chosen = [(r, why) for r in sorted(records, key=lambda r: r.trial_id)
               if (why := why_review(r, r.trial_id in in_pairs) or ("asked for" if every_trial else None))]
     with Reviewer(experiment_dir, setup) as reviewer:
         reviewer.run.selection = "all" if every_trial else "needed"
+        reviewer.run.replaced = sorted(replaced - {r.trial_id for r, _ in chosen})  # their pages lose the old review
         for record, why in chosen:
             reviewer.review_trial(record, why)
         for control, treatment in pairs:
             reviewer.review_pair(control, treatment)
     write_review_run(experiment_dir, reviewer.run)
     return reviewer.run
+
+
+def clear_reviews(experiment_dir: Path) -> set[str]:
+    """Removes an earlier review of the run (its findings and logs; a link in its place is removed,
+    never followed), and returns the names it had reviewed (trial ids, and pair-<id> for pairs)."""
+    import shutil
+
+    folder = experiment_dir / REVIEWS
+    if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
+        folder.unlink()
+        return set()
+    names = set()
+    for sub, prefix in ((folder, ""), (folder / "pairs", "pair-")):
+        try:
+            names |= {prefix + e.name[:-5] for e in os.scandir(sub) if e.name.endswith(".json") and e.name != "run.json"}
+        except OSError:
+            pass
+    shutil.rmtree(folder, ignore_errors=True)
+    return names

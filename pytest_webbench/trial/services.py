@@ -16,7 +16,7 @@ from ..planning.options import RunOptions
 from ..gateway.routes import GatewayRoutes
 from ..proxy.http_endpoint import ProxyRoutes
 from ..proxy.listener_guard import LOOPBACK, allowed_hosts, guarded
-from .service_loop import ServiceLoop
+from ..service_loop import ServiceLoop
 from ..design.suite import Suite
 
 

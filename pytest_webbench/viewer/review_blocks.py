@@ -9,13 +9,16 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from ..review.records import REVIEWS, PairReview, TrialReview
+from ..review.records import REVIEWS, PairReview, ReviewRun, TrialReview
 
 AID = "a model's reading of the harness's account above: a reading aid, not the verdict"
 
 
 def _read(path: Path, model):
+    """A review file of the run's own: a regular file, not a link (records.read_reviews is the same)."""
     try:
+        if path.parent.is_symlink() or path.is_symlink() or not path.is_file():
+            return None
         return model.model_validate_json(path.read_bytes())
     except (OSError, ValidationError, ValueError):
         return None
@@ -48,14 +51,23 @@ def pair_review_html(experiment_dir: Path, pair_id: str) -> str:
 
 def review_stamps(experiment_dir: Path) -> dict[str, float]:
     """Trial ids and pair ids (pair-<id>) with a review, and when it was written: their pages are
-    written again when a review is newer than they are."""
+    written again when a review is newer than they are; and so are the pages an earlier review had
+    and this one does not (run.json's `replaced`), at the time of run.json."""
     out: dict[str, float] = {}
+    if (experiment_dir / REVIEWS).is_symlink():
+        return out
+    run_file = experiment_dir / REVIEWS / "run.json"
+    run = _read(run_file, ReviewRun)
+    if run is not None:
+        stamp = run_file.stat().st_mtime
+        out.update({name: stamp for name in run.replaced})
+        out["run.json"] = stamp
     for folder, prefix in ((experiment_dir / REVIEWS, ""), (experiment_dir / REVIEWS / "pairs", "pair-")):
         try:
             entries = list(os.scandir(folder))
         except OSError:
             continue
         for entry in entries:
-            if entry.name.endswith(".json") and entry.name != "run.json" and entry.is_file():
+            if entry.name.endswith(".json") and entry.name != "run.json" and entry.is_file(follow_symlinks=False):
                 out[prefix + entry.name[:-5]] = entry.stat().st_mtime
     return out
