@@ -29,7 +29,13 @@ def standin(monkeypatch):
 
 
 def test_one_experiment_per_arm_with_every_planned_trial(tmp_path, standin):
+    from pytest_webbench.review.records import Finding, TrialReview, write_trial_review
+
     run_dir = write_synthetic_run(tmp_path)
+    # a review of one trial (--review) rides in its row's metadata, never in its scores
+    finding = Finding(summary="it read the wrong row", failure_mode="wrong_answer", arm_rules_kept=True, confidence="medium")
+    write_trial_review(run_dir, TrialReview(trial_id="alpha-a2-control", task="alpha", arm="control", attempt=2, why="failed",
+                                            finding=finding, model="m"))
     published = publish_braintrust(run_dir, project="webbench-test")
     assert [(p.arm, p.name, p.rows) for p in published] == [
         ("control", "syn-control", 16), ("treatment", "syn-treatment", 16), ("playwright", "syn-playwright", 16)]
@@ -40,6 +46,8 @@ def test_one_experiment_per_arm_with_every_planned_trial(tmp_path, standin):
     assert by_id["alpha-a1-control"]["metrics"]["prompt_tokens"] == 1000
     assert by_id["alpha-a1-control"]["metadata"]["grading"] == "pinned"
     assert by_id["alpha-a1-control"]["metadata"]["flags"] == ["shell curl reached the site"]
+    assert by_id["alpha-a2-control"]["metadata"]["review"]["failure_mode"] == "wrong_answer"
+    assert "review" not in by_id["alpha-a1-control"]["metadata"] and set(by_id["alpha-a2-control"]["scores"]) == {"passed"}
     # the missing trial is published as a zero, so Braintrust's averages keep the report's denominators
     assert by_id["gamma-a3-treatment"]["scores"] == {"passed": 0.0} and by_id["gamma-a3-treatment"]["metadata"]["outcome"] == "missing"
     experiment = next(e for e in standin.experiments.values() if e["name"] == "syn-treatment")
