@@ -34,7 +34,10 @@ async function folderBytes(dir) {
     for (const e of entries) {
       const full = path.join(folder, e.name);
       if (e.isDirectory()) todo.push(full);
-      else total += (await fs.promises.lstat(full).catch(() => ({ size: 0 }))).size;
+      else {  // what it takes on disk: 20,000 tiny resources take a block each, five times their bytes
+        const st = await fs.promises.lstat(full).catch(() => ({ size: 0, blocks: 0 }));
+        total += Math.max(st.size, (st.blocks || 0) * 512);
+      }
     }
   }
   return total;
