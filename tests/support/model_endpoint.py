@@ -10,7 +10,7 @@ local-web task through the browser tools, speaking each provider's real streamin
 The server is stateless per request, like a model: it reads the instruction (task, arm, browser
 session id, start URL) and the tool results so far from the request, and decides the next step.
 The model id picks a behaviour: `webbench-script` solves the task, `-401` / `-429` answer with
-that status, `-stall` never answers, `-curl` first fetches the site with the CLI's shell tool,
+that status, `-stall` answers only after STALL_SEC, `-curl` first fetches the site with the CLI's shell tool,
 `-grader` first tries to read the task's answer rule, `-breakout` tries every way around the walls
 (ScriptedModel.breakout) and answers with what it found. Usage is reported in each protocol's own
 fields, and what was sent is kept per browser session so a test can compare the report's tokens.
@@ -35,6 +35,7 @@ SHELL_TOOLS = {"responses": ("exec_command", "cmd"), "messages": ("Bash", "comma
 # Per model turn, in each protocol's own terms (Responses and chat count cached tokens inside the
 # input; Messages counts them apart).
 TURN_USAGE = {"input": 1200, "cached": 300, "output": 40}
+STALL_SEC = 30
 
 SHOP_PRICE_CODE = """
 await page.click('a[href="/c/bottles"]');
@@ -319,9 +320,11 @@ class ModelEndpoint:
         ])
 
     async def _before_answering(self, conv: Conversation) -> None:
-        # After the first browser call, so the stalled run has work that counts toward its grade.
+        # After the first browser call, so the stalled run has work that counts toward its grade; long
+        # past the timeouts the tests give a stalled run (8 s), and short of the 120 s the gateway waits
+        # for a reply its agent left (it reads it to its end and meters it)
         if conv.model.endswith("-stall") and conv.results:
-            await asyncio.sleep(3600)
+            await asyncio.sleep(STALL_SEC)
         if self.latency:  # benchmarks/xdist_scaling.py: an agent that waits on its model, as real ones do
             await asyncio.sleep(self.latency)
 
