@@ -285,8 +285,10 @@ def test_an_ungradable_case_runs_when_asked_and_is_counted_nowhere(pytester, mon
     judge = (*JUDGE, "--judge-base-url", judge_endpoint[1])
     planned = run(pytester, "--suite", str(suite), *judge, "-k", "codehub or shop", "--collect-only", "-q", "--experiment-id", "p0")
     assert not any("codehub" in i for i in collected(planned))  # not planned unless asked for
-    result = run(pytester, "--suite", str(suite), *judge, "-k", "codehub or shop", "--clawbench-ungradable", "--experiment-id", "p1")
-    result.assert_outcomes(passed=3, failed=3)  # it ran, and could only fail: no request matches the placeholder
+    # one arm of the ungradable case is enough to see it run (each of its trials waits out its run)
+    result = run(pytester, "--suite", str(suite), *judge, "-k", "(codehub and control) or shop", "--clawbench-ungradable",
+                 "--experiment-id", "p1")
+    result.assert_outcomes(passed=3, failed=1)  # it ran, and could only fail: no request matches the placeholder
     report = json.loads((pytester.path / "results" / "p1" / "report.json").read_text())
     assert report["ungradable_tasks"] == ["local-02-codehub-issue"]
     assert {r["task"] for r in report["by_arm_task"]} == {"local-01-shop-checkout"}
