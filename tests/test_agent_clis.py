@@ -210,7 +210,7 @@ def test_an_agent_s_environment_holds_none_of_the_harness_s_keys(pytester, monke
     """A scripted hostile agent prints its environment with the real Codex CLI: the harness's Kernel
     and Braintrust keys and another provider's key are not there; what the CLI needs is."""
     sentinels = {"KERNEL_API_KEY": "sentinel-kernel-71c2", "BRAINTRUST_API_KEY": "sentinel-braintrust-71c2",
-                 "WEBBENCH_PRIVATE_SETTING": "sentinel-private-71c2"}
+                 "PURELY_MAIL_API_KEY": "sentinel-purelymail-71c2", "WEBBENCH_PRIVATE_SETTING": "sentinel-private-71c2"}
     for name, value in sentinels.items():
         monkeypatch.setenv(name, value)
     result, exp = run_cli(pytester, monkeypatch, endpoint, "codex", "webbench-script-env", "shop-price and control", "env")

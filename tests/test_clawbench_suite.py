@@ -7,6 +7,7 @@ path runs here: the reference and nop runners, and the scripted model as the jud
 from __future__ import annotations
 
 import json
+import re
 import sys
 import tomllib
 from pathlib import Path
@@ -63,7 +64,7 @@ def test_collect_only_plans_every_gradable_case_in_each_arm_it_can_run(pytester,
     (("--suite", str(ROOT / "suites" / "local-web"), "--clawbench-set", "v1"), "*this suite's tasks are its own*"),
     (("--suite", str(LOCAL), "--clawbench-set", "v1"), "*this suite's cases are its own*"),
     (("--suite", str(LOCAL)), "*are graded by an LLM judge, and --runner reference runs no model: give --judge-model*"),
-    (("--suite", str(LOCAL), "-k", "wiki"), "*(local-04-wiki-signup) are graded by an LLM judge*"),
+    (("--suite", str(LOCAL), "-k", "local-04"), "*(local-04-wiki-signup) are graded by an LLM judge*"),
     (("--suite", str(LOCAL), "--judge-model", "nowhere/m"), "*the judge: --model 'nowhere/m'*"),
     (("--suite", str(ROOT / "suites" / "local-web"), "--judge-model", "openai/gpt-4o-mini"), "*no task of local-web is graded by a judge*"),
 ])
@@ -149,7 +150,7 @@ def test_clawbench_local_runs_end_to_end_graded_by_check_and_judge_and_nothing_r
     monkeypatch.setenv("OPENAI_API_KEY", "sk-judge-real-key-0c4f")
     judged_before = len(endpoint.model.judged)
     result = run(pytester, "--suite", str(LOCAL), *JUDGE, "--judge-base-url", judge_url, "--experiment-id", "cbl")
-    result.assert_outcomes(passed=12)
+    result.assert_outcomes(passed=18)
     exp = pytester.path / "results" / "cbl"
     records = {p.stem: json.loads(p.read_text()) for p in (exp / "trials").glob("*.json")}
     for trial_id, r in records.items():
@@ -161,16 +162,16 @@ def test_clawbench_local_runs_end_to_end_graded_by_check_and_judge_and_nothing_r
         assert [entry["status"] for entry in log] == [200, 200]
     # the judge saw the instruction and the intercepted request, never the real key; each rubric once per trial
     asked = endpoint.model.judged[judged_before:]
-    assert len(asked) == 24 and all("INTERCEPTED REQUEST:" in a["user"] for a in asked)
+    assert len(asked) == 36 and all("INTERCEPTED REQUEST:" in a["user"] for a in asked)
     assert {a["system"].split("\n", 1)[0] for a in asked} == {"You are a strict evaluator for a web-agent benchmark.",
                                                              "You are a lenient evaluator for a web-agent benchmark."}
-    assert all(r["key"] == "sk-judge-real-key-0c4f" for r in endpoint.model.requests[-24:] if r.get("api") == "chat")
+    assert all(r["key"] == "sk-judge-real-key-0c4f" for r in endpoint.model.requests[-36:] if r.get("api") == "chat")
     assert not writes.exists() or writes.read_text() == ""  # no intercepted submission reached any site
     report = (exp / "report.md").read_text()
     assert "## Write tasks: ClawBench's metrics" in report
-    assert "| control | 4 | 4/4 | 0 (0) | 4 | 4/4 | 4/4 |" in report
+    assert "| control | 6 | 6/6 | 0 (0) | 6 | 6/6 | 6/6 |" in report
     # ClawBench's own figures, as rescore.py computes them: every run, reward over all runs
-    assert "| control | 4 | 4 (100.0%) | 100.0% | 100.0% | 4/4 | 0 / 0 | 0 |" in report
+    assert "| control | 6 | 6 (100.0%) | 100.0% | 100.0% | 6/6 | 0 / 0 | 0 |" in report
     # exported as ClawBench's run folders, its own rescore.py reads the run's figures
     from clawbench.eval.rescore import aggregate_batch
 
@@ -181,7 +182,7 @@ def test_clawbench_local_runs_end_to_end_graded_by_check_and_judge_and_nothing_r
     for arm in ("control", "treatment", "playwright"):
         theirs = aggregate_batch(pytester.path / "cb-export" / arm, ["strict", "lenient"])
         assert (theirs["n_total"], theirs["n_intercepted"], theirs["n_match_lenient"]) == (
-            figures[arm]["runs"], figures[arm]["intercepted"], figures[arm]["match_lenient"]) == (4, 4, 4)
+            figures[arm]["runs"], figures[arm]["intercepted"], figures[arm]["match_lenient"]) == (6, 6, 6)
     # grouped by the cases' metaclass: shopping holds the checkout and the quote
     assert "| shopping | treatment | 2 | 2 | 2/2 | 2/2 |" in report
     # treatment's batch offers a shortcut on each: fewer browser calls than control, pair by pair
@@ -189,6 +190,16 @@ def test_clawbench_local_runs_end_to_end_graded_by_check_and_judge_and_nothing_r
         assert records[f"{task}-a1-treatment"]["calls"]["forwarded"] < records[f"{task}-a1-control"]["calls"]["forwarded"], task
     # control made its account through the sign-up form's declarative WebMCP tool (a native tool)
     assert records["local-04-wiki-signup-a1-control"]["calls"]["webmcp_invokes"].get("native:completed") == 1
+    # every trial had an e-mail account of its own on the inbox twin; the verified sign-up needed the
+    # code sent there (its ticket is shown only after it), the application the given resume uploaded
+    addresses = [r["inbox"] for r in records.values()]
+    assert all(re.fullmatch(r"cb[0-9a-f]{12}@mail\.localhost \(Postbox\)", a) for a in addresses) and len(set(addresses)) == 18
+    for arm in ("control", "treatment", "playwright"):
+        trial = exp / records[f"local-06-shop-job-application-a1-{arm}"]["harbor_trial_dir"]
+        sent = json.dumps(json.loads((trial / "requests.json").read_text())["intercepted"][0]["body"])
+        # ClawBench reads a multipart body as a form would read it (one odd field): its text is all there
+        assert "alex_green_resume.pdf" in sent and "%PDF" in sent and records[f"local-06-shop-job-application-a1-{arm}"]["inbox"].split()[0] in sent, arm
+        assert records[f"local-05-wiki-verified-signup-a1-{arm}"]["submissions"] == 1
 
 
 @pytest.mark.chromium
@@ -197,7 +208,7 @@ def test_clawbench_local_with_the_nop_runner_fails_every_trial_no_submission_and
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     judged_before = len(endpoint.model.judged)
     result = run(pytester, "--suite", str(LOCAL), "--runner", "nop", *JUDGE, "--judge-base-url", judge_url,
-                 "--experiment-id", "nop", "-k", "shop or wiki")
+                 "--experiment-id", "nop", "-k", "local-01 or local-04")
     result.assert_outcomes(failed=6)
     records = [json.loads(p.read_text()) for p in (pytester.path / "results" / "nop" / "trials").glob("*.json")]
     # the nop agent makes no browser call at all: ClawBench's "no interception" is a 0 either way
@@ -247,7 +258,7 @@ def test_a_task_without_a_batch_runs_alone_beside_pairs_and_shards_merge_to_the_
 
     def go(results: str, *args):
         return pytester.runpytest_subprocess(
-            "-p", "no:cacheprovider", "--suite", str(suite), "-k", "codehub or shop", "--experiment-id", "mixed",
+            "-p", "no:cacheprovider", "--suite", str(suite), "-k", "local-01 or local-02", "--experiment-id", "mixed",
             f"--results-dir={pytester.path / results}", *JUDGE, "--judge-base-url", judge_endpoint[1], *args)
 
     go("whole").assert_outcomes(passed=5)  # shop: a pair and its playwright trial; codehub: control and playwright
@@ -283,10 +294,10 @@ def test_an_ungradable_case_runs_when_asked_and_is_counted_nowhere(pytester, mon
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     suite = _local_copy(pytester.path / "copy", placeholder)
     judge = (*JUDGE, "--judge-base-url", judge_endpoint[1])
-    planned = run(pytester, "--suite", str(suite), *judge, "-k", "codehub or shop", "--collect-only", "-q", "--experiment-id", "p0")
+    planned = run(pytester, "--suite", str(suite), *judge, "-k", "local-01 or local-02", "--collect-only", "-q", "--experiment-id", "p0")
     assert not any("codehub" in i for i in collected(planned))  # not planned unless asked for
     # one arm of the ungradable case is enough to see it run (each of its trials waits out its run)
-    result = run(pytester, "--suite", str(suite), *judge, "-k", "(codehub and control) or shop", "--clawbench-ungradable",
+    result = run(pytester, "--suite", str(suite), *judge, "-k", "(local-02 and control) or local-01", "--clawbench-ungradable",
                  "--experiment-id", "p1")
     result.assert_outcomes(passed=3, failed=1)  # it ran, and could only fail: no request matches the placeholder
     report = json.loads((pytester.path / "results" / "p1" / "report.json").read_text())
@@ -297,7 +308,7 @@ def test_an_ungradable_case_runs_when_asked_and_is_counted_nowhere(pytester, mon
 
 
 def test_clawbench_cases_are_all_judged_so_a_run_of_them_needs_a_judge(pytester):
-    result = run(pytester, "--suite", str(LOCAL), "-k", "shop or codehub", "--collect-only", "-q", "--experiment-id", "nj")
+    result = run(pytester, "--suite", str(LOCAL), "-k", "local-01 or local-02", "--collect-only", "-q", "--experiment-id", "nj")
     assert result.ret != 0
     assert "2 task(s) (local-01-shop-checkout, local-02-codehub-issue) are graded by an LLM judge" in result.stdout.str()
 
@@ -309,7 +320,7 @@ def test_the_plan_hashes_the_sites_it_borrows_from_another_suite(tmp_path):
     shell = tmp_path / "suites" / "local-web" / "sites" / "common.py"
     shell.write_text(shell.read_text() + "\n# changed\n")
     after = load_suite(suite).content_hashes
-    assert {k for k in before if before[k] != after[k]} == {"site:codehub", "site:shop", "site:wiki", "site:market"}
+    assert {k for k in before if before[k] != after[k]} == {"site:codehub", "site:shop", "site:wiki", "site:market", "site:mail"}
 
 
 @pytest.mark.parametrize("given", ["../../../../etc/hostname", "extra_info/link.json"])

@@ -144,7 +144,7 @@ def load_cases(case_set: str = DEFAULT_CASE_SET, root: Path | None = None, own: 
 # every worker and every run; the cases stay the source.
 
 SHARED_USER = ("runtime", "shared", "alex_green_personal_info.json")  # the dummy user every case acts for
-CONVERTER_VERSION = "6"  # bump when the folders below change shape
+CONVERTER_VERSION = "7"  # bump when the folders below change shape
 
 
 class ClawBenchSource(BaseModel):
@@ -157,6 +157,9 @@ class ClawBenchSource(BaseModel):
     # A folder of the suite's own cases in ClawBench's format (each may add a solution/ for the
     # reference runner), instead of the package's case sets.
     cases: str | None = None
+    # The suite's bundled site that stands in for PurelyMail (its account API and a webmail): each
+    # trial's e-mail account is made there. Without it, on purelymail.com where the run has its key.
+    inbox_site: str | None = None
 
 
 def _slug(text: str) -> str:
@@ -215,19 +218,27 @@ def case_instruction(case: ClawBenchCase) -> str:
     return build_instruction(_task_dict(case))
 
 
-def personal_files(folder: Path) -> list[tuple[Path, str, str]]:
-    """The dummy user's files as the package prepares them (`prepare_personal_info`): the personal
-    details without their online accounts, and the resume PDF, each naming the user's own address.
-    The e-mail credentials it also writes name a disposable PurelyMail account, made per run by
-    ClawBench's runtime: none is made here, so that file is not given (docs/suites.md)."""
+def personal_files_for(folder: Path, email: str, password: str) -> list[tuple[Path, str]]:
+    """The dummy user's files for an address, as the package prepares them (`prepare_personal_info`):
+    the personal details without their online accounts, and the resume PDF, each naming the address.
+    Its e-mail credentials are written by the trial that has an account (trial/inbox.py)."""
     from clawbench.runner.run_support.task import prepare_personal_info
 
     shared = installed_root().parents[1].joinpath(*SHARED_USER).parent
+    made, _ = prepare_personal_info(shared, email, password, folder)
+    return [(made / "alex_green_personal_info.json", "alex_green_personal_info.json"),
+            (made / "alex_green_resume.pdf", "alex_green_resume.pdf")]
+
+
+def personal_files(folder: Path) -> list[tuple[Path, str, str]]:
+    """The user's files every case gives, made once for the user's own address. A trial with an
+    e-mail account gets them again for its address, with its credentials (trial/inbox.py); a run
+    with no account to give (no PurelyMail key, no inbox twin) gives these, without credentials."""
+    shared = installed_root().parents[1].joinpath(*SHARED_USER).parent
     email = json.loads((shared / SHARED_USER[-1]).read_text())["contact"]["email"]
-    made, _ = prepare_personal_info(shared, email, "", folder)
-    return [(made / "alex_green_personal_info.json", "alex_green_personal_info.json",
-             "name, address, phone, date of birth, financial info"),
-            (made / "alex_green_resume.pdf", "alex_green_resume.pdf", "professional resume")]
+    described = {"alex_green_personal_info.json": "name, address, phone, date of birth, financial info",
+                 "alex_green_resume.pdf": "professional resume"}
+    return [(path, name, described[name]) for path, name in personal_files_for(folder, email, "")]
 
 
 SUBMIT_PAGE_URLS = ("http://127.0.0.1:7878/submit", "http://localhost:7878/submit")  # what claw-eval's cases open
@@ -271,6 +282,7 @@ def case_task(case: ClawBenchCase, source: ClawBenchSource, batches: dict[str, s
         "ungradable": not case.gradable, "group": meta.metaclass if meta else None,
         "judge_context": case.judge_context, "start_blank": True,  # ClawBench's agent starts on about:blank
         "submit_page": any(url in case.instruction for url in SUBMIT_PAGE_URLS),
+        "inbox": source.inbox_site or "purelymail",  # every case's agent gets an e-mail account (trial/inbox.py)
     }
     if batch:
         webbench["tool_batch"] = site

@@ -73,6 +73,9 @@ class WebbenchMeta(_Strict):
     judge_context: dict[str, Any] | None = None
     start_blank: bool = False  # the agent starts on about:blank and is told the start page (ClawBench's cases)
     submit_page: bool = False  # ClawBench's runtime submit page is served at 127.0.0.1:7878/submit (claw-eval's cases)
+    # The trial's own e-mail account (ClawBench's email_credentials.json): "purelymail", made on the
+    # live service where the run has its key, or the suite's site that stands in for it.
+    inbox: str | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> WebbenchMeta:
@@ -286,6 +289,9 @@ def load_task(task_dir: Path, suite: SuiteFile) -> Task:
         raise _validation_error(config_path, exc, prefix="metadata.webbench") from None
     if meta.site not in suite.sites:
         raise SuiteError(config_path, "metadata.webbench.site", f"{meta.site!r} is not a site of the suite ({', '.join(suite.sites)})")
+    if meta.inbox not in (None, "purelymail") and not (meta.inbox in suite.sites and suite.sites[meta.inbox].app):
+        raise SuiteError(config_path, "metadata.webbench.inbox", f"{meta.inbox!r} is neither \"purelymail\" nor a bundled "
+                         "site of the suite (one that speaks PurelyMail's account API)")
     if meta.tool_batch and meta.tool_batch not in suite.sites:
         raise SuiteError(config_path, "metadata.webbench.tool_batch", f"{meta.tool_batch!r} is not a site of the suite")
     if meta.tool_batch and not suite.sites[meta.tool_batch].tool_batch:
@@ -328,6 +334,8 @@ def load_suite(path: Path, case_set: str | None = None, ungradable: bool = False
         from .clawbench import DEFAULT_CASE_SET, tasks_folder
 
         own = root / spec.clawbench.cases if spec.clawbench.cases else None
+        if (inbox := spec.clawbench.inbox_site) is not None and not (inbox in spec.sites and spec.sites[inbox].app):
+            raise SuiteError(suite_file, "clawbench.inbox_site", f"{inbox!r} is not a bundled site of this suite")
         if own is not None and case_set:
             raise SuiteError(suite_file, "clawbench.cases", f"--clawbench-set {case_set}: this suite's cases are its own ({own})")
         case_set = "own" if own is not None else case_set or DEFAULT_CASE_SET

@@ -207,6 +207,7 @@ class TrialRecord(PlannedTrial):
     judge: JudgeRecord | None = None  # a judged write task: the judge's verdicts on its submission
     agent_tool_calls: int | None = None  # every tool call in the agent's trajectory (ClawBench's count), browser or not
     claims_done: bool | None = None  # a write task: its final message claims success (ClawBench's self-report pattern)
+    inbox: str | None = None  # the trial's own e-mail account (ClawBench's email_credentials.json): address (provider)
     worker: str = Field(default_factory=lambda: os.environ.get("PYTEST_XDIST_WORKER", "main"))
     started_at: str | None = None
     finished_at: str = Field(default_factory=lambda: datetime.now(UTC).isoformat())

@@ -19,15 +19,16 @@ from typing import TYPE_CHECKING, Any
 from harbor.agents.base import BaseAgent
 from harbor.agents.capabilities import AgentCapabilities
 
-from ..design.arms import ANSWER_PATH
+from ..design.arms import ANSWER_PATH, GIVEN_PATH
 
 if TYPE_CHECKING:  # the MCP SDK loads when a trial runs, not when a run is planned (~1 s)
     from mcp import Client
 
 
 class ReferenceBrowser:
-    def __init__(self, client: Client, session_id: str, start_url: str):
+    def __init__(self, client: Client, session_id: str, start_url: str, environment=None):
         self.client, self.session_id, self.start_url = client, session_id, start_url
+        self.environment = environment  # where the agent runs: the files it is given are there
         self._tools: dict[str, str] = {}
         self.transcript: list[dict] = []  # every call and what came back, for the agent's log
 
@@ -47,6 +48,12 @@ class ReferenceBrowser:
         if not out.get("success"):
             raise RuntimeError(f"playwright code failed: {out.get('error')}")
         return out.get("result")
+
+    async def given_file(self, name: str) -> str:
+        """A file the task gives its agent (my-info/), read where the agent runs, as an agent reads it."""
+        with tempfile.TemporaryDirectory() as folder:
+            await self.environment.download_file(f"{GIVEN_PATH}/{name}", Path(folder) / name)
+            return (Path(folder) / name).read_text(encoding="utf-8")
 
     async def webmcp_tools(self) -> dict[str, dict]:
         listed = await self.call("webmcp", action="list")
@@ -111,7 +118,7 @@ class ReferenceAgent(BaseAgent):
         from mcp import Client
 
         async with Client(server.url, mode="legacy") as client:
-            browser = ReferenceBrowser(client, self.browser_session_id, self.start_url)
+            browser = ReferenceBrowser(client, self.browser_session_id, self.start_url, environment)
             try:
                 if _starts_blank(self.task_dir):  # told "Start at ...", as every agent is (design/arms.py)
                     await browser.playwright(f"await page.goto({json.dumps(self.start_url)});")

@@ -24,6 +24,8 @@ class BrowserSessionHandle:
     start_url: str
     services: RunServices
     screenshot_saved: bool = False
+    given_dir: Path | None = None  # the files the agent is given (its my-info/), this trial's own
+    inbox: Any = None  # the trial's e-mail account (trial/inbox.py InboxAccount), if it has one
 
     def save_screenshot(self, folder: Path) -> None:
         """The page as the agent left it, for the reports; nothing if there is no page to show."""
@@ -85,12 +87,22 @@ def lossless_webp(png: bytes) -> bytes:
 
 
 def trial_site_urls(services: RunServices, spec: TrialSpec) -> list[str]:
-    """The sites a trial's browser may reach: its session's, and the one made ready for it."""
-    return [services.site_urls[spec.task.meta.site]]
+    """The sites a trial's browser may reach: its session's, and the one made ready for it (with
+    the inbox twin where its account is read)."""
+    urls = [services.site_urls[spec.task.meta.site]]
+    if (inbox := spec.task.meta.inbox) in services.inbox_twins:
+        urls.append(services.site_urls[inbox])
+    return urls
+
+
+def given_folder(spec: TrialSpec) -> Path | None:
+    """The task's given files, as its folder holds them (a trial with an account gets its own copy)."""
+    given = spec.task.path / GIVEN_FOLDER
+    return given if given.is_dir() else None
 
 
 async def open_browser_session(services: RunServices, spec: TrialSpec, session_id: str, start_url: str,
-                               trace: bool = False) -> None:
+                               trace: bool = False, given: Path | None = None) -> None:
     """A fresh context at the task's start page; in treatment, the site's tool batch registered
     before the agent starts (retried once: a registration resent replaces the first)."""
     backend = services.backend
@@ -104,8 +116,7 @@ async def open_browser_session(services: RunServices, spec: TrialSpec, session_i
             served = dict.fromkeys(SUBMIT_PAGE_URLS, runtime_submit_page())
         await backend.intercept_requests(session_id, request.model_dump(include={"url_pattern", "method", "body", "params"}),
                                          served=served)
-    given = spec.task.path / GIVEN_FOLDER
-    if given.is_dir() and hasattr(backend, "give_files"):  # the local backend (Kernel's VM has no such path)
+    if given is not None and hasattr(backend, "give_files"):  # the local backend (Kernel's VM has no such path)
         try:  # for its browser code to upload (ClawBench's resume): where the agent's own my-info is
             await backend.give_files(session_id, given)
         except BackendError as exc:

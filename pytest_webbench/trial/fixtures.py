@@ -42,15 +42,17 @@ def _trial_dir(st: WebbenchState, spec: TrialSpec) -> Path:
 
 @pytest.fixture
 def browser_session(request, webbench_services: RunServices, webbench_trial: TrialSpec):
-    from .browser_session import BrowserSessionHandle, open_browser_session, trial_site_urls
+    from .browser_session import BrowserSessionHandle, given_folder, open_browser_session, trial_site_urls
 
     st = state(request.config)
     supersede_trial_dir(st.experiment_dir, _trial_dir(st, webbench_trial))  # a rerun starts clean
     session_id = f"{st.options.experiment_id}-{webbench_trial.trial_id}"
     start_url = webbench_services.site_urls[webbench_trial.task.meta.site] + webbench_trial.task.meta.start_path
-    handle = BrowserSessionHandle(session_id, start_url, webbench_services)
+    handle = BrowserSessionHandle(session_id, start_url, webbench_services, given_dir=given_folder(webbench_trial))
     try:
-        handle.run(open_browser_session(webbench_services, webbench_trial, session_id, start_url, st.options.trace))
+        _give_an_inbox(handle, webbench_services, webbench_trial)
+        handle.run(open_browser_session(webbench_services, webbench_trial, session_id, start_url, st.options.trace,
+                                        handle.given_dir))
         if (following := next_trial(request.node)) is not None:  # its browser starts while this agent runs
             handle.run(webbench_services.backend.make_ready(trial_site_urls(webbench_services, following)))
         yield handle
@@ -61,6 +63,35 @@ def browser_session(request, webbench_services: RunServices, webbench_trial: Tri
         except Exception as exc:  # noqa: BLE001 - whatever went wrong, a billed browser must not be forgotten
             if webbench_services.backend.billed:  # swept again at the run's end; the report lists what is left
                 record_undeleted_browser(st.experiment_dir, session_id, f"{type(exc).__name__}: {exc}")
+        _end_the_inbox(handle)  # after the browser: its code's seal holds the given files
+
+
+def _give_an_inbox(handle, services: RunServices, spec: TrialSpec) -> None:
+    """The trial's own e-mail account (trial/inbox.py), and the given files that name it."""
+    import tempfile
+
+    from .inbox import given_with_account, open_account
+
+    if (service := services.inbox_service(spec.task.meta.inbox)) is None or handle.given_dir is None:
+        return
+    handle.inbox = handle.run(open_account(service), timeout=60)
+    folder = Path(tempfile.mkdtemp(prefix="webbench-given-"))
+    handle.given_dir = given_with_account(handle.given_dir, handle.inbox, folder / "my-info")
+
+
+def _end_the_inbox(handle) -> None:
+    import shutil
+    import warnings
+
+    from .inbox import close_account
+
+    if handle.inbox is None:
+        return
+    shutil.rmtree(handle.given_dir.parent, ignore_errors=True)
+    try:
+        handle.run(close_account(handle.inbox), timeout=60)
+    except Exception as exc:  # noqa: BLE001 - the trial's verdict stands; the account is named for whoever ends it
+        warnings.warn(f"the e-mail account {handle.inbox.email} was not ended: {exc}", stacklevel=1)
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from urllib.parse import urlsplit
 
-from ..design.arms import ANSWER_PATH, GIVEN_FOLDER, GIVEN_PATH, arm_instructions
+from ..design.arms import ANSWER_PATH, GIVEN_PATH, arm_instructions
 from ..design.suite import TrialSpec
 from ..grading.trajectory_scan import load_trajectory_steps
 from ..planning.options import RunOptions
@@ -41,6 +41,7 @@ class AgentOutcome:
     verifier_error: str | None = None  # ... or why it gave none
     verifier_harness_fault: bool = False  # ... and it was the harness's side that failed (VERIFIER_HARNESS_FAULTS)
     forks_refused: int = 0  # forks of the agent's commands its seal's process limit refused
+    inbox: str | None = None  # the trial's e-mail account: its address and where it is read
 
 
 # Harbor's exception types for runs that ended on the agent's own limits: these stay scored
@@ -195,7 +196,7 @@ async def run_harbor_trial(
     trial = await Trial.create(config)
     from harbor.trial.hooks import TrialEvent
 
-    if (given := spec.task.path / GIVEN_FOLDER).is_dir():
+    if (given := browser.given_dir) is not None:  # the task's, or this trial's own where it has an e-mail account
         # the files the task gives its agent, whatever runs it, once its environment is up and before it starts
         async def give_the_files(_event) -> None:
             await trial.agent_environment.upload_dir(str(given), GIVEN_PATH)
@@ -253,6 +254,7 @@ async def run_harbor_trial(
         verifier_harness_fault=result.exception_info is not None
         and result.exception_info.exception_type in VERIFIER_HARNESS_FAULTS,
         forks_refused=getattr(trial.agent_environment, "forks_refused", 0),
+        inbox=f"{account.email} ({account.service.provider})" if (account := getattr(browser, "inbox", None)) else None,
     )
 
 

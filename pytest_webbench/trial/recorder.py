@@ -73,7 +73,7 @@ class TrialRecorder:
             model_requests=meter.requests if meter is not None else None, model_refused=meter.refused if meter else 0,
             calls=calls, flags=flags or [], trace=trace, walls=walls, judge=judge, verifier_rewards=outcome.verifier_rewards,
             submissions=page_value.get("submissions") if self.spec.task.meta.request and isinstance(page_value, dict) else None,
-            claims_done=claims_success(raw) if self.spec.task.meta.request else None,
+            claims_done=claims_success(raw) if self.spec.task.meta.request else None, inbox=outcome.inbox,
             agent_tool_calls=sum(len(step.get("tool_calls") or []) for step in outcome.trajectory_steps)
             if outcome.trajectory_steps else None,
             harbor_trial_dir=str(outcome.harbor_trial_dir.relative_to(self.st.experiment_dir)),

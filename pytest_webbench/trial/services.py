@@ -57,6 +57,9 @@ class RunServices:
     upstream_headers: dict[str, str] = field(default_factory=dict)
     # The model gateway's routes, served on the proxy's listener (so --proxy-url covers both).
     gateway: GatewayRoutes = field(default_factory=GatewayRoutes)
+    # Bundled sites that speak PurelyMail's account API (an inbox twin): name -> the API's token, its
+    # domain, and where the harness reaches it (the browser reaches it by its *.localhost name).
+    inbox_twins: dict[str, tuple[str, str, str]] = field(default_factory=dict)
 
     @classmethod
     def start(cls, suite: Suite, browser: str, options: RunOptions | None = None) -> RunServices:
@@ -87,11 +90,28 @@ class RunServices:
         services = cls(suite, loop, backend, backend_url, routes, proxy_url, upstream_headers=headers, gateway=gateway)
         for name, site in suite.spec.sites.items():
             if site.app:
-                port = loop.serve(load_site_app(suite, name), f"site {name}").rsplit(":", 1)[1]
-                services.site_urls[name] = f"http://{site.host}:{port}"
+                app = load_site_app(suite, name)
+                served = loop.serve(app, f"site {name}")
+                services.site_urls[name] = f"http://{site.host}:{served.rsplit(':', 1)[1]}"
+                if token := getattr(app.state, "purelymail_token", None):  # made by the site, read only here
+                    services.inbox_twins[name] = (token, app.state.purelymail_domain, served)
             else:
                 services.site_urls[name] = (site.base_url or "").rstrip("/")
         return services
+
+    def inbox_service(self, inbox: str | None):
+        """Where a task's trials get their e-mail accounts (trial/inbox.py); None: nowhere (a live
+        inbox with no key in the run's environment), and the agent is given no credentials."""
+        from .inbox import LIVE, live_service, twin_service
+
+        if inbox is None:
+            return None
+        if inbox == LIVE:
+            return live_service()
+        if inbox not in self.inbox_twins:
+            raise RuntimeError(f"site {inbox!r} does not speak PurelyMail's account API (no app.state.purelymail_token)")
+        token, domain, served = self.inbox_twins[inbox]
+        return twin_service(self.suite.spec.sites[inbox].title, served, self.site_urls[inbox], token, domain, inbox)
 
     def close(self) -> None:
         try:

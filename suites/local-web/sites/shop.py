@@ -16,7 +16,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse
 from starlette.routing import Route
 
-from common import esc, page, page_number, paginate, pager
+from common import esc, page, page_number, paginate, pager, record_write
 
 COLOURS = ["red", "blue", "green", "black", "white", "yellow"]
 KINDS = {
@@ -69,7 +69,7 @@ def _cart_id(request: Request) -> str | None:
 def _shell(request: Request, title: str, body: str) -> HTMLResponse:
     cart = CARTS.get(_cart_id(request) or "", {})
     nav = ("".join(f"<a href='/c/{c}'>{c.title()}</a>" for c in KINDS)
-           + f"<a href='/cart' id='cart-link'>Cart ({sum(cart.values())})</a>"
+           + f"<a href='/cart' id='cart-link'>Cart ({sum(cart.values())})</a><a href='/careers'>Careers</a>"
            + "<form action='/search'><input name='q' placeholder='Search products'></form>")
     return page(title, "Shoply", nav, body, NATIVE_TOOLS)
 
@@ -202,6 +202,33 @@ async def checkout(request: Request):
     return _shell(request, "Checkout", body)
 
 
+JOBS = {"support-specialist": "Customer Support Specialist", "warehouse-lead": "Warehouse Lead"}
+
+
+async def careers(request: Request):
+    """Shoply's open jobs, each applied for with a resume: a file upload (multipart), for the cases
+    that need the user's given resume."""
+    jobs = "".join(
+        f"<div class='card job' id='job-{key}'><h2>{esc(title)}</h2><form method='post' action='/careers/apply' "
+        f"enctype='multipart/form-data'><input type='hidden' name='position' value='{key}'>"
+        "<label>Full name <input name='name' required></label> <label>Email <input name='email' type='email' required></label> "
+        "<label>Resume (PDF) <input type='file' name='resume' accept='application/pdf' required></label> "
+        f"<button id='apply-{key}'>Apply</button></form></div>" for key, title in JOBS.items())
+    return _shell(request, "Careers", f"<h1>Work at Shoply</h1>{jobs}")
+
+
+async def careers_apply(request: Request):
+    form = await request.form()
+    resume = form.get("resume")
+    data = getattr(resume, "filename", None) and await resume.read()
+    if form.get("position") not in JOBS or not data or not data.startswith(b"%PDF"):
+        return _shell(request, "Careers", "<p class='error'>Choose a job and attach your resume as a PDF.</p>")
+    application = {"position": str(form["position"]), "name": str(form.get("name", "")).strip(),
+                   "email": str(form.get("email", "")).strip(), "resume": resume.filename, "resume_bytes": len(data)}
+    record_write("shop", "application", application)
+    return _shell(request, "Applied", f"<h1>Thank you</h1><p id='applied'>We have your application for {esc(JOBS[application['position']])}.</p>")
+
+
 # Fault pages, for the harness's own tests of how a failed trial is labelled: what a bot defence's
 # challenge and a failing server look like to a browser. SHOP_FAULT=bot-block (or error) makes every
 # page of the site one, as a site that refuses a whole session does; no agent can turn it on.
@@ -227,4 +254,5 @@ def create_app() -> Starlette:
         Route("/p/{sku}", product), Route("/cart", cart), Route("/cart/add", cart_add, methods=["POST"]),
         Route("/cart/remove", cart_remove, methods=["POST"]), Route("/cart/coupon", cart_coupon, methods=["POST"]),
         Route("/checkout", checkout, methods=["GET", "POST"]),
+        Route("/careers", careers), Route("/careers/apply", careers_apply, methods=["POST"]),
     ])

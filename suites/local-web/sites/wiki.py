@@ -1,16 +1,21 @@
 """Wikipedium: a reference wiki modelled on Wikipedia: articles with infoboxes, categories,
 search, a random-article link. Its own WebMCP tool searches article titles. Its sign-up takes two
 steps (the form, then a confirmation page whose button makes the account), and its form is also a
-native tool in the WebMCP spec's declarative form (`<form toolname=...>`)."""
+native tool in the WebMCP spec's declarative form (`<form toolname=...>`). Its verified sign-up
+(/join) e-mails a code to the address given (through mailroom.py, to the inbox twin) and makes the
+account only with it: the final form carries a ticket shown only once the code is entered."""
 
 from __future__ import annotations
 
+import hashlib
 import random
+import secrets
 
 from starlette.applications import Starlette
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse
 from starlette.routing import Route
 
+import mailroom
 from common import esc, page, record_write
 
 CITIES = {
@@ -163,10 +168,72 @@ async def signup_confirm(request):
     return _shell("Welcome", f"<h1>Welcome, {esc(values['username'])}</h1><p id='account-made'>Your account is ready.</p>")
 
 
+# The ticket the verified sign-up's last form carries: the same for every verified address, so a
+# case can check it, and shown only to a browser that entered the e-mailed code.
+VERIFIED_TICKET = hashlib.sha256(b"wikipedium: an address proven by its e-mailed code").hexdigest()[:20]
+PENDING: dict[str, str] = {}  # address -> the code e-mailed to it
+WRONG_CODES: dict[str, int] = {}  # address -> wrong codes entered: at 5 its code is void (no guessing a million)
+
+
+def _join_shell(body: str, error: str = "") -> HTMLResponse:
+    return _shell("Join Wikipedium", f"<h1>Join Wikipedium</h1>" + (f"<p class='error'>{esc(error)}</p>" if error else "") + body)
+
+
+JOIN_FORM = ("<p>We e-mail you a code to prove the address is yours.</p><form method='post' action='/join'>"
+             "<label>Email <input name='email' type='email' required></label> <button id='join-send'>E-mail me a code</button></form>")
+
+
+def _verify_form(address: str) -> str:
+    return (f"<p>We sent a code to <b id='join-address'>{esc(address)}</b>.</p><form method='post' action='/join/verify'>"
+            f"<input type='hidden' name='email' value='{esc(address)}'><label>Code <input name='code' required></label> "
+            "<button id='join-verify'>Verify</button></form>")
+
+
+async def join(request):
+    if request.method == "GET":
+        if address := request.query_params.get("email", "").strip():  # back from the inbox: enter the code
+            return _join_shell(_verify_form(address))
+        return _join_shell(JOIN_FORM)
+    address = str((await request.form()).get("email", "")).strip()
+    if "@" not in address:
+        return _join_shell(JOIN_FORM, "Give an email address.")
+    PENDING[address.lower()] = code = f"{secrets.randbelow(10**6):06d}"
+    WRONG_CODES.pop(address.lower(), None)
+    mailroom.deliver(address, "Wikipedium <no-reply@wiki.localhost>", "Your Wikipedium code",
+                     f"Your code to join Wikipedium is {code}. Enter it on the page that sent it.")
+    return _join_shell(_verify_form(address))
+
+
+async def join_verify(request):
+    form = await request.form()
+    address, code = str(form.get("email", "")).strip(), str(form.get("code", "")).strip()
+    if not code or PENDING.get(address.lower()) != code:
+        if (wrong := WRONG_CODES.get(address.lower(), 0) + 1) >= 5:
+            PENDING.pop(address.lower(), None)
+        WRONG_CODES[address.lower()] = wrong
+        return _join_shell(_verify_form(address), "That code is not the one we sent.")
+    return _join_shell(
+        "<p id='join-verified'>Your address is verified. Choose a username.</p><form method='post' action='/join/confirm'>"
+        f"<input type='hidden' name='email' value='{esc(address)}'><input type='hidden' name='ticket' value='{VERIFIED_TICKET}'>"
+        "<label>Username <input name='username' required></label> <button id='join-confirm'>Create account</button></form>")
+
+
+async def join_confirm(request):
+    form = await request.form()
+    values = {k: str(form.get(k, "")).strip() for k in ("username", "email", "ticket")}
+    if values["ticket"] != VERIFIED_TICKET:
+        return _join_shell(JOIN_FORM, "Verify your address first.")
+    ACCOUNTS[values["username"]] = values
+    record_write("wiki", "verified-account", values)
+    return _shell("Welcome", f"<h1>Welcome, {esc(values['username'])}</h1><p id='account-made'>Your account is ready.</p>")
+
+
 def create_app() -> Starlette:
     return Starlette(routes=[
         Route("/", home), Route("/wiki/{title:path}", article), Route("/category/{name}", category),
         Route("/search", search), Route("/api/search", api_search),
         Route("/api/rest_v1/page/summary/{title:path}", rest_summary), Route("/w/api.php", action_api),
         Route("/signup", signup, methods=["GET", "POST"]), Route("/signup/confirm", signup_confirm, methods=["POST"]),
+        Route("/join", join, methods=["GET", "POST"]), Route("/join/verify", join_verify, methods=["POST"]),
+        Route("/join/confirm", join_confirm, methods=["POST"]),
     ])
