@@ -429,3 +429,18 @@ def test_a_request_its_check_matches_is_still_judged_and_the_judge_can_fail_it(p
         record = json.loads(path.read_text())
         assert record["submissions"] == 1 and record["stop_reason"] == "wrong_submission", record["detail"]
         assert record["judge"]["lenient"]["match"] is False and "0 of 1 quoted values" in record["judge"]["lenient"]["reason"]
+
+
+def test_an_inbox_site_that_speaks_no_account_api_is_refused_naming_its_field(tmp_path):
+    """Known only once its app is loaded: the run's services refuse it before any trial, naming the
+    task file and the field."""
+    from pytest_webbench.trial.services import RunServices
+
+    def shop_as_inbox(suite: Path):
+        toml = suite / "suite.toml"
+        toml.write_text(toml.read_text().replace('inbox_site = "mail"', 'inbox_site = "shop"'))
+
+    suite = load_suite(_local_copy(tmp_path, shop_as_inbox))
+    with pytest.raises(SuiteError, match=r"task.toml: metadata.webbench.inbox \(clawbench.inbox_site\): site 'shop' does not "
+                                         r"speak PurelyMail's account API"):
+        RunServices.start(suite, "local")

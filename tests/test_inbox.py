@@ -73,7 +73,8 @@ def test_the_twin_takes_clawbench_s_own_client_and_ours_sends_what_it_sends(twin
     theirs.delete_email(app.state.purelymail_token, address)
     assert not mailroom.password_matches(address, password)
     service = _service(app, url)
-    account = loop.run(inbox.open_account(service))
+    account = inbox.new_account(service)
+    loop.run(inbox.open_account(account))
     assert mailroom.password_matches(account.email, account.password)
     loop.run(inbox.close_account(account))
     assert not mailroom.password_matches(account.email, account.password)
@@ -90,9 +91,10 @@ def test_the_twin_takes_clawbench_s_own_client_and_ours_sends_what_it_sends(twin
 def test_a_refused_request_is_an_error_naming_the_provider_and_never_the_token(twin):
     app, url, _, loop = twin
     with pytest.raises(inbox.InboxError, match=r"Postbox createUser failed \(HTTP 401, unauthorized: Invalid API token\)") as err:
-        loop.run(inbox.open_account(_service(app, url, token="not-the-token-5d1")))
+        loop.run(inbox.open_account(inbox.new_account(_service(app, url, token="not-the-token-5d1"))))
     assert "not-the-token-5d1" not in str(err.value)
-    account = loop.run(inbox.open_account(_service(app, url)))
+    account = inbox.new_account(_service(app, url))
+    loop.run(inbox.open_account(account))
     gone = inbox.InboxAccount("cbnothere0000@mail.localhost", "x", account.service)
     with pytest.raises(inbox.InboxError, match="userNotFound"):
         loop.run(inbox.close_account(gone))
@@ -102,7 +104,7 @@ def test_a_refused_request_is_an_error_naming_the_provider_and_never_the_token(t
 def test_nothing_answers_is_an_inbox_error_too():
     service = inbox.InboxService("PurelyMail", "http://127.0.0.1:9/api/v0", "k", "example.org")
     with pytest.raises(inbox.InboxError, match="PurelyMail createUser: ConnectError"):
-        asyncio.run(inbox.open_account(service))
+        asyncio.run(inbox.open_account(inbox.new_account(service)))
 
 
 def test_the_live_service_needs_the_key_and_the_domain_as_clawbench_s_runtime_reads_them():
@@ -122,6 +124,8 @@ def test_the_trial_s_given_files_name_its_account(tmp_path):
     (task_given / "alex_green_personal_info.json").write_text('{"contact": {"email": "old@example.org"}}')
     service = inbox.InboxService("Postbox", "http://127.0.0.1:1/api/v0", "tok-9", "mail.localhost", "http://mail.localhost:5/login", "mail")
     account = inbox.InboxAccount("cb0123456789ab@mail.localhost", "pw-3f", service)
+    assert sorted(p.name for p in inbox.given_with_account(None, account, tmp_path / "bare").iterdir()) == [
+        "alex_green_personal_info.json", "alex_green_resume.pdf", "email_credentials.json"]  # a task with no files of its own
     out = inbox.given_with_account(task_given, account, tmp_path / "trial" / "my-info")
     assert sorted(p.name for p in out.iterdir()) == ["account.json", "alex_green_personal_info.json",
                                                    "alex_green_resume.pdf", "email_credentials.json"]
@@ -169,9 +173,71 @@ def test_the_verified_sign_up_shows_its_ticket_only_for_the_code_it_sent(sites):
         refused = site.post("/join/verify", data={"email": "cbcccc@mail.localhost", "code": wrong}).text
         assert wiki.VERIFIED_TICKET not in refused and "not the one we sent" in refused
         assert wiki.VERIFIED_TICKET in site.post("/join/verify", data={"email": "cbcccc@mail.localhost", "code": code}).text
-        # five wrong codes void the one sent: no guessing through a million
-        for _ in range(5):
-            site.post("/join/verify", data={"email": "cbcccc@mail.localhost", "code": wrong})
-        assert wiki.VERIFIED_TICKET not in site.post("/join/verify", data={"email": "cbcccc@mail.localhost", "code": code}).text
         # the account is made only with the ticket
         assert "Verify your address first" in site.post("/join/confirm", data={"username": "x", "ticket": "guess"}).text
+
+
+def test_no_page_guesses_its_way_to_the_ticket(sites):
+    """Five wrong codes lock the address, whatever new codes it asks for; at most three are sent;
+    an address with no mailbox is never sent one (nor kept)."""
+    import re
+
+    from starlette.testclient import TestClient
+
+    _, mailroom, wiki = sites
+    mailroom.open_account("cbdddd@mail.localhost", "pw-d")
+    with TestClient(wiki.create_app()) as site:
+        def ask() -> str:
+            site.post("/join", data={"email": "CBdddd@mail.localhost"})  # any case: one address
+            return re.search(r"\d{6}", mailroom.messages("cbdddd@mail.localhost")[-1]["body"]).group(0)
+        for _ in range(2):  # wrong codes spread over fresh codes still count
+            code = ask()
+            for _ in range(2):
+                site.post("/join/verify", data={"email": "cbdddd@mail.localhost", "code": f"{(int(code) + 1) % 10**6:06d}"})
+        code = ask()  # the third and last code
+        assert "Too many codes" in site.post("/join", data={"email": "cbdddd@mail.localhost"}).text
+        site.post("/join/verify", data={"email": "cbdddd@mail.localhost", "code": f"{(int(code) + 1) % 10**6:06d}"})
+        assert wiki.VERIFIED_TICKET not in site.post("/join/verify", data={"email": "cbdddd@mail.localhost", "code": code}).text
+        assert len(mailroom.messages("cbdddd@mail.localhost")) == 3
+        for n in range(50):
+            site.post("/join", data={"email": f"nobody{n}@mail.localhost"})
+        assert not any(k.startswith("nobody") for k in (*wiki.PENDING, *wiki.CODES_SENT, *wiki.WRONG_CODES))
+
+
+def test_a_failure_after_the_account_is_made_ends_it_and_keeps_the_task_s_files(twin, sites, tmp_path, monkeypatch):
+    """Between the account and the trial's own files a failure (a full disk) leaves the task's
+    folder as it was, the account deleted and no folder of the trial's behind."""
+    from pytest_webbench.trial import fixtures
+    from pytest_webbench.trial.browser_session import BrowserSessionHandle
+
+    app, url, _, loop = twin
+    mailroom = sites[1]
+    task_given = tmp_path / "task" / "given"
+    task_given.mkdir(parents=True)
+    (task_given / "alex_green_personal_info.json").write_text("{}")
+
+    class Services:  # what the two helpers use of RunServices: its loop and where accounts are made
+        def __init__(self):
+            self.loop = loop
+
+        def inbox_service(self, name):
+            return _service(app, url)
+
+    class Spec:
+        class task:
+            class meta:
+                inbox = "mail"
+
+    def full_disk(*args):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(inbox, "given_with_account", full_disk)
+    handle = BrowserSessionHandle("s", "http://x", Services(), given_dir=task_given)
+    with pytest.raises(OSError, match="No space left"):
+        fixtures._give_an_inbox(handle, Services(), Spec())
+    made = handle.inbox
+    assert mailroom.password_matches(made.email, made.password)
+    fixtures._end_the_inbox(handle, tmp_path / "exp")
+    assert task_given.is_dir() and (task_given / "alex_green_personal_info.json").exists()
+    assert not mailroom.password_matches(made.email, made.password)
+    assert not (tmp_path / "exp").exists()  # deleted: nothing listed as left behind

@@ -26,6 +26,7 @@ class BrowserSessionHandle:
     screenshot_saved: bool = False
     given_dir: Path | None = None  # the files the agent is given (its my-info/), this trial's own
     inbox: Any = None  # the trial's e-mail account (trial/inbox.py InboxAccount), if it has one
+    given_root: Path | None = None  # the folder of the trial's own given files, where it has an account
 
     def save_screenshot(self, folder: Path) -> None:
         """The page as the agent left it, for the reports; nothing if there is no page to show."""

@@ -63,35 +63,43 @@ def browser_session(request, webbench_services: RunServices, webbench_trial: Tri
         except Exception as exc:  # noqa: BLE001 - whatever went wrong, a billed browser must not be forgotten
             if webbench_services.backend.billed:  # swept again at the run's end; the report lists what is left
                 record_undeleted_browser(st.experiment_dir, session_id, f"{type(exc).__name__}: {exc}")
-        _end_the_inbox(handle)  # after the browser: its code's seal holds the given files
+        _end_the_inbox(handle, st.experiment_dir)  # after the browser: its code's seal holds the given files
 
 
 def _give_an_inbox(handle, services: RunServices, spec: TrialSpec) -> None:
-    """The trial's own e-mail account (trial/inbox.py), and the given files that name it."""
+    """The trial's own e-mail account (trial/inbox.py), and the given files that name it, in a
+    folder of the trial's own (`handle.given_root`, removed with the account)."""
     import tempfile
 
-    from .inbox import given_with_account, open_account
+    from .inbox import given_with_account, new_account, open_account
 
-    if (service := services.inbox_service(spec.task.meta.inbox)) is None or handle.given_dir is None:
+    if (service := services.inbox_service(spec.task.meta.inbox)) is None:
         return
-    handle.inbox = handle.run(open_account(service), timeout=60)
-    folder = Path(tempfile.mkdtemp(prefix="webbench-given-"))
-    handle.given_dir = given_with_account(handle.given_dir, handle.inbox, folder / "my-info")
+    account = new_account(service)
+    handle.inbox = account  # named before it is asked for: ended even if its reply never comes
+    handle.run(open_account(account), timeout=60)
+    handle.given_root = Path(tempfile.mkdtemp(prefix="webbench-given-"))
+    handle.given_dir = given_with_account(handle.given_dir, account, handle.given_root / "my-info")
 
 
-def _end_the_inbox(handle) -> None:
+def _end_the_inbox(handle, experiment_dir: Path) -> None:
+    """Deletes the trial's account; one that cannot be deleted is listed with the browsers left
+    behind (the report names them), not lost in a warning."""
     import shutil
-    import warnings
 
+    from ..results.records import record_undeleted_browser
     from .inbox import close_account
 
+    if handle.given_root is not None:
+        shutil.rmtree(handle.given_root, ignore_errors=True)
     if handle.inbox is None:
         return
-    shutil.rmtree(handle.given_dir.parent, ignore_errors=True)
     try:
         handle.run(close_account(handle.inbox), timeout=60)
     except Exception as exc:  # noqa: BLE001 - the trial's verdict stands; the account is named for whoever ends it
-        warnings.warn(f"the e-mail account {handle.inbox.email} was not ended: {exc}", stacklevel=1)
+        if not (isinstance(exc, RuntimeError) and "userNotFound" in str(exc)):  # never made: nothing to end
+            record_undeleted_browser(experiment_dir, f"e-mail account {handle.inbox.email}",
+                                     f"the trial's e-mail account ({handle.inbox.service.provider}) was not deleted: {exc}")
 
 
 @pytest.fixture

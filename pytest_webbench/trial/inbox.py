@@ -90,26 +90,31 @@ async def _request(service: InboxService, endpoint: str, body: dict) -> dict:
     return result
 
 
-async def open_account(service: InboxService) -> InboxAccount:
-    """A new account, named and made as the package's `create_email` makes one."""
-    local, password = f"cb{uuid.uuid4().hex[:12]}", secrets.token_urlsafe(16)
-    await _request(service, "createUser", {"userName": local, "domainName": service.domain, "password": password,
-                                           "enablePasswordReset": False, "sendWelcomeEmail": False})
-    return InboxAccount(f"{local}@{service.domain}", password, service)
+def new_account(service: InboxService) -> InboxAccount:
+    """An account's name and password, as the package's `create_email` makes them; named before it
+    is asked for, so that one whose reply never came can still be deleted."""
+    return InboxAccount(f"cb{uuid.uuid4().hex[:12]}@{service.domain}", secrets.token_urlsafe(16), service)
+
+
+async def open_account(account: InboxAccount) -> None:
+    await _request(account.service, "createUser", {
+        "userName": account.email.split("@", 1)[0], "domainName": account.service.domain, "password": account.password,
+        "enablePasswordReset": False, "sendWelcomeEmail": False})
 
 
 async def close_account(account: InboxAccount) -> None:
     await _request(account.service, "deleteUser", {"userName": account.email})
 
 
-def given_with_account(task_given: Path, account: InboxAccount, out: Path) -> Path:
-    """The task's given files for this trial: the case's own as they are, and the user's details,
-    resume and e-mail credentials made by the package's `prepare_personal_info` for the account's
-    address (the credentials then name where this account is read)."""
+def given_with_account(task_given: Path | None, account: InboxAccount, out: Path) -> Path:
+    """The task's given files for this trial (`task_given`: the task's own, if it has any): the
+    case's own as they are, and the user's details, resume and e-mail credentials made by the
+    package's `prepare_personal_info` for the account's address (the credentials then name where
+    this account is read)."""
     from ..design.clawbench import personal_files_for
 
     out.mkdir(parents=True, exist_ok=True)
-    for path in task_given.iterdir():
+    for path in task_given.iterdir() if task_given is not None else ():
         if path.is_file() and not path.is_symlink():
             shutil.copyfile(path, out / path.name)
     for path, name in personal_files_for(out / ".made", account.email, account.password):

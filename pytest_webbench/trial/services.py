@@ -17,7 +17,7 @@ from ..gateway.routes import GatewayRoutes
 from ..proxy.http_endpoint import ProxyRoutes
 from ..proxy.listener_guard import LOOPBACK, allowed_hosts, guarded
 from ..service_loop import ServiceLoop
-from ..design.suite import Suite
+from ..design.suite import Suite, SuiteError
 
 
 def load_site_app(suite: Suite, site: str):
@@ -97,6 +97,12 @@ class RunServices:
                     services.inbox_twins[name] = (token, app.state.purelymail_domain, served)
             else:
                 services.site_urls[name] = (site.base_url or "").rstrip("/")
+        for task in suite.tasks:  # a twin is known by its app, which only now is loaded
+            if task.meta.inbox not in (None, "purelymail") and task.meta.inbox not in services.inbox_twins:
+                services.close()
+                raise SuiteError(task.path / "task.toml", "metadata.webbench.inbox (clawbench.inbox_site)",
+                                 f"site {task.meta.inbox!r} does not speak PurelyMail's account API (its app sets no "
+                                 "app.state.purelymail_token)")
         return services
 
     def inbox_service(self, inbox: str | None):
@@ -108,8 +114,6 @@ class RunServices:
             return None
         if inbox == LIVE:
             return live_service()
-        if inbox not in self.inbox_twins:
-            raise RuntimeError(f"site {inbox!r} does not speak PurelyMail's account API (no app.state.purelymail_token)")
         token, domain, served = self.inbox_twins[inbox]
         return twin_service(self.suite.spec.sites[inbox].title, served, self.site_urls[inbox], token, domain, inbox)
 

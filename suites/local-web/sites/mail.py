@@ -19,6 +19,7 @@ from common import esc, page
 
 DOMAIN = "mail.localhost"
 SESSIONS: dict[str, str] = {}  # cookie -> signed-in address
+MAX_SESSIONS = 1_000  # the oldest go first: a page signing in in a loop cannot grow the worker's memory
 
 
 def _shell(title: str, body: str, signed_in: str | None = None) -> HTMLResponse:
@@ -36,7 +37,7 @@ def _api(action):
     answered `{"type": "success", "result": ...}` or `{"type": "error", "code", "message"}`."""
     async def endpoint(request: Request):
         token = request.app.state.purelymail_token
-        if not secrets.compare_digest(request.headers.get("purelymail-api-token", ""), token):
+        if not secrets.compare_digest(request.headers.get("purelymail-api-token", "").encode("utf-8", "replace"), token.encode()):
             return _error("unauthorized", "Invalid API token", 401)
         try:
             body = json.loads(await request.body())
@@ -63,6 +64,8 @@ def _delete_user(body: dict) -> JSONResponse:
     address = body.get("userName")
     if not isinstance(address, str) or not mailroom.close_account(address):
         return _error("userNotFound", "No such user")
+    for cookie in [c for c, signed_in in SESSIONS.items() if signed_in == address.lower()]:
+        SESSIONS.pop(cookie)
     return JSONResponse({"type": "success", "result": {}})
 
 
@@ -83,6 +86,8 @@ async def login(request: Request):
         return _shell("Sign in", f"<h1>Sign in to Postbox</h1><p class='error'>Wrong email or password.</p>{LOGIN_FORM}")
     cookie = secrets.token_urlsafe(16)
     SESSIONS[cookie] = address
+    while len(SESSIONS) > MAX_SESSIONS:
+        SESSIONS.pop(next(iter(SESSIONS)))
     response = RedirectResponse("/", status_code=303)
     response.set_cookie("postbox", cookie, httponly=True, samesite="lax")
     return response

@@ -172,7 +172,12 @@ async def signup_confirm(request):
 # case can check it, and shown only to a browser that entered the e-mailed code.
 VERIFIED_TICKET = hashlib.sha256(b"wikipedium: an address proven by its e-mailed code").hexdigest()[:20]
 PENDING: dict[str, str] = {}  # address -> the code e-mailed to it
-WRONG_CODES: dict[str, int] = {}  # address -> wrong codes entered: at 5 its code is void (no guessing a million)
+# Per address, whatever codes it was sent: wrong codes entered (at 5 the address is locked: no
+# guessing through a million by asking again) and codes sent (at most 3). Only an address with a
+# mailbox is sent a code, so these hold one entry per account, whatever a page posts.
+WRONG_CODES: dict[str, int] = {}
+CODES_SENT: dict[str, int] = {}
+MAX_WRONG, MAX_SENT = 5, 3
 
 
 def _join_shell(body: str, error: str = "") -> HTMLResponse:
@@ -197,20 +202,26 @@ async def join(request):
     address = str((await request.form()).get("email", "")).strip()
     if "@" not in address:
         return _join_shell(JOIN_FORM, "Give an email address.")
-    PENDING[address.lower()] = code = f"{secrets.randbelow(10**6):06d}"
-    WRONG_CODES.pop(address.lower(), None)
-    mailroom.deliver(address, "Wikipedium <no-reply@wiki.localhost>", "Your Wikipedium code",
-                     f"Your code to join Wikipedium is {code}. Enter it on the page that sent it.")
-    return _join_shell(_verify_form(address))
+    key = address.lower()
+    if CODES_SENT.get(key, 0) >= MAX_SENT or WRONG_CODES.get(key, 0) >= MAX_WRONG:
+        return _join_shell(JOIN_FORM, "Too many codes for this address.")
+    code = f"{secrets.randbelow(10**6):06d}"
+    if mailroom.deliver(address, "Wikipedium <no-reply@wiki.localhost>", "Your Wikipedium code",
+                        f"Your code to join Wikipedium is {code}. Enter it on the page that sent it."):
+        PENDING[key] = code
+        CODES_SENT[key] = CODES_SENT.get(key, 0) + 1
+    return _join_shell(_verify_form(address))  # the same page either way: it tells no one which addresses exist
 
 
 async def join_verify(request):
     form = await request.form()
     address, code = str(form.get("email", "")).strip(), str(form.get("code", "")).strip()
-    if not code or PENDING.get(address.lower()) != code:
-        if (wrong := WRONG_CODES.get(address.lower(), 0) + 1) >= 5:
-            PENDING.pop(address.lower(), None)
-        WRONG_CODES[address.lower()] = wrong
+    key = address.lower()
+    if key not in PENDING or WRONG_CODES.get(key, 0) >= MAX_WRONG or code != PENDING[key]:
+        if key in PENDING:  # counted only where a code was sent: the table stays one entry per account
+            WRONG_CODES[key] = WRONG_CODES.get(key, 0) + 1
+            if WRONG_CODES[key] >= MAX_WRONG:
+                PENDING.pop(key, None)
         return _join_shell(_verify_form(address), "That code is not the one we sent.")
     return _join_shell(
         "<p id='join-verified'>Your address is verified. Choose a username.</p><form method='post' action='/join/confirm'>"
