@@ -17,6 +17,8 @@ AID = "a model's reading of the harness's account above: a reading aid, not the 
 def _read(path: Path, model):
     """A review file of the run's own: a regular file, not a link (records.read_reviews is the same)."""
     try:
+        if not os.path.lexists(path):  # most trials have none: one look, not three
+            return None
         if path.parent.is_symlink() or path.is_symlink() or not path.is_file():
             return None
         return model.model_validate_json(path.read_bytes())
