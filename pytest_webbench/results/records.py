@@ -255,15 +255,11 @@ def atomic_write(path: Path, text: str | bytes, staging: Path | None = None) -> 
         tmp.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(tmp, flags, 0o600)
     try:
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-        finally:
-            os.close(fd)
+        with open(fd, "wb", closefd=True) as f:
+            f.write(data)
         os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
 
 
@@ -293,7 +289,8 @@ def _supersede(experiment_dir: Path, source: Path, trial_id: str, suffix: str) -
 
 
 class UndeletedBrowser(BaseModel):
-    """A cloud browser of the run that could not be deleted (it may still be running, and billed)."""
+    """A cloud browser of the run (or a trial's e-mail account) that could not be deleted: it may still
+    be running, and billed."""
 
     name: str
     error: str
