@@ -337,3 +337,32 @@ def test_a_write_task_s_submission_is_blocked_on_kernel_s_browser_over_the_harne
     assert [(s["method"], s["body"]) for s in seen["intercepted"]] == [("POST", {"item": "mug", "qty": "2"})]
     assert any(r["url"] == site + "/order" and r["method"] == "GET" for r in seen["requests"])
     assert received == []  # nothing of the submission reached the site
+
+
+def test_the_given_files_reach_the_browser_s_vm_read_only_through_kernel_s_file_api(kernel_api, tmp_path):
+    """Kernel runs the agent's Playwright code in the browser's VM: the task's given files are
+    written there, at the agent's own my-info path, so `setInputFiles` finds them (ClawBench's
+    resume); regular files only, no link followed, each read-only."""
+    standin, url, loop = kernel_api
+    kb = backend(url)
+    given = tmp_path / "given"
+    given.mkdir()
+    (given / "alex_green_resume.pdf").write_bytes(b"%PDF-1.4 resume \x00\xff")
+    (given / "email_credentials.json").write_text('{"email": "cb0@d.example"}')
+    (given / "link.json").symlink_to("/etc/hostname")
+    (given / "folder").mkdir()
+
+    async def go():
+        await kb.create_session("exp1-upload-a1-playwright")
+        names = await kb.give_files("exp1-upload-a1-playwright", given)
+        await kb.delete_session("exp1-upload-a1-playwright")
+        await kb.close()
+        return names
+
+    names = loop.run(go(), timeout=60)
+    assert names == ["alex_green_resume.pdf", "email_credentials.json"]
+    vm = standin.vm_files["kb_0001"]
+    assert vm == {"/app/my-info/alex_green_resume.pdf": (b"%PDF-1.4 resume \x00\xff", "444"),
+                  "/app/my-info/email_credentials.json": (b'{"email": "cb0@d.example"}', "444")}
+    sent = [(method, path) for method, path, _ in standin.requests if "/fs/" in path]
+    assert sent == [("PUT", "/browsers/kb_0001/fs/create_directory")] + [("PUT", "/browsers/kb_0001/fs/write_file")] * 2

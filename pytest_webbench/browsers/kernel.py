@@ -23,6 +23,7 @@ from typing import Any
 from .base import BackendError
 
 DEFAULT_MCP_URL = "https://mcp.onkernel.com/mcp"
+GIVEN_IN_VM = "/app/my-info"  # the agent's own my-info path (design/arms.py GIVEN_PATH), in the browser's VM
 
 
 def page_check_code(url: str, script: str) -> str:
@@ -104,6 +105,21 @@ class KernelBackend:
             except BackendError as exc:
                 trace["error"] = str(exc)
         return trace
+
+    async def give_files(self, session_id: str, folder: Path) -> list[str]:
+        """The task's given files, into the browser's VM at the agent's own my-info path (Kernel's
+        Playwright code runs in that VM, so `setInputFiles` finds them there), through Kernel's
+        file API; regular files only, no link followed, read-only (0444)."""
+        kernel_id = self.session_ids.get(session_id, session_id)
+        given = []
+        await self._call("fs create_directory", self._client.browsers.fs.create_directory(
+            kernel_id, path=GIVEN_IN_VM, mode="755"))
+        for entry in sorted(folder.iterdir()):
+            if entry.is_file() and not entry.is_symlink():
+                await self._call("fs write_file", self._client.browsers.fs.write_file(
+                    kernel_id, entry.read_bytes(), path=f"{GIVEN_IN_VM}/{entry.name}", mode="444"))
+                given.append(entry.name)
+        return given
 
     async def make_ready(self, site_urls: list[str]) -> None:
         """Nothing ahead: a Kernel browser is billed from its creation, and one made before its

@@ -117,7 +117,7 @@ async def open_browser_session(services: RunServices, spec: TrialSpec, session_i
             served = dict.fromkeys(SUBMIT_PAGE_URLS, runtime_submit_page())
         await backend.intercept_requests(session_id, request.model_dump(include={"url_pattern", "method", "body", "params"}),
                                          served=served)
-    if given is not None and hasattr(backend, "give_files"):  # the local backend (Kernel's VM has no such path)
+    if given is not None and hasattr(backend, "give_files"):  # into the code's seal, or Kernel's browser VM
         try:  # for its browser code to upload (ClawBench's resume): where the agent's own my-info is
             await backend.give_files(session_id, given)
         except BackendError as exc:

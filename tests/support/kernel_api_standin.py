@@ -40,6 +40,8 @@ class KernelApiStandin:
         self.failing_deletes: dict[str, int] = {}  # browser name -> deletes to fail (HTTP 500) before one succeeds
         self.replays: dict[str, str] = {}  # replay id -> "recording" or "stopped"
         self.created = 0
+        self.vm_files: dict[str, dict[str, tuple[bytes, str | None]]] = {}  # session -> path -> (bytes, mode), kept after delete
+        self.vm_dirs: dict[str, set[str]] = {}
         b = "/browsers/{id}"
         self.app = Starlette(routes=[
             Route("/browsers", self.list_browsers, methods=["GET"]),
@@ -55,6 +57,8 @@ class KernelApiStandin:
             Route(b + "/computer/screenshot", self.screenshot, methods=["POST"]),
             Route(b + "/replays", self.replay_start, methods=["POST"]),
             Route(b + "/replays/{replay}/stop", self.replay_stop, methods=["POST"]),
+            Route(b + "/fs/create_directory", self.fs_create_directory, methods=["PUT"]),
+            Route(b + "/fs/write_file", self.fs_write_file, methods=["PUT"]),
         ])
 
     async def _enter(self, request: Request) -> tuple[dict, Response | None]:
@@ -66,6 +70,8 @@ class KernelApiStandin:
             if request.url.path.endswith(suffix) and statuses:
                 status = statuses.pop(0)
                 return {}, JSONResponse({"code": "unavailable", "message": "try again"}, status_code=status)
+        if body and request.headers.get("content-type", "").startswith("application/octet-stream"):
+            return {"_raw": body}, None  # a file's bytes (fs/write_file)
         return (json.loads(body) if body else {}), None
 
     async def _enter_browser(self, request: Request) -> tuple[dict, Browser | None, Response | None]:
@@ -175,6 +181,26 @@ class KernelApiStandin:
                 "value": self.page_values, "url": json.loads(url.group(1)) if url else None,
                 "html": f"<html><body><pre>{json.dumps(self.page_values)}</pre></body></html>"}})
         return JSONResponse({"success": True, "result": None, "stdout": "", "stderr": ""})
+
+    async def fs_create_directory(self, request: Request):
+        body, browser, refused = await self._enter_browser(request)
+        if refused:
+            return refused
+        if not str(body.get("path", "")).startswith("/"):
+            return JSONResponse({"code": "bad_request", "message": "path must be absolute"}, status_code=400)
+        self.vm_dirs.setdefault(browser.session_id, set()).add(body["path"].rstrip("/"))
+        return Response(status_code=200)
+
+    async def fs_write_file(self, request: Request):
+        """The file's bytes as the body, its path and mode in the query (Kernel's fs/write_file)."""
+        body, browser, refused = await self._enter_browser(request)
+        if refused:
+            return refused
+        path = request.query_params.get("path", "")
+        if not path.startswith("/") or path.rsplit("/", 1)[0] not in self.vm_dirs.get(browser.session_id, set()):
+            return JSONResponse({"code": "not_found", "message": "no such directory"}, status_code=404)
+        self.vm_files.setdefault(browser.session_id, {})[path] = (body.get("_raw", b""), request.query_params.get("mode"))
+        return Response(status_code=200)
 
     async def tools(self, request: Request):
         _, browser, refused = await self._enter_browser(request)
