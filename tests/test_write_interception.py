@@ -253,3 +253,76 @@ def test_what_the_door_refuses_elsewhere_is_no_submission_and_after_the_run_noth
         assert _written(folder, "orders.jsonl") == []
     finally:
         loop.run(backend.delete_session("late"))
+
+
+SEND_CORPUS = r"""
+return await page.evaluate(async (requests) => {  // sent by the page, as a page's own script sends it
+  const sent = [];
+  for (const [method, url, body] of requests) {
+    const href = new URL(url).href.split('#')[0];  // what the browser puts on the wire: no fragment, host lowercased
+    try {
+      await fetch(url, { method, body: body === null ? undefined : body, mode: 'no-cors', credentials: 'omit' });
+    } catch (e) { /* blocked, or no route to the case's live host: either way it was held first */ }
+    sent.push(href);
+  }
+  return sent;
+}, args.requests);
+"""
+
+
+@pytest.mark.chromium
+@pytest.mark.seal
+def test_the_generated_corpus_is_decided_in_a_live_browser_as_clawbench_s_runtime_decides_it():
+    """issue 47's differential test, through a real sealed Chromium: for a sample of bundled cases
+    (each set, with a body check, a query check and neither), every request of the corpus made from
+    its eval_schema (test_write_match.py) is sent by page code; what the browser's interceptor
+    blocked as the submission, and the body it read, equal server.py's decision and reading on what
+    the browser put on the wire, request for request. The corpus's POSTs and GETs only: a page's
+    PUT or DELETE to another origin goes out as a CORS preflight first (which fails here)."""
+    from collections import Counter
+
+    from pytest_webbench.design.clawbench import CASE_SETS, load_cases
+    from test_write_match import _corpus, _server
+
+    decides, parse_body, _ = _server()
+    chosen = []
+    for case_set in CASE_SETS:
+        usable = [c for c in load_cases(case_set) if c.gradable and c.eval_schema.method in ("POST", "GET")]
+        for want in ("body", "params", None):
+            found = [c for c in usable if (want is None and not c.eval_schema.body and not c.eval_schema.params)
+                     or (want is not None and getattr(c.eval_schema, want))]
+            chosen += found[:1]
+    assert len(chosen) >= 6, [c.name for c in chosen]
+    loop, backend = ServiceLoop(), LocalBackend()
+    compared = matched = 0
+    try:
+        for n, case in enumerate(chosen):
+            check = case.eval_schema.model_dump(include={"url_pattern", "method", "body", "params"}, exclude_none=True)
+            # what a page can send: a GET with any body (even an empty one) throws in fetch before it goes
+            requests = [(m, u, b) for m, u, b in _corpus(check) if m == "POST" or (m == "GET" and b is None)]
+            session = f"corpus-{n}"
+            loop.run(backend.create_session(session, site_urls=[]))
+            try:
+                loop.run(backend.intercept_requests(session, check))
+                # as a ClawBench trial opens (trial/browser_session.py): a document made before the
+                # interception began is not held by it, so the start page is opened after it
+                loop.run(backend.goto(session, "about:blank"))
+                run = lambda code, **args: loop.run(backend.execute_playwright(  # noqa: E731
+                    session, f"const args = {json.dumps(args)};\n" + code, timeout_sec=120), timeout=180)
+                out = run(SEND_CORPUS, requests=requests)
+                assert out["success"], out
+                seen = loop.run(backend.intercepted_requests(session))
+            finally:
+                loop.run(backend.delete_session(session))
+            theirs = Counter()
+            for (method, _, body), href in zip(requests, out["result"]):
+                if decides(check, method, href, body if body else None):
+                    theirs[(method, href, json.dumps(parse_body(body if body else None)))] += 1
+            ours = Counter((r["method"], r["url"], json.dumps(r["body"])) for r in seen["intercepted"] if r["clawbench"])
+            assert ours == theirs, (case.case_set, case.name, ours - theirs, theirs - ours)
+            compared += len(requests)
+            matched += sum(theirs.values())
+    finally:
+        loop.run(backend.close())
+        loop.close()
+    assert compared > 300 and matched > 30, (compared, matched)

@@ -123,6 +123,8 @@ async def open_browser_session(services: RunServices, spec: TrialSpec, session_i
         except BackendError as exc:
             if exc.code != "unsupported":  # unsealed: the code's own host, which has no such folder
                 raise
+    # Opened after the interception began, also when it is about:blank again: a document made before it
+    # is not held by it (Chromium gives a document its network at navigation; tests/test_write_interception.py)
     first = "about:blank" if spec.task.meta.start_blank else start_url  # ClawBench's agent starts on a blank page
     try:
         await backend.goto(session_id, first)
