@@ -426,16 +426,23 @@ def test_the_child_that_stats_the_files_lists_what_this_process_would(tmp_path):
     assert ("gone-a1-control.json", "not a file", True) in listed
 
 
-@pytest.mark.parametrize("records_read", ["whole", "in batches"])
+@pytest.mark.parametrize("records_read", ["whole", "in batches", "a pool that cannot start"])
 def test_pages_written_by_a_pool_are_the_pages_one_process_writes(tmp_path, monkeypatch, records_read):
     """Records copied without their pages: the stale pages are written unit by unit (a pair and its
-    trials), in one process or, past PARALLEL_FROM, by a spawned pool; byte for byte the same pages,
-    and the records read in batches give the scan the records read whole do."""
+    trials), in one process or, past PARALLEL_FROM, by a spawned pool (two workers even on one
+    core, here); byte for byte the same pages, and the records read in batches give the scan the
+    records read whole do. A pool that cannot start (no interpreter to spawn) leaves the pages to
+    this process: the report is never lost to it."""
+    import multiprocessing.spawn
+
     from pytest_webbench.results import record_index
     from pytest_webbench.viewer import pages
 
+    monkeypatch.setattr(pages.os, "sched_getaffinity", lambda pid: {0, 1})
     if records_read == "in batches":
         monkeypatch.setattr(record_index, "READ_BATCH", 3)
+    if records_read == "a pool that cannot start":
+        monkeypatch.setattr(multiprocessing.spawn, "_python_exe", os.fsencode("/nonexistent/python"))
     rng = random.Random(23)
     made = {}
     for how in ("one process", "a pool"):

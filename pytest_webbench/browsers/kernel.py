@@ -116,8 +116,12 @@ class KernelBackend:
             kernel_id, path=GIVEN_IN_VM, mode="755"))
         for entry in sorted(folder.iterdir()):
             if entry.is_file() and not entry.is_symlink():
-                await self._call("fs write_file", self._client.browsers.fs.write_file(
-                    kernel_id, entry.read_bytes(), path=f"{GIVEN_IN_VM}/{entry.name}", mode="444"))
+                try:
+                    write = self._client.browsers.fs.write_file(
+                        kernel_id, entry.read_bytes(), path=f"{GIVEN_IN_VM}/{entry.name}", mode="444")
+                    await self._call("fs write_file", write)
+                except (UnicodeError, OSError) as exc:  # a name no URL can carry, a file gone: the harness's side
+                    raise BackendError(f"Kernel fs write_file {entry.name!r}: {type(exc).__name__}: {exc}"[:500]) from None
                 given.append(entry.name)
         return given
 

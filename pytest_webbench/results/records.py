@@ -243,12 +243,14 @@ def trial_dir(experiment_dir: Path, record: BaseModel) -> Path | None:
 def atomic_write(path: Path, text: str | bytes, staging: Path | None = None) -> None:
     """The whole file or none of it: written beside its place (or in `staging`, a folder on the
     same file system: where the place is a folder of 100,000 files, each entry made there costs),
-    then renamed over it. The name is this thread's own (a write at a time per thread), not
-    mkstemp's random one: a third of the cost where a report writes 133,000 pages."""
+    then renamed over it. The name is this thread's own (a thread writes one file at a time), not
+    mkstemp's random one: a third of the cost where a report writes 133,000 pages. Whatever is at
+    that name (a crash's leftover, a link) is removed and the file made anew, exclusively."""
     data = text if isinstance(text, bytes) else text.encode("utf-8")
-    tmp = (staging or path.parent) / f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp"
-    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
+    tmp = (staging or path.parent) / f".w{os.getpid()}.{threading.get_ident()}.tmp"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     try:
+        tmp.unlink(missing_ok=True)
         fd = os.open(tmp, flags, 0o600)
     except FileNotFoundError:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -263,18 +263,27 @@ def _write_stale_pages(experiment_dir: Path, stamps: dict[str, float], names: se
         members, stale, pair_page = units.get(unit, (pairs.get(unit, [trial_id]), [], False))
         units[unit] = (members, [*stale, trial_id], pair_page)
     jobs = [(unit, *units[unit]) for unit in sorted(units)]
-    workers = min(os.cpu_count() or 1, MAX_PAGE_WORKERS) if len(jobs) >= PARALLEL_FROM else 1
-    if workers == 1:
-        count, unreadable = _render_units(experiment_dir, jobs)
-    else:  # spawned, not forked: the run's own process may hold threads (the service loop)
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
+    workers = min(len(os.sched_getaffinity(0)), MAX_PAGE_WORKERS) if len(jobs) >= PARALLEL_FROM else 1
+    done = _in_a_pool(experiment_dir, jobs, workers) if workers > 1 else None
+    count, unreadable = done if done is not None else _render_units(experiment_dir, jobs)
+    return count, unreadable & wanted
 
-        chunks = [jobs[i::workers * 4] for i in range(workers * 4)]
+
+def _in_a_pool(experiment_dir: Path, jobs: list, workers: int) -> tuple[int, set[str]] | None:
+    """The units rendered by spawned processes (not forked: the run's own process may hold threads,
+    the service loop's); None where a pool cannot be had or broke (no interpreter to spawn, a worker
+    killed): then this process renders them all, as writing a page again is harmless."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+
+    chunks = [jobs[i::workers * 4] for i in range(workers * 4)]
+    try:
         with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
             done = list(pool.map(_render_units, [experiment_dir] * len(chunks), chunks))
-        count, unreadable = sum(c for c, _ in done), set().union(*(u for _, u in done))
-    return count, unreadable & wanted
+    except (BrokenProcessPool, OSError, RuntimeError, EOFError):
+        return None
+    return sum(c for c, _ in done), set().union(*(u for _, u in done))
 
 
 PARALLEL_FROM = 2_000  # stale pages at which a pool pays for its start (about 0.5 s a process)
