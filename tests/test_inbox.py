@@ -59,7 +59,7 @@ def twin(sites):
 
 def _service(app, url: str, token: str | None = None) -> inbox.InboxService:
     return inbox.twin_service("Postbox", url, "http://mail.localhost:1", token or app.state.purelymail_token,
-                              app.state.purelymail_domain, "mail")
+                              app.state.purelymail_domain)
 
 
 def test_the_twin_takes_clawbench_s_own_client_and_ours_sends_what_it_sends(twin, sites, monkeypatch):
@@ -122,7 +122,7 @@ def test_the_trial_s_given_files_name_its_account(tmp_path):
     task_given.mkdir()
     (task_given / "account.json").write_text('{"case": "own file"}')
     (task_given / "alex_green_personal_info.json").write_text('{"contact": {"email": "old@example.org"}}')
-    service = inbox.InboxService("Postbox", "http://127.0.0.1:1/api/v0", "tok-9", "mail.localhost", "http://mail.localhost:5/login", "mail")
+    service = inbox.InboxService("Postbox", "http://127.0.0.1:1/api/v0", "tok-9", "mail.localhost", "http://mail.localhost:5/login")
     account = inbox.InboxAccount("cb0123456789ab@mail.localhost", "pw-3f", service)
     assert sorted(p.name for p in inbox.given_with_account(None, account, tmp_path / "bare").iterdir()) == [
         "alex_green_personal_info.json", "alex_green_resume.pdf", "email_credentials.json"]  # a task with no files of its own

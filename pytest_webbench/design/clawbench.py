@@ -145,6 +145,7 @@ def load_cases(case_set: str = DEFAULT_CASE_SET, root: Path | None = None, own: 
 
 SHARED_USER = ("runtime", "shared", "alex_green_personal_info.json")  # the dummy user every case acts for
 CONVERTER_VERSION = "7"  # bump when the folders below change shape
+LIVE_INBOX = "purelymail"  # a task's `inbox` made on purelymail.com (trial/inbox.py), not on a suite's twin
 
 
 class ClawBenchSource(BaseModel):
@@ -282,7 +283,7 @@ def case_task(case: ClawBenchCase, source: ClawBenchSource, batches: dict[str, s
         "ungradable": not case.gradable, "group": meta.metaclass if meta else None,
         "judge_context": case.judge_context, "start_blank": True,  # ClawBench's agent starts on about:blank
         "submit_page": any(url in case.instruction for url in SUBMIT_PAGE_URLS),
-        "inbox": source.inbox_site or "purelymail",  # every case's agent gets an e-mail account (trial/inbox.py)
+        "inbox": source.inbox_site or LIVE_INBOX,  # every case's agent gets an e-mail account (trial/inbox.py)
     }
     if batch:
         webbench["tool_batch"] = site

@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from .checks import FieldRule, PageCheck, RequestCheck  # noqa: F401 - FieldRule re-exported
 from .harbor_sections import bad_limit, unknown_key
 from .arms import ARM_POLICIES, ArmName, ArmPolicy, arm_policy
-from .clawbench import ClawBenchError, ClawBenchSource
+from .clawbench import LIVE_INBOX, ClawBenchError, ClawBenchSource
 from .pairing import TrialKey
 
 GradingMode = Literal["page", "pinned", "format", "request", "verifier"]
@@ -73,7 +73,7 @@ class WebbenchMeta(_Strict):
     judge_context: dict[str, Any] | None = None
     start_blank: bool = False  # the agent starts on about:blank and is told the start page (ClawBench's cases)
     submit_page: bool = False  # ClawBench's runtime submit page is served at 127.0.0.1:7878/submit (claw-eval's cases)
-    # The trial's own e-mail account (ClawBench's email_credentials.json): "purelymail", made on the
+    # The trial's own e-mail account (ClawBench's email_credentials.json): LIVE_INBOX, made on the
     # live service where the run has its key, or the suite's site that stands in for it.
     inbox: str | None = None
 
@@ -289,7 +289,7 @@ def load_task(task_dir: Path, suite: SuiteFile) -> Task:
         raise _validation_error(config_path, exc, prefix="metadata.webbench") from None
     if meta.site not in suite.sites:
         raise SuiteError(config_path, "metadata.webbench.site", f"{meta.site!r} is not a site of the suite ({', '.join(suite.sites)})")
-    if meta.inbox not in (None, "purelymail") and not (meta.inbox in suite.sites and suite.sites[meta.inbox].app):
+    if meta.inbox not in (None, LIVE_INBOX) and not (meta.inbox in suite.sites and suite.sites[meta.inbox].app):
         raise SuiteError(config_path, "metadata.webbench.inbox", f"{meta.inbox!r} is neither \"purelymail\" nor a bundled "
                          "site of the suite (one that speaks PurelyMail's account API)")
     if meta.tool_batch and meta.tool_batch not in suite.sites:

@@ -88,7 +88,7 @@ def _end_the_inbox(handle, experiment_dir: Path) -> None:
     import shutil
 
     from ..results.records import record_undeleted_browser
-    from .inbox import close_account
+    from .inbox import InboxError, close_account
 
     if handle.given_root is not None:
         shutil.rmtree(handle.given_root, ignore_errors=True)
@@ -97,7 +97,7 @@ def _end_the_inbox(handle, experiment_dir: Path) -> None:
     try:
         handle.run(close_account(handle.inbox), timeout=60)
     except Exception as exc:  # noqa: BLE001 - the trial's verdict stands; the account is named for whoever ends it
-        if not (isinstance(exc, RuntimeError) and "userNotFound" in str(exc)):  # never made: nothing to end
+        if not (isinstance(exc, InboxError) and "userNotFound" in str(exc)):  # never made: nothing to end
             record_undeleted_browser(experiment_dir, f"e-mail account {handle.inbox.email}",
                                      f"the trial's e-mail account ({handle.inbox.service.provider}) was not deleted: {exc}")
 

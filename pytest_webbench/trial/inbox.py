@@ -21,7 +21,6 @@ from pathlib import Path
 
 PURELYMAIL_API = "https://purelymail.com/api/v0"  # clawbench.runner.run_support.email.PURELYMAIL_API
 PURELYMAIL_LOGIN = "https://purelymail.com/user/login"  # what the package writes as login_url
-LIVE = "purelymail"  # a task's `inbox`: the live service (else it names the suite's twin)
 
 
 class InboxError(RuntimeError):
@@ -35,7 +34,6 @@ class InboxService:
     token: str = ""  # sent in the API's header only
     domain: str = ""
     login_url: str = PURELYMAIL_LOGIN
-    site: str | None = None  # the twin's site: the trial's browser may reach it
 
     def __repr__(self) -> str:  # a key never reaches a log line or a report by way of an error
         return f"InboxService({self.provider!r}, {self.api_url!r}, domain={self.domain!r})"
@@ -65,9 +63,9 @@ def live_service(environ=os.environ) -> InboxService | None:
     return InboxService("PurelyMail", environ.get("WEBBENCH_PURELYMAIL_API", PURELYMAIL_API), key, domain)
 
 
-def twin_service(title: str, served: str, browser_url: str, token: str, domain: str, site: str) -> InboxService:
+def twin_service(title: str, served: str, browser_url: str, token: str, domain: str) -> InboxService:
     """The suite's inbox twin: its API where the harness serves it, its login page where the browser reaches it."""
-    return InboxService(title, f"{served}/api/v0", token, domain, f"{browser_url}/login", site)
+    return InboxService(title, f"{served}/api/v0", token, domain, f"{browser_url}/login")
 
 
 async def _request(service: InboxService, endpoint: str, body: dict) -> dict:

@@ -17,7 +17,7 @@ from ..gateway.routes import GatewayRoutes
 from ..proxy.http_endpoint import ProxyRoutes
 from ..proxy.listener_guard import LOOPBACK, allowed_hosts, guarded
 from ..service_loop import ServiceLoop
-from ..design.suite import Suite, SuiteError
+from ..design.suite import LIVE_INBOX, Suite, SuiteError
 
 
 def load_site_app(suite: Suite, site: str):
@@ -98,7 +98,7 @@ class RunServices:
             else:
                 services.site_urls[name] = (site.base_url or "").rstrip("/")
         for task in suite.tasks:  # a twin is known by its app, which only now is loaded
-            if task.meta.inbox not in (None, "purelymail") and task.meta.inbox not in services.inbox_twins:
+            if task.meta.inbox not in (None, LIVE_INBOX) and task.meta.inbox not in services.inbox_twins:
                 services.close()
                 raise SuiteError(task.path / "task.toml", "metadata.webbench.inbox (clawbench.inbox_site)",
                                  f"site {task.meta.inbox!r} does not speak PurelyMail's account API (its app sets no "
@@ -108,14 +108,14 @@ class RunServices:
     def inbox_service(self, inbox: str | None):
         """Where a task's trials get their e-mail accounts (trial/inbox.py); None: nowhere (a live
         inbox with no key in the run's environment), and the agent is given no credentials."""
-        from .inbox import LIVE, live_service, twin_service
+        from .inbox import live_service, twin_service
 
         if inbox is None:
             return None
-        if inbox == LIVE:
+        if inbox == LIVE_INBOX:
             return live_service()
         token, domain, served = self.inbox_twins[inbox]
-        return twin_service(self.suite.spec.sites[inbox].title, served, self.site_urls[inbox], token, domain, inbox)
+        return twin_service(self.suite.spec.sites[inbox].title, served, self.site_urls[inbox], token, domain)
 
     def close(self) -> None:
         try:

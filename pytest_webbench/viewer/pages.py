@@ -252,7 +252,6 @@ def _write_stale_pages(experiment_dir: Path, stamps: dict[str, float], names: se
             stale_pairs.add(pair)
         elif not current and pair is None and name in stamps:
             stale_trials.add(name)
-    wanted = stale_trials | {m for p in stale_pairs for m in pairs[p]}
     # one unit per pair (its stale trial pages and its own) or lone trial, each read, rendered and
     # dropped in turn: memory stays that of one pair, whatever the run's size
     units: dict[str, tuple[list[str], list[str], bool]] = {}
@@ -265,8 +264,7 @@ def _write_stale_pages(experiment_dir: Path, stamps: dict[str, float], names: se
     jobs = [(unit, *units[unit]) for unit in sorted(units)]
     workers = min(len(os.sched_getaffinity(0)), MAX_PAGE_WORKERS) if len(jobs) >= PARALLEL_FROM else 1
     done = _in_a_pool(experiment_dir, jobs, workers) if workers > 1 else None
-    count, unreadable = done if done is not None else _render_units(experiment_dir, jobs)
-    return count, unreadable & wanted
+    return done if done is not None else _render_units(experiment_dir, jobs)
 
 
 def _in_a_pool(experiment_dir: Path, jobs: list, workers: int) -> tuple[int, set[str]] | None:
@@ -286,7 +284,7 @@ def _in_a_pool(experiment_dir: Path, jobs: list, workers: int) -> tuple[int, set
     return sum(c for c, _ in done), set().union(*(u for _, u in done))
 
 
-PARALLEL_FROM = 2_000  # stale pages at which a pool pays for its start (about 0.5 s a process)
+PARALLEL_FROM = 2_000  # stale units (a pair, or a lone trial) at which a pool pays for its start (about 0.5 s a process)
 MAX_PAGE_WORKERS = 4
 
 
