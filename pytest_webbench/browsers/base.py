@@ -36,8 +36,10 @@ class BrowserBackend(Protocol):
     # trace: record the session (Playwright tracing locally, Kernel's replay), saved by save_trace.
     # site_urls: the task's sites, the only places the session's browser may reach (where the
     # backend can hold it to that: the local one's seal; Kernel's browsers reach the web).
+    # write_task: its submission will be intercepted; a backend with no door reading the sites' sockets
+    # makes the browser with its sockets walled (Kernel's socket guard).
     async def create_session(self, session_id: str, page_api_only: bool = False, trace: bool = False,
-                             site_urls: list[str] = ()) -> dict[str, Any]: ...
+                             site_urls: list[str] = (), write_task: bool = False) -> dict[str, Any]: ...
 
     # The trace so far, into the trial's folder: {"file": name in folder} and/or live view and
     # replay URLs, and "error" where none could be had.

@@ -9,6 +9,7 @@
 'use strict';
 const vm = require('vm');
 const W = require('./sealed/webmcp.js');
+const { guardWorkers } = require('./worker_guard.js');
 
 const fs = require('fs');
 const path = require('path');
@@ -200,6 +201,7 @@ const OPS = {
     const context = browser.contexts()[0];
     const s = W.newSession(id, browser, context);
     s.artifactsDir = artifactsDir;
+    s.cdpUrl = cdp_url;
     s.artifactsName = artifactsDir ? path.basename(artifactsDir) : id.replace(/[^A-Za-z0-9_-]/g, '_');
     s.customSources = new Map(); // namespace -> source
     sessions.set(id, s);
@@ -240,6 +242,7 @@ const OPS = {
     const s = sessions.get(id);
     if (!s) return { closed: false };
     sessions.delete(id);
+    if (s.workerGuard) s.workerGuard.close();
     await s.browser.close().catch(() => {});
     if (s.traceCut) await s.traceCut.saved;
     for (const left of [s.artifactsDir, s.traceCut && s.traceCut.path]) {
@@ -346,7 +349,7 @@ const OPS = {
   // route the agent's code set. A read-only request goes on at once; the rest wait for the
   // harness's matcher (grading/write_match.py), which takes them with `paused` and answers with
   // `release`. Nothing answers, nothing leaves: a request is never let through by default.
-  async intercept({ session: id, methods, served }) {
+  async intercept({ session: id, methods, served, guard_sockets }) {
     const s = session(id);
     if (s.fetch) throw new Error(`browser session ${id} intercepts already`);
     const held = new Set(methods || []);
@@ -390,6 +393,8 @@ const OPS = {
       for (const wake of s.waiters.splice(0)) wake();
     });
     await s.fetch.send('Fetch.enable', { patterns: [{ urlPattern: '*', requestStage: 'Request' }] });
+    // Where no door of the harness reads the sites' sockets (Kernel): those Fetch does not hold (worker_guard.js)
+    if (guard_sockets) s.workerGuard = await guardWorkers(s.cdpUrl);
     return { intercepting: true };
   },
 
@@ -420,7 +425,8 @@ const OPS = {
 
   async intercepted({ session: id }) {
     const s = session(id);
-    return { requests: s.requests || [] };
+    const g = s.workerGuard;
+    return { requests: s.requests || [], workers: g ? { stripped: g.stripped, closed: g.closed, pages_closed: g.pages_closed, lost: g.lost } : null };
   },
 
   async current_url({ session: id }) {

@@ -42,8 +42,11 @@ class Interception:
         self.other_blocks: dict[str, list[dict]] = {}  # blocked, not a submission: "unreadable", "refused", "after_end"
         self._task: asyncio.Task | None = None
 
-    async def start(self, served: dict[str, str] | None = None) -> None:
-        await self.call("intercept", session=self.session_id, methods=[self.matcher.method], served=served or {}, timeout=60)
+    async def start(self, served: dict[str, str] | None = None, guard_sockets: bool = False) -> None:
+        """guard_sockets: also hold the sockets of the targets the browser's socket guard cannot
+        (worker_guard.js), where no door of the harness reads the sites' traffic."""
+        await self.call("intercept", session=self.session_id, methods=[self.matcher.method], served=served or {},
+                        guard_sockets=guard_sockets, timeout=60)
         self._task = asyncio.ensure_future(self._serve())
 
     async def _serve(self) -> None:
@@ -121,9 +124,10 @@ class Interception:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
 
-    def account(self, requests: list[dict]) -> dict:
-        """What the trial's record keeps (requests.json)."""
+    def account(self, requests: list[dict], workers: dict | None = None) -> dict:
+        """What the trial's record keeps (requests.json); `workers`, the worker guard's count of the
+        shared and service workers it stripped of sockets or closed (driver.js, worker_guard.js)."""
         return {"intercepted": self.intercepted, "blocked": self.blocked_total, "writes": self.writes,
                 "unreadable": self.other_blocks.get("unreadable", []), "refused": self.other_blocks.get("refused", []),
                 "after_end": self.other_blocks.get("after_end", []), "overflowed": self.overflowed, "requests": requests,
-                **({"interceptor_ended": self.failure} if self.failure else {})}
+                "workers": workers, **({"interceptor_ended": self.failure} if self.failure else {})}

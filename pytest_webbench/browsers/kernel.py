@@ -15,15 +15,31 @@ but never to a WebMCP invoke, whose HTTP 504 `outcome_unknown` means the tool ma
 
 from __future__ import annotations
 
+import hashlib
+import io
 import json
 import os
+import zipfile
 from pathlib import Path
 from typing import Any
 
 from .base import BackendError
 
 DEFAULT_MCP_URL = "https://mcp.onkernel.com/mcp"
+SOCKET_GUARD = Path(__file__).parent / "socket_guard"  # the extension a write task's browser is made with
 GIVEN_IN_VM = "/app/my-info"  # the agent's own my-info path (design/arms.py GIVEN_PATH), in the browser's VM
+
+
+def socket_guard_zip() -> bytes:
+    """The socket guard (socket_guard/: a declarativeNetRequest rule blocking every WebSocket and
+    WebTransport of pages, frames and dedicated workers) as the zip Kernel's upload takes; the same
+    bytes for the same files, so its name can be its hash."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for entry in sorted(SOCKET_GUARD.iterdir()):
+            if entry.is_file():
+                archive.writestr(zipfile.ZipInfo(entry.name, date_time=(2026, 1, 1, 0, 0, 0)), entry.read_bytes())
+    return buffer.getvalue()
 
 
 def page_check_code(url: str, script: str) -> str:
@@ -59,6 +75,7 @@ class KernelBackend:
         self._driver = None  # the Node driver, started for the first write task only
         self._attached: dict[str, Any] = {}  # session -> its Interception (browsers/interception.py)
         self.traces: dict[str, dict[str, Any]] = {}  # our name -> live view URL, replay id and view URL
+        self._guard_name: str | None = None  # the socket guard's name in Kernel, once uploaded
 
     async def _call(self, what: str, coro) -> Any:
         import kernel
@@ -79,10 +96,12 @@ class KernelBackend:
         await self._call("access check", self._client.browsers.list(limit=1))
 
     async def create_session(self, session_id: str, page_api_only: bool = False, trace: bool = False,
-                             site_urls: list[str] = ()) -> dict[str, Any]:
+                             site_urls: list[str] = (), write_task: bool = False) -> dict[str, Any]:
         # Kernel's hosted server runs the code as it is: there the proxy's static rule is the ban.
+        # A write task's browser is made with the socket guard: no door here reads a WebSocket's frames.
+        guard = {"extensions": [{"name": await self._socket_guard()}]} if write_task else {}
         created = await self._call("browser create", self._client.browsers.create(
-            name=session_id, stealth=True, headless=self.headless))
+            name=session_id, stealth=True, headless=self.headless, **guard))
         self.session_ids[session_id] = created.session_id
         if getattr(created, "cdp_ws_url", None):
             self.cdp_urls[session_id] = created.cdp_ws_url
@@ -94,6 +113,37 @@ class KernelBackend:
             except BackendError as exc:
                 self.traces[session_id]["error"] = str(exc)
         return {"session_id": session_id, "kernel_session_id": created.session_id, "backend": self.name}
+
+    async def _socket_guard(self) -> str:
+        """The socket guard's name in Kernel, uploaded once and named by its archive's hash; one of
+        that name already there (another worker's upload, an earlier run's) is used only where
+        Kernel's checksum of it is this archive's."""
+        if self._guard_name is None:
+            archive = socket_guard_zip()
+            digest = hashlib.sha256(archive).hexdigest()
+            name = "webbench-socket-guard-" + digest[:16]
+            if await self._extension_checksum(name) is None:
+                try:
+                    await self._call("extension upload", self._client.extensions.upload(
+                        file=("socket_guard.zip", archive, "application/zip"), name=name))
+                except BackendError as exc:
+                    if exc.code not in ("conflict", "http_409"):  # not another worker's upload of the same name
+                        raise
+            if (checksum := await self._extension_checksum(name)) != digest:
+                raise BackendError(f"Kernel extension {name}: its checksum is {checksum!r}, not the socket guard's "
+                                   f"{digest}: a write task's browser cannot be made with it", code="guard_mismatch")
+            self._guard_name = name
+        return self._guard_name
+
+    async def _extension_checksum(self, name: str) -> str | None:
+        """An uploaded extension's archive checksum ("" where Kernel gives none); None if there is none of that name."""
+        try:
+            found = await self._call("extension get", self._client.extensions.get(name))
+        except BackendError as exc:
+            if exc.code in ("not_found", "http_404"):
+                return None
+            raise
+        return getattr(found, "checksum", None) or ""
 
     async def save_trace(self, session_id: str, folder: Path) -> dict[str, Any]:
         """Stops the session's replay; the record keeps its view URL and the live view's."""
@@ -235,7 +285,7 @@ class KernelBackend:
         self._driver = self._driver or NodeDriver()
         await self._driver.call("open", session=session_id, cdp_url=url, trace=False, timeout=60)
         interception = Interception(session_id, check, {}, self._driver.call)
-        await interception.start(served)
+        await interception.start(served, guard_sockets=True)
         self._attached[session_id] = interception
 
     def on_submission(self, session_id: str, callback) -> None:
@@ -247,7 +297,7 @@ class KernelBackend:
         if session_id not in self._attached:
             raise BackendError(f"browser {session_id}: no interceptor was attached", code="unsupported")
         seen = await self._driver.call("intercepted", session=session_id)
-        return self._attached[session_id].account(seen["requests"])
+        return self._attached[session_id].account(seen["requests"], seen.get("workers"))
 
     async def read_page(self, session_id: str, url: str, script: str) -> Any:
         return (await self.check_page(session_id, url, script))["value"]

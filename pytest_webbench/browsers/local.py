@@ -41,7 +41,7 @@ class LocalBackend:
         return await self.driver.call(op, timeout, **args)
 
     async def create_session(self, session_id: str, page_api_only: bool = False, trace: bool = False,
-                             site_urls: list[str] = ()) -> dict[str, Any]:
+                             site_urls: list[str] = (), write_task: bool = False) -> dict[str, Any]:
         """The session's own Chromium, whose only ways out are the ports of `site_urls`: the one made
         ready for these ports (`make_ready`) if there is one, else one started now."""
         if session_id in self.pods:
@@ -221,7 +221,7 @@ class LocalBackend:
         if pod.interception is None:
             raise BackendError(f"browser session {session_id}: no interceptor was attached", code="unsupported")
         seen = await self.call("intercepted", session=session_id)
-        return pod.interception.account(seen["requests"])
+        return pod.interception.account(seen["requests"], seen.get("workers"))
 
     async def session_lost(self, session_id: str) -> str | None:
         pod = self.pods.get(session_id)

@@ -108,7 +108,7 @@ async def open_browser_session(services: RunServices, spec: TrialSpec, session_i
     before the agent starts (retried once: a registration resent replaces the first)."""
     backend = services.backend
     await backend.create_session(session_id, page_api_only=spec.policy.page_api_only, trace=trace,
-                                 site_urls=trial_site_urls(services, spec))
+                                 site_urls=trial_site_urls(services, spec), write_task=spec.task.meta.request is not None)
     if (request := spec.task.meta.request) is not None:  # a write task: its submission is blocked and kept
         served = None
         if spec.task.meta.submit_page:  # served by the interceptor itself: no connection is made for it
@@ -214,6 +214,7 @@ def read_submission(browser: BrowserSessionHandle, trial_dir: Path) -> tuple[Any
             "unreadable": len(seen.get("unreadable") or []), "refused": len(seen.get("refused") or []),
             "after_end": len(seen.get("after_end") or []),
             "overflowed": seen.get("overflowed") or 0,
+            "workers": seen.get("workers") if isinstance(seen.get("workers"), dict) else None,
             "submitted": None if first is None else {k: first.get(k) for k in SUBMITTED_FIELDS}}, None
 
 
@@ -237,4 +238,12 @@ def write_flags(value: Any) -> list[str]:
         flags.append(f"{late} request(s) the trial's pages sent after the agent's run ended were blocked")
     if over := value.get("overflowed"):
         flags.append(f"{over} request(s) were blocked unread: the trial's pages held more requests at once than the harness keeps")
+    workers = value.get("workers") if isinstance(value.get("workers"), dict) else {}
+    if closed := workers.get("closed"):
+        flags.append(f"{closed} shared or service worker(s) were closed: the harness could not take their sockets away")
+    if pages := workers.get("pages_closed"):
+        flags.append(f"{pages} page(s) opened in a browser context of the agent's making were closed: there its sockets "
+                     "cannot be held")
+    if lost := workers.get("lost"):
+        flags.append(f"the worker guard ended mid-trial ({str(lost)[:200]}): workers started after it were not held")
     return flags

@@ -1,14 +1,21 @@
 """A stand-in for the Kernel API endpoints the harness uses, in their request and response
 shapes (as the `kernel` SDK 0.131 sends and reads them): browser list/create/retrieve/delete, Playwright
-execute, WebMCP tools/invoke (including HTTP 504 `outcome_unknown`), custom tools add/list/remove
-and the screenshot. It records every request, so tests can count retries and scan for secrets."""
+execute, WebMCP tools/invoke (including HTTP 504 `outcome_unknown`), custom tools add/list/remove,
+the screenshot, the file API, and extensions (upload, metadata, loaded into a browser at its
+creation: `launch` makes that browser where a test gives a real one). It records every request, so tests can count retries and scan for secrets."""
 
 from __future__ import annotations
 
 import base64
+import hashlib
+import io
 import json
 import re
+import tempfile
+import zipfile
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -26,11 +33,16 @@ class Browser:
     url: str = "about:blank"
     custom: dict[str, dict] = field(default_factory=dict)  # tool id -> definition
     deleted_at: str | None = None  # set when Kernel ends the session itself (its inactivity timeout)
+    extensions: list[str] = field(default_factory=list)  # the uploaded extensions it was made with
+    cdp_ws_url: str | None = None  # its own browser's, where the stand-in launched one
 
 
 class KernelApiStandin:
-    def __init__(self, api_key: str, page_values: dict | None = None, cdp_ws_url: str | None = None):
+    def __init__(self, api_key: str, page_values: dict | None = None, cdp_ws_url: str | None = None,
+                 launch: Callable[[list[Path]], str] | None = None):
         self.api_key = api_key
+        self.launch = launch  # a real browser made with the unpacked extensions asked for: its CDP endpoint
+        self.extensions: dict[str, dict] = {}  # id -> {"name", "archive", "checksum"}
         self.cdp_ws_url = cdp_ws_url  # a real browser's CDP endpoint, given for every browser (None: a dummy URL)
         self.page_values = page_values or {}  # what a page check reads
         self.browsers: dict[str, Browser] = {}
@@ -46,6 +58,8 @@ class KernelApiStandin:
         self.app = Starlette(routes=[
             Route("/browsers", self.list_browsers, methods=["GET"]),
             Route("/browsers", self.create, methods=["POST"]),
+            Route("/extensions", self.extension_upload, methods=["POST"]),
+            Route("/extensions/{name}/metadata", self.extension_get, methods=["GET"]),
             Route(b, self.retrieve, methods=["GET"]),
             Route(b, self.delete, methods=["DELETE"]),
             Route(b + "/playwright/execute", self.execute, methods=["POST"]),
@@ -72,6 +86,9 @@ class KernelApiStandin:
                 return {}, JSONResponse({"code": "unavailable", "message": "try again"}, status_code=status)
         if body and request.headers.get("content-type", "").startswith("application/octet-stream"):
             return {"_raw": body}, None  # a file's bytes (fs/write_file)
+        if request.headers.get("content-type", "").startswith("multipart/form-data"):
+            form = await request.form()  # an extension's upload
+            return {k: (await v.read() if hasattr(v, "read") else v) for k, v in form.items()}, None
         return (json.loads(body) if body else {}), None
 
     async def _enter_browser(self, request: Request) -> tuple[dict, Browser | None, Response | None]:
@@ -102,17 +119,61 @@ class KernelApiStandin:
         body, refused = await self._enter(request)
         if refused:
             return refused
+        asked = body.get("extensions") or []
+        found = [self._extension(e.get("id") or e.get("name") or "") for e in asked]
+        if None in found:
+            return JSONResponse({"code": "not_found", "message": "extension not found"}, status_code=404)
         self.created += 1
         session_id = f"kb_{self.created:04d}"  # never reused, as Kernel's ids are not
         browser = Browser(session_id, body.get("name") or session_id)
+        browser.extensions = [e["name"] for e in found]
+        if self.launch is not None:
+            browser.cdp_ws_url = self.launch([self._unpack(e) for e in found])
         self.browsers[session_id] = browser
         return JSONResponse({
             "session_id": session_id, "name": browser.name, "stealth": bool(body.get("stealth")),
-            "headless": bool(body.get("headless")), "cdp_ws_url": self.cdp_ws_url or f"wss://standin/{session_id}/cdp",
+            "headless": bool(body.get("headless")), "cdp_ws_url": browser.cdp_ws_url or self.cdp_ws_url or f"wss://standin/{session_id}/cdp",
             "webdriver_ws_url": f"wss://standin/{session_id}/wd", "created_at": "2026-12-02T00:00:00Z",
             "timeout_seconds": 60, "region": "us-east", "memory": {"size_mb": 4096},
             "browser_live_view_url": f"https://live.standin/{session_id}",
         })
+
+    def _extension(self, key: str) -> dict | None:
+        return self.extensions.get(key) or next((e for e in self.extensions.values() if e["name"] == key), None)
+
+    @staticmethod
+    def _unpack(extension: dict) -> Path:
+        folder = Path(tempfile.mkdtemp(prefix="kernel-standin-extension-"))
+        with zipfile.ZipFile(io.BytesIO(extension["archive"])) as archive:
+            archive.extractall(folder)
+        return folder
+
+    def _extension_shape(self, extension: dict) -> dict:
+        return {"id": extension["id"], "name": extension["name"], "created_at": "2026-12-02T00:00:00Z",
+                "size_bytes": len(extension["archive"]), "checksum": extension["checksum"], "last_used_at": None}
+
+    async def extension_upload(self, request: Request):
+        """Kernel's upload: a zip of an unpacked extension, its name unique in the project (409 if taken)."""
+        body, refused = await self._enter(request)
+        if refused:
+            return refused
+        archive, name = body.get("file"), body.get("name")
+        if not isinstance(archive, bytes) or not zipfile.is_zipfile(io.BytesIO(archive)):
+            return JSONResponse({"code": "bad_request", "message": "file must be a zip archive"}, status_code=400)
+        if name and self._extension(name):
+            return JSONResponse({"code": "conflict", "message": "an extension of that name exists"}, status_code=409)
+        extension = {"id": f"ext_{len(self.extensions) + 1:04d}", "name": name, "archive": archive,
+                     "checksum": hashlib.sha256(archive).hexdigest()}
+        self.extensions[extension["id"]] = extension
+        return JSONResponse(self._extension_shape(extension))
+
+    async def extension_get(self, request: Request):
+        _, refused = await self._enter(request)
+        if refused:
+            return refused
+        if (extension := self._extension(request.path_params["name"])) is None:
+            return JSONResponse({"code": "not_found", "message": "extension not found"}, status_code=404)
+        return JSONResponse(self._extension_shape(extension))
 
     async def replay_start(self, request: Request):
         """Kernel's replays API: a recording per browser, viewed at its URL once stopped."""

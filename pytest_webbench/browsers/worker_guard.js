@@ -1,0 +1,84 @@
+// A write task's wall for the sockets no request interception sees. CDP's Fetch domain holds no
+// WebSocket, and a browser extension's declarativeNetRequest (Kernel's socket guard, kernel.py)
+// blocks those of pages, frames and dedicated workers of the browser's own context, but neither
+// those of shared and service workers nor any in a context made later, where extensions are off
+// (each measured on Chromium 156, tests/test_kernel_sockets.py). So, on the harness's own CDP
+// connection, every such target is held at its start, before any of its script runs:
+// - a shared or service worker has its socket constructors taken from its global scope, then goes
+//   on; one the harness cannot strip is closed. A worker has no other realm to take one from (no
+//   frames, and Chromium gives shared workers no nested workers), and its fetch() still meets the
+//   request interception;
+// - a page of another browser context is closed (a page has frames, new realms, so nothing short of
+//   the extension holds its sockets); the browser's own context's pages go on at once.
+'use strict';
+
+const STRIP = "for (const n of ['WebSocket', 'WebSocketStream', 'WebTransport']) { try { delete self[n]; } catch (e) {} }" +
+  " ['WebSocket', 'WebSocketStream', 'WebTransport'].some((n) => n in self) ? 'kept' : 'stripped'";
+const GUARDED = [{ type: 'shared_worker', exclude: false }, { type: 'service_worker', exclude: false },
+  { type: 'page', exclude: false }, { exclude: true }];
+
+// Resolves once the guard holds (every worker started from then on is held), on a raw connection:
+// Playwright's CDP sessions cannot speak to the child sessions auto-attach makes.
+async function guardWorkers(cdpUrl) {
+  const ws = new WebSocket(cdpUrl);
+  const guard = { stripped: 0, closed: 0, pages_closed: 0, lost: null, ending: false,
+                  close: () => { guard.ending = true; ws.close(); } };
+  let ownContext = null;
+  const waiting = new Map();
+  let next = 0;
+  const send = (method, params, sessionId) => new Promise((resolve, reject) => {
+    const id = ++next;
+    waiting.set(id, { resolve, reject });
+    ws.send(JSON.stringify({ id, method, params, ...(sessionId ? { sessionId } : {}) }));
+  });
+  ws.onmessage = async (event) => {
+    const message = JSON.parse(String(event.data));
+    if (message.id && waiting.has(message.id)) {
+      const { resolve, reject } = waiting.get(message.id);
+      waiting.delete(message.id);
+      if (message.error) reject(new Error(message.error.message)); else resolve(message.result);
+      return;
+    }
+    if (message.method !== 'Target.attachedToTarget') return;
+    const { sessionId, targetInfo } = message.params;
+    if (targetInfo.type === 'page') {
+      if (ownContext !== null && targetInfo.browserContextId === ownContext) {
+        await send('Runtime.runIfWaitingForDebugger', {}, sessionId).catch(() => {});
+        await send('Target.detachFromTarget', { sessionId }).catch(() => {});
+      } else {
+        guard.pages_closed += 1;
+        await send('Target.closeTarget', { targetId: targetInfo.targetId }).catch(() => {});
+      }
+      return;
+    }
+    let stripped = false;
+    try {
+      const reply = await send('Runtime.evaluate', { expression: STRIP, returnByValue: true }, sessionId);
+      stripped = reply?.result?.value === 'stripped';
+      if (stripped) await send('Runtime.runIfWaitingForDebugger', {}, sessionId);
+    } catch (e) { stripped = false; }
+    if (stripped) guard.stripped += 1;
+    else {  // never let a worker run with its sockets
+      guard.closed += 1;
+      await send('Target.closeTarget', { targetId: targetInfo.targetId }).catch(() => {});
+    }
+  };
+  await new Promise((resolve, reject) => {
+    ws.onopen = resolve;
+    ws.onerror = () => reject(new Error(`the worker guard could not reach ${cdpUrl}`));
+  });
+  ws.onclose = () => {
+    if (!guard.ending) guard.lost = 'the harness\'s connection to the browser closed';
+    for (const { reject } of waiting.values()) reject(new Error('closed'));
+    waiting.clear();
+  };
+  ws.onerror = () => {};
+  // the browser's own context: where the harness's page is (a Chromium that names no default has it there)
+  ownContext = (await send('Target.getBrowserContexts', {})).defaultBrowserContextId
+    || (await send('Target.getTargets', {})).targetInfos.find((t) => t.type === 'page')?.browserContextId || null;
+  if (ownContext === null) throw new Error('the worker guard found no browser context of the harness\'s page');
+  await send('Target.setAutoAttach', { autoAttach: true, waitForDebuggerOnStart: true, flatten: true, filter: GUARDED });
+  return guard;
+}
+
+module.exports = { guardWorkers };
