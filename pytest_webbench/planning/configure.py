@@ -25,6 +25,10 @@ def configure_run(config: pytest.Config) -> tuple[WebbenchState, RunController |
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     options = options_from_config(config)
     worker, resuming = is_worker(config), bool(config.getoption("resume", None))
+    if options.environment == "host" and not worker:  # its answer is the manifest's isolation
+        from ..environments.seal import probe_seal_ahead
+
+        probe_seal_ahead()
     if config.getoption("publish", None) == "braintrust" and not os.environ.get("BRAINTRUST_API_KEY"):
         raise pytest.UsageError("--publish braintrust: BRAINTRUST_API_KEY is not set (set it, or drop --publish)")
     if options.browser == "kernel" and not worker and not config.option.collectonly:
