@@ -22,7 +22,7 @@ from starlette.applications import Starlette
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route, WebSocketRoute
 
-from pytest_webbench.browsers.base import BackendError
+from pytest_webbench.browsers.base import BROWSER_POLICY, BackendError
 from pytest_webbench.browsers.kernel import KernelBackend, socket_guard_zip
 from pytest_webbench.browsers.pod import chromium_path, chromium_switches
 from pytest_webbench.service_loop import ServiceLoop
@@ -61,13 +61,20 @@ SERVICE_WORKER = ("self.addEventListener('activate', (e) => e.waitUntil(self.cli
 
 
 def launcher(tmp_path: Path, made: list):
-    """Kernel's side: a browser made with the unpacked extensions asked for, reached over CDP."""
-    def launch(extensions: list[Path]) -> str:
+    """Kernel's side: a browser made with the unpacked extensions and the managed policy asked for,
+    reached over CDP. The policy is where Chromium reads it, /etc/chromium/policies/managed, in a
+    mount namespace of the browser's own."""
+    def launch(extensions: list[Path], policy: dict) -> str:
         switches = [s for s in chromium_switches() if s != "--disable-extensions"]
         if extensions:
             joined = ",".join(map(str, extensions))
             switches += [f"--disable-extensions-except={joined}", f"--load-extension={joined}"]
-        chromium = subprocess.Popen([chromium_path(), "--headless=new", "--remote-debugging-port=0",
+        etc = tmp_path / f"etc{len(made)}"
+        (etc / "policies" / "managed").mkdir(parents=True)
+        (etc / "policies" / "managed" / "kernel.json").write_text(json.dumps(policy))
+        mounted = ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c",
+                   'mount --bind "$0" /etc/chromium && exec "$@"', str(etc)]
+        chromium = subprocess.Popen([*mounted, chromium_path(), "--headless=new", "--remote-debugging-port=0",
                                      f"--user-data-dir={tmp_path / f'profile{len(made)}'}", *switches, "about:blank"],
                                     stderr=subprocess.PIPE, text=True)
         made.append(chromium)
@@ -116,6 +123,11 @@ async def probe_all(cdp: str, site: str, names) -> dict[str, str]:
                 seen[name] = str(await page.evaluate(code))
             except Exception as exc:  # noqa: BLE001 - a constructor taken away is a refusal too
                 seen[name] = f"threw: {str(exc)[:80]}"
+        try:  # a browser page (chrome://), out of any extension's reach: refused by the managed policy
+            await (await context.new_page()).goto("chrome://version")
+            seen["chrome_page"] = "open"
+        except Exception as exc:  # noqa: BLE001
+            seen["chrome_page"] = f"threw: {str(exc)[:80]}"
         try:  # a page of a context of the agent's own making
             page = await (await browser.new_context()).new_page()
             await page.goto(site + "/")
@@ -159,13 +171,16 @@ def test_a_write_task_s_browser_on_kernel_opens_no_socket_to_the_site_from_any_c
         for chromium in made:
             chromium.kill()
             chromium.wait()
-    assert unguarded == {"page": "open", "shared_worker": "open", "new_context": "open"}
+    assert unguarded["page"] == "open" and unguarded["shared_worker"] == "open" and unguarded["new_context"] == "open"
     assert ("frame", "page") in opened and ("frame", "shared_worker") in opened
     assert log == [], guarded  # not one handshake, from any context
     assert all(v != "open" for v in guarded.values()), guarded
-    # the shared and service workers went on without sockets; the other context's page was closed
-    assert seen["workers"]["stripped"] >= 2 and not seen["workers"]["closed"] and seen["workers"]["lost"] is None
-    assert seen["workers"]["pages_closed"] == 1
+    assert "ERR_BLOCKED_BY_ADMINISTRATOR" in guarded["chrome_page"] and "ERR_BLOCKED_BY_ADMINISTRATOR" in unguarded["chrome_page"]
+    # the shared worker went on without sockets, the service worker's script was refused, and the
+    # other context's page was closed
+    workers = seen["workers"]
+    assert workers["stripped"] >= 1 and workers["refused_service_workers"] >= 1, workers
+    assert not workers["closed"] and workers["lost"] is None and workers["pages_closed"] == 1, workers
     # the guard went up once, under its archive's hash, and only the write task's browser has it
     assert len(standin.extensions) == 1
     [extension] = standin.extensions.values()
@@ -173,6 +188,9 @@ def test_a_write_task_s_browser_on_kernel_opens_no_socket_to_the_site_from_any_c
     made_with = [json.loads(body).get("extensions") for method, path, body in standin.requests
                  if (method, path) == ("POST", "/browsers")]
     assert made_with == [None, [{"name": extension["name"]}]]
+    policies = [json.loads(body).get("chrome_policy") for method, path, body in standin.requests
+                if (method, path) == ("POST", "/browsers")]
+    assert policies == [BROWSER_POLICY, BROWSER_POLICY]  # every browser, as the local backend's seal
 
 
 def test_a_guard_of_the_same_name_but_other_bytes_is_refused(tmp_path):

@@ -10,6 +10,15 @@ from pathlib import Path
 from collections.abc import Callable
 from typing import Any, Protocol
 
+# Schemes that show the browser's machine rather than the web: refused by policy in every arm. A page
+# there is also out of a browser extension's reach (Kernel's socket guard: kernel.py).
+LOCAL_SCHEMES = ["file://*", "chrome://*", "chrome-untrusted://*", "devtools://*", "view-source:*",
+                 "chrome-extension://*", "filesystem:*"]
+# The browser's own hidden UI pages, which it opens at start (blocked, they would show as tabs).
+BROWSER_UI = ["chrome://omnibox-popup.top-chrome"]
+# The managed policy of every trial's browser, on every backend (pod.py's seal; Kernel's chrome_policy).
+BROWSER_POLICY = {"URLBlocklist": LOCAL_SCHEMES, "URLAllowlist": BROWSER_UI, "DownloadRestrictions": 3}
+
 
 class BackendError(RuntimeError):
     """A browser backend failed (not the agent's code): the trial's stop reason is backend error.

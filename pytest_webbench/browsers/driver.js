@@ -9,7 +9,7 @@
 'use strict';
 const vm = require('vm');
 const W = require('./sealed/webmcp.js');
-const { guardWorkers } = require('./worker_guard.js');
+const { guardWorkers, serviceWorkerScript } = require('./worker_guard.js');
 
 const fs = require('fs');
 const path = require('path');
@@ -368,6 +368,11 @@ const OPS = {
           body: Buffer.from(pages.get(r.url)).toString('base64') }).catch(() => {});
         return;
       }
+      if (guard_sockets && serviceWorkerScript(r.headers)) {  // worker_guard.js: no service worker on Kernel
+        s.workerGuard.refused_service_workers += 1;
+        s.fetch.send('Fetch.failRequest', { requestId: e.requestId, errorReason: 'BlockedByClient' }).catch(() => {});
+        return;
+      }
       if (!held.has(r.method) && ['GET', 'HEAD', 'OPTIONS'].includes(r.method)) {
         s.fetch.send('Fetch.continueRequest', { requestId: e.requestId }).catch(() => {});
         return;
@@ -392,9 +397,9 @@ const OPS = {
                       size, type: e.resourceType || null, at: Date.now() });
       for (const wake of s.waiters.splice(0)) wake();
     });
-    await s.fetch.send('Fetch.enable', { patterns: [{ urlPattern: '*', requestStage: 'Request' }] });
     // Where no door of the harness reads the sites' sockets (Kernel): those Fetch does not hold (worker_guard.js)
     if (guard_sockets) s.workerGuard = await guardWorkers(s.cdpUrl);
+    await s.fetch.send('Fetch.enable', { patterns: [{ urlPattern: '*', requestStage: 'Request' }] });
     return { intercepting: true };
   },
 
@@ -426,7 +431,8 @@ const OPS = {
   async intercepted({ session: id }) {
     const s = session(id);
     const g = s.workerGuard;
-    return { requests: s.requests || [], workers: g ? { stripped: g.stripped, closed: g.closed, pages_closed: g.pages_closed, lost: g.lost } : null };
+    return { requests: s.requests || [], workers: g ? { stripped: g.stripped, closed: g.closed, pages_closed: g.pages_closed,
+                                                  refused_service_workers: g.refused_service_workers, lost: g.lost } : null };
   },
 
   async current_url({ session: id }) {

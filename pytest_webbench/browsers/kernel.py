@@ -23,7 +23,7 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-from .base import BackendError
+from .base import BROWSER_POLICY, BackendError
 
 DEFAULT_MCP_URL = "https://mcp.onkernel.com/mcp"
 SOCKET_GUARD = Path(__file__).parent / "socket_guard"  # the extension a write task's browser is made with
@@ -100,8 +100,9 @@ class KernelBackend:
         # Kernel's hosted server runs the code as it is: there the proxy's static rule is the ban.
         # A write task's browser is made with the socket guard: no door here reads a WebSocket's frames.
         guard = {"extensions": [{"name": await self._socket_guard()}]} if write_task else {}
+        # The local backend's managed policy too: a chrome:// page, out of the guard's reach, opens no socket.
         created = await self._call("browser create", self._client.browsers.create(
-            name=session_id, stealth=True, headless=self.headless, **guard))
+            name=session_id, stealth=True, headless=self.headless, chrome_policy=BROWSER_POLICY, **guard))
         self.session_ids[session_id] = created.session_id
         if getattr(created, "cdp_ws_url", None):
             self.cdp_urls[session_id] = created.cdp_ws_url

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from ..environments.seal import Exits, Seal, can_seal, relay, start_sealed
-from .base import BackendError
+from .base import BROWSER_POLICY, BackendError
 from .code_runner import Runner
 from .interception import Interception
 
@@ -74,11 +74,6 @@ PLAYWRIGHT_SWITCHES = [
 # Ours: WebMCP, no GPU, no QUIC (Chromium keeps dialling blocked hosts otherwise), the viewport.
 OWN_SWITCHES = ["--disable-gpu", "--disable-quic", "--window-size=1280,800",
                 "--enable-features=CDPScreenshotNewSurface,SkipListAccountsWithoutGaiaCookies,WebMCPTesting"]
-# Schemes that show the browser's machine rather than the web: refused by policy in every arm.
-LOCAL_SCHEMES = ["file://*", "chrome://*", "chrome-untrusted://*", "devtools://*", "view-source:*",
-                 "chrome-extension://*", "filesystem:*"]
-# The browser's own hidden UI pages, which it opens at start (blocked, they would show as tabs).
-BROWSER_UI = ["chrome://omnibox-popup.top-chrome"]
 _DEVTOOLS = re.compile(rb"DevTools listening on (ws://\S+)")
 
 
@@ -99,7 +94,7 @@ def chromium_etc() -> str | None:
             shutil.copyfile(entry, folder / entry.name)
     managed = folder / "policies" / "managed"
     managed.mkdir(parents=True)
-    (managed / "webbench.json").write_text(json.dumps({"URLBlocklist": LOCAL_SCHEMES, "URLAllowlist": BROWSER_UI, "DownloadRestrictions": 3}))
+    (managed / "webbench.json").write_text(json.dumps(BROWSER_POLICY))
     for path in (folder, managed.parent, managed):
         path.chmod(0o755)
     (managed / "webbench.json").chmod(0o644)

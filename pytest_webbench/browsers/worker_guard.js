@@ -5,7 +5,8 @@
 // (each measured on Chromium 156, tests/test_kernel_sockets.py). So, on the harness's own CDP
 // connection, every such target is held at its start, before any of its script runs:
 // - a shared or service worker has its socket constructors taken from its global scope, then goes
-//   on; one the harness cannot strip is closed. A worker has no other realm to take one from (no
+//   on; one the harness cannot strip is closed. (A service worker is not let start at all: its script's
+//   fetch is refused, serviceWorkerScript below; one already registered is still stripped.) A worker has no other realm to take one from (no
 //   frames, and Chromium gives shared workers no nested workers), and its fetch() still meets the
 //   request interception;
 // - a page of another browser context is closed (a page has frames, new realms, so nothing short of
@@ -21,7 +22,7 @@ const GUARDED = [{ type: 'shared_worker', exclude: false }, { type: 'service_wor
 // Playwright's CDP sessions cannot speak to the child sessions auto-attach makes.
 async function guardWorkers(cdpUrl) {
   const ws = new WebSocket(cdpUrl);
-  const guard = { stripped: 0, closed: 0, pages_closed: 0, lost: null, ending: false,
+  const guard = { stripped: 0, closed: 0, pages_closed: 0, refused_service_workers: 0, lost: null, ending: false,
                   close: () => { guard.ending = true; ws.close(); } };
   let ownContext = null;
   const waiting = new Map();
@@ -52,14 +53,19 @@ async function guardWorkers(cdpUrl) {
       return;
     }
     let stripped = false;
+    let gone = false;  // a worker that went before it could be asked (a service worker whose script was refused)
     try {
-      const reply = await send('Runtime.evaluate', { expression: STRIP, returnByValue: true }, sessionId);
+      const reply = await send('Runtime.evaluate', { expression: STRIP, returnByValue: true }, sessionId)
+        .catch((e) => { gone = true; throw e; });
       stripped = reply?.result?.value === 'stripped';
-      if (stripped) await send('Runtime.runIfWaitingForDebugger', {}, sessionId);
+      if (stripped) {
+        await send('Runtime.runIfWaitingForDebugger', {}, sessionId);
+        await send('Target.detachFromTarget', { sessionId }).catch(() => {});  // so a restart is attached, and held, again
+      }
     } catch (e) { stripped = false; }
     if (stripped) guard.stripped += 1;
     else {  // never let a worker run with its sockets
-      guard.closed += 1;
+      if (!gone) guard.closed += 1;
       await send('Target.closeTarget', { targetId: targetInfo.targetId }).catch(() => {});
     }
   };
@@ -81,4 +87,11 @@ async function guardWorkers(cdpUrl) {
   return guard;
 }
 
-module.exports = { guardWorkers };
+// A service worker's script (Chromium marks its fetch, and each update's, with `Service-Worker: script`):
+// refused by the request interception, because a service worker Chromium stops and starts again runs its
+// script anew in the same target, which no auto-attach holds a second time (measured on Chromium 156).
+function serviceWorkerScript(headers) {
+  return Object.entries(headers || {}).some(([k, v]) => k.toLowerCase() === 'service-worker' && String(v).trim().toLowerCase() === 'script');
+}
+
+module.exports = { guardWorkers, serviceWorkerScript };

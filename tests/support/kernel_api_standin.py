@@ -26,6 +26,12 @@ PNG_1PX = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==")
 
 
+# Kernel refuses chrome_policy entries for what it manages itself ("extensions, proxy, CDP/automation")
+KERNEL_MANAGED_POLICIES = {"ExtensionSettings", "ExtensionInstallForcelist", "ExtensionInstallBlocklist",
+                           "ExtensionInstallAllowlist", "ProxySettings", "ProxyMode", "ProxyServer",
+                           "RemoteDebuggingAllowed", "DeveloperToolsAvailability"}
+
+
 @dataclass
 class Browser:
     session_id: str
@@ -39,9 +45,9 @@ class Browser:
 
 class KernelApiStandin:
     def __init__(self, api_key: str, page_values: dict | None = None, cdp_ws_url: str | None = None,
-                 launch: Callable[[list[Path]], str] | None = None):
+                 launch: Callable[[list[Path], dict], str] | None = None):
         self.api_key = api_key
-        self.launch = launch  # a real browser made with the unpacked extensions asked for: its CDP endpoint
+        self.launch = launch  # a real browser made with the unpacked extensions and the policy asked for: its CDP endpoint
         self.extensions: dict[str, dict] = {}  # id -> {"name", "archive", "checksum"}
         self.cdp_ws_url = cdp_ws_url  # a real browser's CDP endpoint, given for every browser (None: a dummy URL)
         self.page_values = page_values or {}  # what a page check reads
@@ -119,6 +125,10 @@ class KernelApiStandin:
         body, refused = await self._enter(request)
         if refused:
             return refused
+        policy = body.get("chrome_policy") or {}
+        if not isinstance(policy, dict) or set(policy) & KERNEL_MANAGED_POLICIES:
+            return JSONResponse({"code": "bad_request", "message": "chrome_policy: a policy Kernel manages itself"},
+                                status_code=400)
         asked = body.get("extensions") or []
         found = [self._extension(e.get("id") or e.get("name") or "") for e in asked]
         if None in found:
@@ -128,7 +138,7 @@ class KernelApiStandin:
         browser = Browser(session_id, body.get("name") or session_id)
         browser.extensions = [e["name"] for e in found]
         if self.launch is not None:
-            browser.cdp_ws_url = self.launch([self._unpack(e) for e in found])
+            browser.cdp_ws_url = self.launch([self._unpack(e) for e in found], policy)
         self.browsers[session_id] = browser
         return JSONResponse({
             "session_id": session_id, "name": browser.name, "stealth": bool(body.get("stealth")),
