@@ -6,10 +6,13 @@ handshakes and frames is the oracle."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import hashlib
 import io
 import json
 import re
+import socket
 import subprocess
 import sys
 import threading
@@ -140,6 +143,28 @@ async def probe_all(cdp: str, site: str, names) -> dict[str, str]:
     return seen
 
 
+def unpacked_id(folder: Path) -> str:
+    """Chromium's id for an extension loaded from a folder: its path's sha256, 32 hex digits as a-p."""
+    digest = hashlib.sha256(str(folder).encode()).hexdigest()[:32]
+    return "".join(chr(ord("a") + int(c, 16)) for c in digest)
+
+
+async def open_pages(cdp: str, urls: dict[str, str]) -> dict[str, str]:
+    from playwright.async_api import async_playwright
+
+    seen = {}
+    async with async_playwright() as p:
+        browser = await p.chromium.connect_over_cdp(cdp)
+        for name, url in urls.items():
+            try:
+                await (await browser.contexts[0].new_page()).goto(url)
+                seen[name] = "open"
+            except Exception as exc:  # noqa: BLE001
+                seen[name] = f"threw: {str(exc)[:80]}"
+        await browser.close()
+    return seen
+
+
 def test_a_write_task_s_browser_on_kernel_opens_no_socket_to_the_site_from_any_context(tmp_path):
     log: list = []
     made: list = []
@@ -160,6 +185,10 @@ def test_a_write_task_s_browser_on_kernel_opens_no_socket_to_the_site_from_any_c
             await kb.create_session("exp1-write-a1-control", write_task=True)
             await kb.intercept_requests("exp1-write-a1-control", CHECK)
             guarded = await probe_all(kb.cdp_urls["exp1-write-a1-control"], site, list(PROBES))
+            # where an agent would switch the guard off (its page, chrome://extensions): refused by policy
+            guarded.update(await open_pages(kb.cdp_urls["exp1-write-a1-control"], {
+                "extensions_page": "chrome://extensions",
+                "guard_page": f"chrome-extension://{unpacked_id(standin.unpacked[-1])}/manifest.json"}))
             seen = await kb.intercepted_requests("exp1-write-a1-control")
             await kb.delete_session("exp1-write-a1-control")
             await kb.close()
@@ -175,7 +204,9 @@ def test_a_write_task_s_browser_on_kernel_opens_no_socket_to_the_site_from_any_c
     assert ("frame", "page") in opened and ("frame", "shared_worker") in opened
     assert log == [], guarded  # not one handshake, from any context
     assert all(v != "open" for v in guarded.values()), guarded
-    assert "ERR_BLOCKED_BY_ADMINISTRATOR" in guarded["chrome_page"] and "ERR_BLOCKED_BY_ADMINISTRATOR" in unguarded["chrome_page"]
+    for where in ("chrome_page", "extensions_page", "guard_page"):
+        assert "ERR_BLOCKED_BY_ADMINISTRATOR" in guarded[where], guarded
+    assert "ERR_BLOCKED_BY_ADMINISTRATOR" in unguarded["chrome_page"]
     # the shared worker went on without sockets, the service worker's script was refused, and the
     # other context's page was closed
     workers = seen["workers"]
@@ -218,3 +249,121 @@ def test_a_guard_of_the_same_name_but_other_bytes_is_refused(tmp_path):
     finally:
         loop.close()
     assert not standin.browsers  # no browser was made without its guard
+
+
+class Relay:
+    """A TCP relay in front of a browser's CDP port whose connections can be cut one by one."""
+
+    def __init__(self, upstream: str):
+        host_port = upstream.split("/")[2]
+        self.upstream, self.path = host_port, "/" + upstream.split("/", 3)[3]
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.connections: list[tuple[socket.socket, socket.socket]] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"ws://127.0.0.1:{self.server.getsockname()[1]}{self.path}"
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                down, _ = self.server.accept()
+            except OSError:
+                return
+            host, port = self.upstream.split(":")
+            up = socket.create_connection((host, int(port)))
+            self.connections.append((down, up))
+            for a, b in ((down, up), (up, down)):
+                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pipe(a: socket.socket, b: socket.socket) -> None:
+        try:
+            while data := a.recv(65536):
+                b.sendall(data)
+        except OSError:
+            pass
+        for end in (a, b):
+            with contextlib.suppress(OSError):
+                end.shutdown(socket.SHUT_RDWR)
+
+    def cut(self, index: int) -> None:
+        for end in self.connections[index]:
+            with contextlib.suppress(OSError):
+                end.shutdown(socket.SHUT_RDWR)
+
+
+def test_a_socket_guard_that_loses_its_connection_loses_the_trial_s_browser(tmp_path):
+    """The guard's own connection cut mid-trial (the driver's stays): the browser is reported lost,
+    which errors the trial, by the harness's own evidence."""
+    made: list = []
+    relays: list[Relay] = []
+    launch = launcher(tmp_path, made)
+
+    def behind_a_relay(extensions, policy):
+        relays.append(Relay(launch(extensions, policy)))
+        return relays[-1].url
+
+    standin = KernelApiStandin(KEY, launch=behind_a_relay)
+    loop = ServiceLoop()
+    try:
+        api = loop.serve(standin.app, "kernel api stand-in")
+        kb = KernelBackend(api_key=KEY, base_url=api)
+
+        async def go():
+            await kb.create_session("exp1-write-a1-control", write_task=True)
+            await kb.intercept_requests("exp1-write-a1-control", CHECK)
+            before = await kb.session_lost("exp1-write-a1-control")
+            [driver, guard] = relays[0].connections  # the driver's Playwright connection, then the guard's
+            relays[0].cut(1)
+            for _ in range(100):  # the guard hears of it as its socket closes
+                if after := await kb.session_lost("exp1-write-a1-control"):
+                    break
+                await asyncio.sleep(0.05)
+            await kb.delete_session("exp1-write-a1-control")
+            await kb.close()
+            return before, after
+
+        before, after = loop.run(go(), timeout=120)
+    finally:
+        loop.close()
+        for chromium in made:
+            chromium.kill()
+            chromium.wait()
+    assert before is None
+    assert after and "socket guard" in after and "did not hold" in after
+
+
+def test_the_guard_is_uploaded_once_and_one_already_there_with_its_bytes_is_used():
+    standin = KernelApiStandin(KEY)
+    loop = ServiceLoop()
+    try:
+        api = loop.serve(standin.app, "kernel api stand-in")
+
+        async def go(n: int):
+            kb = KernelBackend(api_key=KEY, base_url=api)  # a worker of the run: its own client
+            for trial in range(2):
+                await kb.create_session(f"exp1-write-a{trial}-w{n}", write_task=True)
+            await kb.close()
+
+        loop.run(go(1), timeout=60)
+        loop.run(go(2), timeout=60)  # the second worker finds the first one's upload
+    finally:
+        loop.close()
+    uploads = [path for method, path, _ in standin.requests if (method, path) == ("POST", "/extensions")]
+    assert uploads == ["/extensions"] and len(standin.extensions) == 1
+    [extension] = standin.extensions.values()
+    assert extension["archive"] == socket_guard_zip() == socket_guard_zip()  # the same bytes each time
+    with zipfile.ZipFile(io.BytesIO(extension["archive"])) as archive:
+        assert sorted(archive.namelist()) == ["manifest.json", "rules.json"]
+        assert json.loads(archive.read("rules.json"))[0]["condition"]["resourceTypes"] == ["websocket", "webtransport"]
+
+
+def test_what_the_socket_guard_did_is_a_flag_on_the_trial():
+    from pytest_webbench.trial.browser_session import write_flags
+
+    assert write_flags({"workers": None}) == [] == write_flags({"workers": {"stripped": 0, "closed": 0, "pages_closed": 0}})
+    flags = write_flags({"workers": {"stripped": 2, "closed": 1, "pages_closed": 3, "refused_service_workers": 1}})
+    assert [f.split(" ")[0] for f in flags] == ["2", "1", "3"]
+    assert "no other CDP client" in flags[0] and "closed" in flags[1] and "browser context" in flags[2]

@@ -428,6 +428,12 @@ const OPS = {
     return { released: decisions.length };
   },
 
+  // Whether the socket guard still holds (worker_guard.js): its connection lost mid-trial is the harness's fault.
+  async guard({ session: id }) {
+    const g = session(id).workerGuard;
+    return { lost: g ? g.lost : null };
+  },
+
   async intercepted({ session: id }) {
     const s = session(id);
     const g = s.workerGuard;

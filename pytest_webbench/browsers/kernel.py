@@ -38,7 +38,9 @@ def socket_guard_zip() -> bytes:
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
         for entry in sorted(SOCKET_GUARD.iterdir()):
             if entry.is_file():
-                archive.writestr(zipfile.ZipInfo(entry.name, date_time=(2026, 1, 1, 0, 0, 0)), entry.read_bytes())
+                info = zipfile.ZipInfo(entry.name, date_time=(2026, 1, 1, 0, 0, 0))
+                info.compress_type, info.external_attr = zipfile.ZIP_DEFLATED, 0o644 << 16
+                archive.writestr(info, entry.read_bytes())
     return buffer.getvalue()
 
 
@@ -127,8 +129,8 @@ class KernelBackend:
                 try:
                     await self._call("extension upload", self._client.extensions.upload(
                         file=("socket_guard.zip", archive, "application/zip"), name=name))
-                except BackendError as exc:
-                    if exc.code not in ("conflict", "http_409"):  # not another worker's upload of the same name
+                except BackendError:  # another worker's upload of the same name, or none: asked again below
+                    if await self._extension_checksum(name) is None:
                         raise
             if (checksum := await self._extension_checksum(name)) != digest:
                 raise BackendError(f"Kernel extension {name}: its checksum is {checksum!r}, not the socket guard's "
@@ -321,6 +323,13 @@ class KernelBackend:
             return None  # the API did not answer: no evidence the browser is gone
         if browser.deleted_at is not None:
             return f"Kernel ended the browser session at {browser.deleted_at} (timeout_seconds {browser.timeout_seconds})"
+        if session_id in self._attached and self._driver is not None:  # a write task's: its socket guard held throughout?
+            try:
+                guard = await self._driver.call("guard", session=session_id, timeout=30)
+            except BackendError as exc:
+                return f"the harness's connection to the browser failed: {exc}"
+            if guard.get("lost"):
+                return f"the harness's socket guard on the browser ended mid-trial ({guard['lost']}): its walls did not hold"
         return None
 
     async def computer_action(self, session_id: str, actions: list[dict]) -> dict:

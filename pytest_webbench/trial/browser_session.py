@@ -239,6 +239,9 @@ def write_flags(value: Any) -> list[str]:
     if over := value.get("overflowed"):
         flags.append(f"{over} request(s) were blocked unread: the trial's pages held more requests at once than the harness keeps")
     workers = value.get("workers") if isinstance(value.get("workers"), dict) else {}
+    if stripped := workers.get("stripped"):
+        flags.append(f"{stripped} shared worker(s) ran: their sockets were taken away before their script ran only if "
+                     "no other CDP client let them go first (docs/suites.md, Sockets)")
     if closed := workers.get("closed"):
         flags.append(f"{closed} shared or service worker(s) were closed: the harness could not take their sockets away")
     if pages := workers.get("pages_closed"):

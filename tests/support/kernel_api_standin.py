@@ -49,6 +49,7 @@ class KernelApiStandin:
         self.api_key = api_key
         self.launch = launch  # a real browser made with the unpacked extensions and the policy asked for: its CDP endpoint
         self.extensions: dict[str, dict] = {}  # id -> {"name", "archive", "checksum"}
+        self.unpacked: list[Path] = []  # where each browser's extensions were unpacked, in order
         self.cdp_ws_url = cdp_ws_url  # a real browser's CDP endpoint, given for every browser (None: a dummy URL)
         self.page_values = page_values or {}  # what a page check reads
         self.browsers: dict[str, Browser] = {}
@@ -151,11 +152,11 @@ class KernelApiStandin:
     def _extension(self, key: str) -> dict | None:
         return self.extensions.get(key) or next((e for e in self.extensions.values() if e["name"] == key), None)
 
-    @staticmethod
-    def _unpack(extension: dict) -> Path:
+    def _unpack(self, extension: dict) -> Path:
         folder = Path(tempfile.mkdtemp(prefix="kernel-standin-extension-"))
         with zipfile.ZipFile(io.BytesIO(extension["archive"])) as archive:
             archive.extractall(folder)
+        self.unpacked.append(folder)
         return folder
 
     def _extension_shape(self, extension: dict) -> dict:
