@@ -48,6 +48,12 @@ PROBES = {
                         " w.onmessage = (m) => res(m.data); })",
     "shared_worker": "new Promise((res) => { const src = `onconnect = (c) => { const port = c.ports[0]; self.postMessage = (m) => port.postMessage(m); ${WORKER('shared_worker')} };`;"
                      " const w = new SharedWorker(URL.createObjectURL(new Blob([src]))); w.port.onmessage = (m) => res(m.data); })",
+    "iframe_shared_worker": "new Promise((res) => { const f = document.createElement('iframe'); document.body.appendChild(f);"
+                            " const src = `onconnect = (c) => { const port = c.ports[0]; self.postMessage = (m) => port.postMessage(m); ${WORKER('iframe_shared_worker')} };`;"
+                            " const w = new f.contentWindow.SharedWorker(URL.createObjectURL(new Blob([src]))); w.port.onmessage = (m) => res(m.data); })",
+    # the constructor kept by the agent's init script, which runs before the guard's page script
+    "stashed_shared_worker": "new Promise((res) => { const src = `onconnect = (c) => { const port = c.ports[0]; self.postMessage = (m) => port.postMessage(m); ${WORKER('stashed_shared_worker')} };`;"
+                             " const w = new window.__SharedWorker(URL.createObjectURL(new Blob([src]))); w.port.onmessage = (m) => res(m.data); })",
     "service_worker": "navigator.serviceWorker.register('/sw.js').then(() => navigator.serviceWorker.ready).then((reg) =>"
                       " new Promise((res) => { navigator.serviceWorker.onmessage = (m) => res(m.data); reg.active.postMessage(WS + 'service_worker'); }))",
     "websocket_stream": "typeof WebSocketStream === 'undefined' ? 'absent' : new WebSocketStream(WS + 'websocket_stream').opened"
@@ -116,6 +122,7 @@ async def probe_all(cdp: str, site: str, names) -> dict[str, str]:
     async with async_playwright() as p:  # the agent's own connection
         browser = await p.chromium.connect_over_cdp(cdp)
         context = browser.contexts[0]
+        await context.add_init_script("window.__SharedWorker = window.SharedWorker")
         page = context.pages[0] if context.pages else await context.new_page()
         await page.goto(site + "/")
         seen = {}
@@ -178,7 +185,7 @@ def test_a_write_task_s_browser_on_kernel_opens_no_socket_to_the_site_from_any_c
         async def go():
             # a read task's browser first: no guard, so the site's log shows a socket where one is made
             await kb.create_session("exp1-read-a1-control")
-            unguarded = await probe_all(kb.cdp_urls["exp1-read-a1-control"], site, ["page", "shared_worker"])
+            unguarded = await probe_all(kb.cdp_urls["exp1-read-a1-control"], site, ["page", "shared_worker", "stashed_shared_worker"])
             await kb.delete_session("exp1-read-a1-control")
             opened = list(log)
             log.clear()
@@ -200,8 +207,12 @@ def test_a_write_task_s_browser_on_kernel_opens_no_socket_to_the_site_from_any_c
         for chromium in made:
             chromium.kill()
             chromium.wait()
-    assert unguarded["page"] == "open" and unguarded["shared_worker"] == "open" and unguarded["new_context"] == "open"
-    assert ("frame", "page") in opened and ("frame", "shared_worker") in opened
+    assert [unguarded[k] for k in ("page", "shared_worker", "stashed_shared_worker", "new_context")] == ["open"] * 4
+    assert {("frame", "page"), ("frame", "shared_worker"), ("frame", "stashed_shared_worker")} <= set(opened)
+    # no page makes a shared worker; one made from a kept constructor goes on without sockets
+    assert "SharedWorker is not defined" in guarded["shared_worker"], guarded
+    assert "SharedWorker is not a constructor" in guarded["iframe_shared_worker"], guarded
+    assert guarded["stashed_shared_worker"] == "threw: WebSocket is not defined", guarded
     assert log == [], guarded  # not one handshake, from any context
     assert all(v != "open" for v in guarded.values()), guarded
     for where in ("chrome_page", "extensions_page", "guard_page"):
@@ -356,7 +367,7 @@ def test_the_guard_is_uploaded_once_and_one_already_there_with_its_bytes_is_used
     [extension] = standin.extensions.values()
     assert extension["archive"] == socket_guard_zip() == socket_guard_zip()  # the same bytes each time
     with zipfile.ZipFile(io.BytesIO(extension["archive"])) as archive:
-        assert sorted(archive.namelist()) == ["manifest.json", "rules.json"]
+        assert sorted(archive.namelist()) == ["manifest.json", "no_shared_workers.js", "rules.json"]
         assert json.loads(archive.read("rules.json"))[0]["condition"]["resourceTypes"] == ["websocket", "webtransport"]
 
 

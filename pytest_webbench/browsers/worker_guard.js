@@ -1,14 +1,16 @@
-// A write task's wall for the sockets no request interception sees. CDP's Fetch domain holds no
-// WebSocket, and a browser extension's declarativeNetRequest (Kernel's socket guard, kernel.py)
+// A write task's wall for the sockets no request interception sees, on Kernel. CDP's Fetch domain
+// holds no WebSocket, and the socket guard's declarativeNetRequest rule (socket_guard/, kernel.py)
 // blocks those of pages, frames and dedicated workers of the browser's own context, but neither
 // those of shared and service workers nor any in a context made later, where extensions are off
 // (each measured on Chromium 156, tests/test_kernel_sockets.py). So, on the harness's own CDP
 // connection, every such target is held at its start, before any of its script runs:
 // - a shared or service worker has its socket constructors taken from its global scope, then goes
-//   on; one the harness cannot strip is closed. (A service worker is not let start at all: its script's
-//   fetch is refused, serviceWorkerScript below; one already registered is still stripped.) A worker has no other realm to take one from (no
+//   on; one the harness cannot strip is closed. A worker has no other realm to take one from (no
 //   frames, and Chromium gives shared workers no nested workers), and its fetch() still meets the
-//   request interception;
+//   request interception. This is the second wall, not the first: Chromium lets a held worker go at
+//   any CDP client's word, so a first line can run before the strip. A page has no SharedWorker
+//   (socket_guard/no_shared_workers.js) unless an init script of the agent's kept it, and a service
+//   worker's script is refused (serviceWorkerScript below);
 // - a page of another browser context is closed (a page has frames, new realms, so nothing short of
 //   the extension holds its sockets); the browser's own context's pages go on at once.
 'use strict';
