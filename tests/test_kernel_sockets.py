@@ -51,9 +51,11 @@ PROBES = {
     "iframe_shared_worker": "new Promise((res) => { const f = document.createElement('iframe'); document.body.appendChild(f);"
                             " const src = `onconnect = (c) => { const port = c.ports[0]; self.postMessage = (m) => port.postMessage(m); ${WORKER('iframe_shared_worker')} };`;"
                             " const w = new f.contentWindow.SharedWorker(URL.createObjectURL(new Blob([src]))); w.port.onmessage = (m) => res(m.data); })",
-    # the constructor kept by the agent's init script, which runs before the guard's page script
+    # the constructor kept by an init script of a CDP client attached before the guard (Kernel's own
+    # connection may be), which runs before the guard's; and by one attached after it, which does not
     "stashed_shared_worker": "new Promise((res) => { const src = `onconnect = (c) => { const port = c.ports[0]; self.postMessage = (m) => port.postMessage(m); ${WORKER('stashed_shared_worker')} };`;"
                              " const w = new window.__SharedWorker(URL.createObjectURL(new Blob([src]))); w.port.onmessage = (m) => res(m.data); })",
+    "late_stashed_shared_worker": "new Promise((res) => { const w = new window.__LateSharedWorker(URL.createObjectURL(new Blob(['']))); res('made'); })",
     "service_worker": "navigator.serviceWorker.register('/sw.js').then(() => navigator.serviceWorker.ready).then((reg) =>"
                       " new Promise((res) => { navigator.serviceWorker.onmessage = (m) => res(m.data); reg.active.postMessage(WS + 'service_worker'); }))",
     "websocket_stream": "typeof WebSocketStream === 'undefined' ? 'absent' : new WebSocketStream(WS + 'websocket_stream').opened"
@@ -122,7 +124,7 @@ async def probe_all(cdp: str, site: str, names) -> dict[str, str]:
     async with async_playwright() as p:  # the agent's own connection
         browser = await p.chromium.connect_over_cdp(cdp)
         context = browser.contexts[0]
-        await context.add_init_script("window.__SharedWorker = window.SharedWorker")
+        await context.add_init_script("window.__LateSharedWorker = window.SharedWorker")
         page = context.pages[0] if context.pages else await context.new_page()
         await page.goto(site + "/")
         seen = {}
@@ -173,6 +175,8 @@ async def open_pages(cdp: str, urls: dict[str, str]) -> dict[str, str]:
 
 
 def test_a_write_task_s_browser_on_kernel_opens_no_socket_to_the_site_from_any_context(tmp_path):
+    from playwright.async_api import async_playwright
+
     log: list = []
     made: list = []
     standin = KernelApiStandin(KEY, launch=launcher(tmp_path, made))
@@ -185,13 +189,22 @@ def test_a_write_task_s_browser_on_kernel_opens_no_socket_to_the_site_from_any_c
         async def go():
             # a read task's browser first: no guard, so the site's log shows a socket where one is made
             await kb.create_session("exp1-read-a1-control")
-            unguarded = await probe_all(kb.cdp_urls["exp1-read-a1-control"], site, ["page", "shared_worker", "stashed_shared_worker"])
+            async with async_playwright() as p:
+                early = await p.chromium.connect_over_cdp(kb.cdp_urls["exp1-read-a1-control"])
+                await early.contexts[0].add_init_script("window.__SharedWorker = window.SharedWorker")
+                unguarded = await probe_all(kb.cdp_urls["exp1-read-a1-control"], site,
+                                            ["page", "shared_worker", "stashed_shared_worker", "late_stashed_shared_worker"])
+                await early.close()
             await kb.delete_session("exp1-read-a1-control")
             opened = list(log)
             log.clear()
             await kb.create_session("exp1-write-a1-control", write_task=True)
-            await kb.intercept_requests("exp1-write-a1-control", CHECK)
-            guarded = await probe_all(kb.cdp_urls["exp1-write-a1-control"], site, list(PROBES))
+            async with async_playwright() as p:  # a client attached before the guard, keeping SharedWorker
+                early = await p.chromium.connect_over_cdp(kb.cdp_urls["exp1-write-a1-control"])
+                await early.contexts[0].add_init_script("window.__SharedWorker = window.SharedWorker")
+                await kb.intercept_requests("exp1-write-a1-control", CHECK)
+                guarded = await probe_all(kb.cdp_urls["exp1-write-a1-control"], site, list(PROBES))
+                await early.close()
             # where an agent would switch the guard off (its page, chrome://extensions): refused by policy
             guarded.update(await open_pages(kb.cdp_urls["exp1-write-a1-control"], {
                 "extensions_page": "chrome://extensions",
@@ -212,6 +225,8 @@ def test_a_write_task_s_browser_on_kernel_opens_no_socket_to_the_site_from_any_c
     # no page makes a shared worker; one made from a kept constructor goes on without sockets
     assert "SharedWorker is not defined" in guarded["shared_worker"], guarded
     assert "SharedWorker is not a constructor" in guarded["iframe_shared_worker"], guarded
+    assert "__LateSharedWorker is not a constructor" in guarded["late_stashed_shared_worker"], guarded
+    assert unguarded["late_stashed_shared_worker"] == "made"
     assert guarded["stashed_shared_worker"] == "threw: WebSocket is not defined", guarded
     assert log == [], guarded  # not one handshake, from any context
     assert all(v != "open" for v in guarded.values()), guarded

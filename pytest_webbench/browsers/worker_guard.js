@@ -12,13 +12,16 @@
 //   (socket_guard/no_shared_workers.js) unless an init script of the agent's kept it, and a service
 //   worker's script is refused (serviceWorkerScript below);
 // - a page of another browser context is closed (a page has frames, new realms, so nothing short of
-//   the extension holds its sockets); the browser's own context's pages go on at once.
+//   the extension holds its sockets); the browser's own context's pages and frames go on at once,
+//   their documents made to lose SharedWorker first (as socket_guard/no_shared_workers.js, but
+//   before a later client's init scripts, which run before any extension's).
 'use strict';
 
 const STRIP = "for (const n of ['WebSocket', 'WebSocketStream', 'WebTransport']) { try { delete self[n]; } catch (e) {} }" +
   " ['WebSocket', 'WebSocketStream', 'WebTransport'].some((n) => n in self) ? 'kept' : 'stripped'";
 const GUARDED = [{ type: 'shared_worker', exclude: false }, { type: 'service_worker', exclude: false },
-  { type: 'page', exclude: false }, { exclude: true }];
+  { type: 'page', exclude: false }, { type: 'iframe', exclude: false }, { exclude: true }];
+const NO_SHARED_WORKERS = 'delete window.SharedWorker;';
 
 // Resolves once the guard holds (every worker started from then on is held), on a raw connection:
 // Playwright's CDP sessions cannot speak to the child sessions auto-attach makes.
@@ -44,10 +47,14 @@ async function guardWorkers(cdpUrl) {
     }
     if (message.method !== 'Target.attachedToTarget') return;
     const { sessionId, targetInfo } = message.params;
-    if (targetInfo.type === 'page') {
+    if (targetInfo.type === 'page' || targetInfo.type === 'iframe') {
       if (ownContext !== null && targetInfo.browserContextId === ownContext) {
+        // Its documents lose SharedWorker before any other script of theirs, an init script of a CDP client
+        // attached later included (Chromium runs them in the order the clients attached, measured).
+        await send('Page.enable', {}, sessionId).catch(() => {});
+        await send('Page.addScriptToEvaluateOnNewDocument', { source: NO_SHARED_WORKERS, runImmediately: true }, sessionId)
+          .catch(() => {});
         await send('Runtime.runIfWaitingForDebugger', {}, sessionId).catch(() => {});
-        await send('Target.detachFromTarget', { sessionId }).catch(() => {});
       } else {
         guard.pages_closed += 1;
         await send('Target.closeTarget', { targetId: targetInfo.targetId }).catch(() => {});
