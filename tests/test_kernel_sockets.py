@@ -26,7 +26,7 @@ from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route, WebSocketRoute
 
 from pytest_webbench.browsers.base import BROWSER_POLICY, BackendError
-from pytest_webbench.browsers.kernel import KernelBackend, socket_guard_zip
+from pytest_webbench.browsers.kernel import KERNEL_POLICY, KernelBackend, socket_guard_zip
 from pytest_webbench.browsers.pod import chromium_path, chromium_switches
 from pytest_webbench.service_loop import ServiceLoop
 
@@ -51,6 +51,12 @@ PROBES = {
     "iframe_shared_worker": "new Promise((res) => { const f = document.createElement('iframe'); document.body.appendChild(f);"
                             " const src = `onconnect = (c) => { const port = c.ports[0]; self.postMessage = (m) => port.postMessage(m); ${WORKER('iframe_shared_worker')} };`;"
                             " const w = new f.contentWindow.SharedWorker(URL.createObjectURL(new Blob([src]))); w.port.onmessage = (m) => res(m.data); })",
+    # a Storage Access handle carries a SharedWorker of its own (in a same-origin frame; a top-level document gets none)
+    "storage_access_shared_worker": "new Promise((res) => { const f = document.createElement('iframe'); f.src = '/';"
+                                    " f.onload = () => f.contentWindow.document.requestStorageAccess({ all: true, SharedWorker: true }).then("
+                                    "(h) => { try { h.SharedWorker(URL.createObjectURL(new Blob(['']))); res('made'); } catch (e) { res('threw: ' + e.name); } },"
+                                    " (e) => res('refused: ' + e.name));"
+                                    " document.body.appendChild(f); })",
     # the constructor kept by an init script of a CDP client attached before the guard (Kernel's own
     # connection may be), which runs before the guard's; and by one attached after it, which does not
     "stashed_shared_worker": "new Promise((res) => { const src = `onconnect = (c) => { const port = c.ports[0]; self.postMessage = (m) => port.postMessage(m); ${WORKER('stashed_shared_worker')} };`;"
@@ -109,7 +115,8 @@ def socket_site(log: list):
             await ws.send_text("echo")
 
     async def page(request):
-        return HTMLResponse("<title>site</title><form method=post action=/order><button>Order</button></form>")
+        return HTMLResponse("<title>site</title><form method=post action=/order><button>Order</button></form>"
+                            "<a id=out href=/ target=_blank>the site again</a>")
 
     async def service_worker(request):
         return Response(SERVICE_WORKER, media_type="text/javascript")
@@ -135,6 +142,15 @@ async def probe_all(cdp: str, site: str, names) -> dict[str, str]:
                 seen[name] = str(await page.evaluate(code))
             except Exception as exc:  # noqa: BLE001 - a constructor taken away is a refusal too
                 seen[name] = f"threw: {str(exc)[:80]}"
+        try:  # an ordinary site's link to a new tab (noopener since Chromium 88): a new renderer, held at its start
+            page = await context.new_page()
+            await page.goto(site + "/")
+            async with context.expect_page(timeout=15000) as opened:
+                await page.click("#out")
+            await (await opened.value).wait_for_load_state(timeout=15000)
+            seen["noopener_link"] = await (await opened.value).title()
+        except Exception as exc:  # noqa: BLE001
+            seen["noopener_link"] = f"threw: {str(exc)[:80]}"
         try:  # a browser page (chrome://), out of any extension's reach: refused by the managed policy
             await (await context.new_page()).goto("chrome://version")
             seen["chrome_page"] = "open"
@@ -193,7 +209,8 @@ def test_a_write_task_s_browser_on_kernel_opens_no_socket_to_the_site_from_any_c
                 early = await p.chromium.connect_over_cdp(kb.cdp_urls["exp1-read-a1-control"])
                 await early.contexts[0].add_init_script("window.__SharedWorker = window.SharedWorker")
                 unguarded = await probe_all(kb.cdp_urls["exp1-read-a1-control"], site,
-                                            ["page", "shared_worker", "stashed_shared_worker", "late_stashed_shared_worker"])
+                                            ["page", "shared_worker", "stashed_shared_worker", "late_stashed_shared_worker",
+                                             "storage_access_shared_worker"])
                 await early.close()
             await kb.delete_session("exp1-read-a1-control")
             opened = list(log)
@@ -207,7 +224,7 @@ def test_a_write_task_s_browser_on_kernel_opens_no_socket_to_the_site_from_any_c
                 await early.close()
             # where an agent would switch the guard off (its page, chrome://extensions): refused by policy
             guarded.update(await open_pages(kb.cdp_urls["exp1-write-a1-control"], {
-                "extensions_page": "chrome://extensions",
+                "extensions_page": "chrome://extensions", "omnibox_page": "chrome://omnibox-popup.top-chrome/",
                 "guard_page": f"chrome-extension://{unpacked_id(standin.unpacked[-1])}/manifest.json"}))
             seen = await kb.intercepted_requests("exp1-write-a1-control")
             await kb.delete_session("exp1-write-a1-control")
@@ -225,12 +242,14 @@ def test_a_write_task_s_browser_on_kernel_opens_no_socket_to_the_site_from_any_c
     # no page makes a shared worker; one made from a kept constructor goes on without sockets
     assert "SharedWorker is not defined" in guarded["shared_worker"], guarded
     assert "SharedWorker is not a constructor" in guarded["iframe_shared_worker"], guarded
+    assert guarded["storage_access_shared_worker"] == "threw: SecurityError", guarded  # a handle, without one
     assert "__LateSharedWorker is not a constructor" in guarded["late_stashed_shared_worker"], guarded
-    assert unguarded["late_stashed_shared_worker"] == "made"
+    assert unguarded["late_stashed_shared_worker"] == "made" and unguarded["storage_access_shared_worker"] == "made"
     assert guarded["stashed_shared_worker"] == "threw: WebSocket is not defined", guarded
     assert log == [], guarded  # not one handshake, from any context
+    assert guarded.pop("noopener_link") == "site" == unguarded["noopener_link"]  # the walls break no ordinary site
     assert all(v != "open" for v in guarded.values()), guarded
-    for where in ("chrome_page", "extensions_page", "guard_page"):
+    for where in ("chrome_page", "extensions_page", "guard_page", "omnibox_page"):
         assert "ERR_BLOCKED_BY_ADMINISTRATOR" in guarded[where], guarded
     assert "ERR_BLOCKED_BY_ADMINISTRATOR" in unguarded["chrome_page"]
     # the shared worker went on without sockets, the service worker's script was refused, and the
@@ -247,7 +266,8 @@ def test_a_write_task_s_browser_on_kernel_opens_no_socket_to_the_site_from_any_c
     assert made_with == [None, [{"name": extension["name"]}]]
     policies = [json.loads(body).get("chrome_policy") for method, path, body in standin.requests
                 if (method, path) == ("POST", "/browsers")]
-    assert policies == [BROWSER_POLICY, BROWSER_POLICY]  # every browser, as the local backend's seal
+    assert policies == [KERNEL_POLICY, KERNEL_POLICY]  # every browser, as the local backend's seal
+    assert KERNEL_POLICY["URLBlocklist"] == BROWSER_POLICY["URLBlocklist"] and "URLAllowlist" not in KERNEL_POLICY
 
 
 def test_a_guard_of_the_same_name_but_other_bytes_is_refused(tmp_path):

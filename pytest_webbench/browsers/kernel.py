@@ -27,6 +27,9 @@ from .base import BROWSER_POLICY, BackendError
 
 DEFAULT_MCP_URL = "https://mcp.onkernel.com/mcp"
 SOCKET_GUARD = Path(__file__).parent / "socket_guard"  # the extension a write task's browser is made with
+# The local seal's policy but its one allowance: that hidden WebUI page can be opened at any path, and
+# there, with the page's CSP turned off over CDP, a socket is out of the guard's reach (a review found).
+KERNEL_POLICY = {name: value for name, value in BROWSER_POLICY.items() if name != "URLAllowlist"}
 GIVEN_IN_VM = "/app/my-info"  # the agent's own my-info path (design/arms.py GIVEN_PATH), in the browser's VM
 
 
@@ -104,7 +107,7 @@ class KernelBackend:
         guard = {"extensions": [{"name": await self._socket_guard()}]} if write_task else {}
         # The local backend's managed policy too: a chrome:// page, out of the guard's reach, opens no socket.
         created = await self._call("browser create", self._client.browsers.create(
-            name=session_id, stealth=True, headless=self.headless, chrome_policy=BROWSER_POLICY, **guard))
+            name=session_id, stealth=True, headless=self.headless, chrome_policy=KERNEL_POLICY, **guard))
         self.session_ids[session_id] = created.session_id
         if getattr(created, "cdp_ws_url", None):
             self.cdp_urls[session_id] = created.cdp_ws_url

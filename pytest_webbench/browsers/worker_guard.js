@@ -21,7 +21,8 @@ const STRIP = "for (const n of ['WebSocket', 'WebSocketStream', 'WebTransport'])
   " ['WebSocket', 'WebSocketStream', 'WebTransport'].some((n) => n in self) ? 'kept' : 'stripped'";
 const GUARDED = [{ type: 'shared_worker', exclude: false }, { type: 'service_worker', exclude: false },
   { type: 'page', exclude: false }, { type: 'iframe', exclude: false }, { exclude: true }];
-const NO_SHARED_WORKERS = 'delete window.SharedWorker;';
+// socket_guard/no_shared_workers.js: the constructor, and the one a Storage Access handle gives
+const NO_SHARED_WORKERS = require('fs').readFileSync(require('path').join(__dirname, 'socket_guard', 'no_shared_workers.js'), 'utf8');
 
 // Resolves once the guard holds (every worker started from then on is held), on a raw connection:
 // Playwright's CDP sessions cannot speak to the child sessions auto-attach makes.
@@ -50,11 +51,15 @@ async function guardWorkers(cdpUrl) {
     if (targetInfo.type === 'page' || targetInfo.type === 'iframe') {
       if (ownContext !== null && targetInfo.browserContextId === ownContext) {
         // Its documents lose SharedWorker before any other script of theirs, an init script of a CDP client
-        // attached later included (Chromium runs them in the order the clients attached, measured).
-        await send('Page.enable', {}, sessionId).catch(() => {});
-        await send('Page.addScriptToEvaluateOnNewDocument', { source: NO_SHARED_WORKERS, runImmediately: true }, sessionId)
-          .catch(() => {});
-        await send('Runtime.runIfWaitingForDebugger', {}, sessionId).catch(() => {});
+        // attached later included (Chromium runs them in the order the clients attached, measured); its
+        // cross-site frames are held likewise. The page is let go first, and the rest sent at once without
+        // waiting on answers: a new renderer (a noopener popup's) answers Page.enable only once it runs,
+        // and it takes its messages in order, before its first navigation commits.
+        const sent = [send('Runtime.runIfWaitingForDebugger', {}, sessionId), send('Page.enable', {}, sessionId),
+          send('Page.addScriptToEvaluateOnNewDocument', { source: NO_SHARED_WORKERS, runImmediately: true }, sessionId),
+          send('Target.setAutoAttach', { autoAttach: true, waitForDebuggerOnStart: true, flatten: true,
+                                         filter: [{ type: 'iframe', exclude: false }, { exclude: true }] }, sessionId)];
+        await Promise.allSettled(sent);
       } else {
         guard.pages_closed += 1;
         await send('Target.closeTarget', { targetId: targetInfo.targetId }).catch(() => {});
