@@ -7,12 +7,10 @@ handshakes and frames is the oracle."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import io
 import json
 import re
-import socket
 import subprocess
 import sys
 import threading
@@ -32,6 +30,7 @@ from pytest_webbench.service_loop import ServiceLoop
 
 sys.path.insert(0, str(Path(__file__).parent / "support"))
 from kernel_api_standin import KernelApiStandin  # noqa: E402
+from tcp_relay import Relay  # noqa: E402
 
 KEY = "kernel-sentinel-key-50c7"
 CHECK = {"url_pattern": r"/order$", "method": "POST", "body": None, "params": None}
@@ -295,49 +294,6 @@ def test_a_guard_of_the_same_name_but_other_bytes_is_refused(tmp_path):
     finally:
         loop.close()
     assert not standin.browsers  # no browser was made without its guard
-
-
-class Relay:
-    """A TCP relay in front of a browser's CDP port whose connections can be cut one by one."""
-
-    def __init__(self, upstream: str):
-        host_port = upstream.split("/")[2]
-        self.upstream, self.path = host_port, "/" + upstream.split("/", 3)[3]
-        self.server = socket.create_server(("127.0.0.1", 0))
-        self.connections: list[tuple[socket.socket, socket.socket]] = []
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    @property
-    def url(self) -> str:
-        return f"ws://127.0.0.1:{self.server.getsockname()[1]}{self.path}"
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                down, _ = self.server.accept()
-            except OSError:
-                return
-            host, port = self.upstream.split(":")
-            up = socket.create_connection((host, int(port)))
-            self.connections.append((down, up))
-            for a, b in ((down, up), (up, down)):
-                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
-
-    @staticmethod
-    def _pipe(a: socket.socket, b: socket.socket) -> None:
-        try:
-            while data := a.recv(65536):
-                b.sendall(data)
-        except OSError:
-            pass
-        for end in (a, b):
-            with contextlib.suppress(OSError):
-                end.shutdown(socket.SHUT_RDWR)
-
-    def cut(self, index: int) -> None:
-        for end in self.connections[index]:
-            with contextlib.suppress(OSError):
-                end.shutdown(socket.SHUT_RDWR)
 
 
 def test_a_socket_guard_that_loses_its_connection_loses_the_trial_s_browser(tmp_path):

@@ -35,8 +35,8 @@ GIVEN_IN_VM = "/app/my-info"  # the agent's own my-info path (design/arms.py GIV
 
 def socket_guard_zip() -> bytes:
     """The socket guard (socket_guard/: a declarativeNetRequest rule blocking every WebSocket and
-    WebTransport of pages, frames and dedicated workers) as the zip Kernel's upload takes; the same
-    bytes for the same files, so its name can be its hash."""
+    WebTransport of pages, frames and dedicated workers, and a page script taking SharedWorker away)
+    as the zip Kernel's upload takes; the same bytes for the same files, so its name can be its hash."""
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
         for entry in sorted(SOCKET_GUARD.iterdir()):
@@ -128,14 +128,15 @@ class KernelBackend:
             archive = socket_guard_zip()
             digest = hashlib.sha256(archive).hexdigest()
             name = "webbench-socket-guard-" + digest[:16]
-            if await self._extension_checksum(name) is None:
+            if (checksum := await self._extension_checksum(name)) is None:
                 try:
                     await self._call("extension upload", self._client.extensions.upload(
                         file=("socket_guard.zip", archive, "application/zip"), name=name))
                 except BackendError:  # another worker's upload of the same name, or none: asked again below
                     if await self._extension_checksum(name) is None:
                         raise
-            if (checksum := await self._extension_checksum(name)) != digest:
+                checksum = await self._extension_checksum(name)
+            if checksum != digest:
                 raise BackendError(f"Kernel extension {name}: its checksum is {checksum!r}, not the socket guard's "
                                    f"{digest}: a write task's browser cannot be made with it", code="guard_mismatch")
             self._guard_name = name

@@ -17,8 +17,8 @@
 //   before a later client's init scripts, which run before any extension's).
 'use strict';
 
-const STRIP = "for (const n of ['WebSocket', 'WebSocketStream', 'WebTransport']) { try { delete self[n]; } catch (e) {} }" +
-  " ['WebSocket', 'WebSocketStream', 'WebTransport'].some((n) => n in self) ? 'kept' : 'stripped'";
+const SOCKETS = JSON.stringify(['WebSocket', 'WebSocketStream', 'WebTransport']);
+const STRIP = `for (const n of ${SOCKETS}) { try { delete self[n]; } catch (e) {} } ${SOCKETS}.some((n) => n in self) ? 'kept' : 'stripped'`;
 const GUARDED = [{ type: 'shared_worker', exclude: false }, { type: 'service_worker', exclude: false },
   { type: 'page', exclude: false }, { type: 'iframe', exclude: false }, { exclude: true }];
 // socket_guard/no_shared_workers.js: the constructor, and the one a Storage Access handle gives
@@ -74,7 +74,8 @@ async function guardWorkers(cdpUrl) {
       stripped = reply?.result?.value === 'stripped';
       if (stripped) {
         await send('Runtime.runIfWaitingForDebugger', {}, sessionId);
-        await send('Target.detachFromTarget', { sessionId }).catch(() => {});  // so a restart is attached, and held, again
+        // Let go: a restart of the same target is not attached again (measured), hence a service worker's script is refused
+        await send('Target.detachFromTarget', { sessionId }).catch(() => {});
       }
     } catch (e) { stripped = false; }
     if (stripped) guard.stripped += 1;
