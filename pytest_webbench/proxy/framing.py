@@ -63,7 +63,8 @@ def unsendable(line: str | bytes, message: Any) -> str | None:
     harness as a failed upstream: refused here as the agent's instead. Each check only where the
     bytes allow it at all, so an ordinary call costs a regex and a count."""
     data = line.encode("utf-8", "surrogatepass") if isinstance(line, str) else line
-    if _SURROGATE.search(data) and well_formed(message) is not message:
+    # a substring test first (memchr-fast): the pattern's look-behind costs ~10 us a call on its own
+    if (b"\\u" in data or b"\xed" in data) and _SURROGATE.search(data) and well_formed(message) is not message:
         return "not text: it spells a lone UTF-16 surrogate"
     if data.count(b"[") + data.count(b"{") > MAX_NESTING and nesting(message) > MAX_NESTING:
         return f"nested deeper than {MAX_NESTING} levels"

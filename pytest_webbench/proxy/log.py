@@ -9,8 +9,9 @@ from __future__ import annotations
 import json
 import threading
 from pathlib import Path
-from typing import Any, Literal, TextIO
+from typing import Any, BinaryIO, Literal
 
+import msgspec
 from pydantic import BaseModel, Field, ValidationError
 from pydantic_core import PydanticSerializationError
 
@@ -38,12 +39,38 @@ class CallRecord(BaseModel):
     saw: list[str] | None = None  # answer fields this result was the first to show (grading/evidence.py)
 
 
+_ENCODER = msgspec.json.Encoder()
+# what msgspec cannot write as pydantic would: a lone surrogate, an int past 64 bits, a value of a
+# type it does not know (a nested model): such a record takes pydantic's path
+_NOT_FAST = (msgspec.EncodeError, TypeError, UnicodeEncodeError, OverflowError, ValueError)
+
+
 def bounded(value: Any, limit: int = MAX_ARGUMENT_CHARS) -> Any:
-    """Arguments are logged whole when small, else as a truncated JSON string."""
+    """Arguments are logged whole when small (their compact JSON within `limit` bytes, measured by
+    msgspec: json.dumps cost ~2.5 us on every call), else as a truncated JSON string."""
+    try:
+        if len(_ENCODER.encode(value)) <= limit:
+            return value
+    except _NOT_FAST:
+        pass
     text = json.dumps(value, default=str)
     if len(text) <= limit:
         return value
     return {"truncated": True, "chars": len(text), "head": text[:limit]}
+
+
+def record_line(record: BaseModel) -> bytes:
+    """One record as its JSON line. A validated record of plain JSON values is its field dict
+    (msgspec writes it in ~0.5 us against pydantic's ~2.5, and the proxy writes a line before each
+    reply); a test holds the two to the same value."""
+    try:
+        return _ENCODER.encode(record.__dict__) + b"\n"
+    except _NOT_FAST:
+        pass
+    try:
+        return record.model_dump_json().encode() + b"\n"
+    except PydanticSerializationError:  # what the agent sent spells a lone surrogate, or nests past the serializer
+        return type(record).model_validate(well_formed(record.model_dump())).model_dump_json().encode() + b"\n"
 
 
 class CallLog:
@@ -54,16 +81,13 @@ class CallLog:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._file: TextIO | None = None
+        self._file: BinaryIO | None = None
 
     def write(self, record: BaseModel) -> None:  # a CallRecord; the model gateway writes its ModelCall the same way
-        try:
-            line = record.model_dump_json() + "\n"
-        except PydanticSerializationError:  # what the agent sent spells a lone surrogate, or nests past the serializer
-            line = type(record).model_validate(well_formed(record.model_dump())).model_dump_json() + "\n"
+        line = record_line(record)
         with self._lock:
             if self._file is None:
-                self._file = self.path.open("a", encoding="utf-8")
+                self._file = self.path.open("ab")
             self._file.write(line)
             self._file.flush()
 
