@@ -43,8 +43,8 @@ LIST = {"jsonrpc": "2.0", "method": "tools/list"}
 
 
 class LineClient:
-    def __init__(self, argv: list[str], env: dict[str, str] | None = None):
-        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0, env=env)
+    def __init__(self, argv: list[str], env: dict[str, str] | None = None, cwd: Path | None = None):
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0, env=env, cwd=cwd)
         self.next_id = 0
         self.request(INIT)
         self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
@@ -121,9 +121,10 @@ def session(args: argparse.Namespace, d: str, number: int, rng: random.Random) -
         "forwarder, parsing": lambda: LineClient([sys.executable, forwarder, "--parse", *SERVER]),
         "forwarder, bytes only": lambda: LineClient([sys.executable, forwarder, *SERVER]),
     }
-    if args.against:  # its source first on the path, ahead of the installed (editable) package
-        paths[f"proxy of {args.against.name}"] = lambda: LineClient(
-            proxy("against"), env={**os.environ, "PYTHONPATH": str(args.against.resolve())})
+    if args.against:  # run from that tree: `-m` puts the working folder first on the path, ahead of PYTHONPATH
+        tree = args.against.resolve()
+        paths[f"proxy of {tree.name}"] = lambda: LineClient(
+            proxy("against"), env={**os.environ, "PYTHONPATH": str(tree)}, cwd=tree)
     order = list(paths)
     rng.shuffle(order)
     clients = {}
