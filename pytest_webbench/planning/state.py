@@ -20,6 +20,8 @@ if TYPE_CHECKING:
 STATE_KEY = pytest.StashKey["WebbenchState"]()
 # The item this process runs after this one (None: the last), for a browser made ready ahead.
 NEXT_ITEM_KEY = pytest.StashKey["pytest.Item | None"]()
+# The trial an item runs, set where the plugin makes the item (plugin.pytest_pycollect_makeitem).
+TRIAL_ID_KEY = pytest.StashKey[str]()
 
 
 class WebbenchState:
@@ -50,7 +52,7 @@ def next_trial(item: pytest.Item) -> TrialSpec | None:
 
 
 def _trial_id(item: pytest.Item | None) -> str | None:
-    return getattr(getattr(item, "callspec", None), "params", {}).get("webbench_trial")
+    return item.stash.get(TRIAL_ID_KEY, None) if item is not None else None
 
 
 def item_key(item: pytest.Item) -> TrialKey | None:

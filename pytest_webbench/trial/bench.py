@@ -1,5 +1,5 @@
 """The benchmark's one test: a trial. `--suite` makes pytest collect this module alone, and the
-plugin parametrizes it with every task x attempt x arm of the suite."""
+plugin makes one item of it per task x attempt x arm of the suite (plugin.pytest_pycollect_makeitem)."""
 
 from __future__ import annotations
 
