@@ -7,7 +7,7 @@ says how the task is graded and limited. Harbor's own `TaskConfig` validates eve
 
 from __future__ import annotations
 
-import hashlib
+import functools
 import os
 import re
 from dataclasses import dataclass
@@ -23,6 +23,7 @@ from .harbor_sections import bad_limit, unknown_key
 from .arms import ARM_POLICIES, ArmName, ArmPolicy, arm_policy
 from .clawbench import LIVE_INBOX, ClawBenchError, ClawBenchSource
 from .pairing import TrialKey
+from .suite_cache import content_hashes, kept_or_loaded
 
 GradingMode = Literal["page", "pinned", "format", "request", "verifier"]
 # What a task's [metadata.webbench] table must hold, for the message that asks for it.
@@ -205,29 +206,7 @@ class Suite(BaseModel):
     @cached_property
     def content_hashes(self) -> dict[str, str]:
         """sha256 of the suite's definition files and of each tool batch, for the manifest."""
-        # os.walk and plain strings: pathlib costs ~1 s on a 1,000-task suite (benchmarks/collection_scale.py)
-        root = str(self.path)
-        files = []
-        for folder, dirs, names in os.walk(root):
-            dirs[:] = [d for d in dirs if d != "__pycache__"]
-            prefix = folder[len(root) + 1:] + "/" if folder != root else ""
-            # regular files only, links followed (as Path.is_file): no broken link, FIFO or socket
-            files += [(prefix + n, f"{folder}/{n}") for n in names if os.path.isfile(f"{folder}/{n}")]
-        digest = hashlib.sha256()
-        for relative, full in sorted(files, key=lambda f: f[0].split("/")):  # Path order, as hashes were made
-            with open(full, "rb") as f:
-                digest.update(relative.encode() + b"\0" + f.read() + b"\0")
-        hashes = {"suite": digest.hexdigest()}
-        for site, spec in self.spec.sites.items():
-            if (batch := self.tool_batch_path(site)) is not None:
-                hashes[f"tool_batch:{site}"] = hashlib.sha256(batch.read_bytes()).hexdigest()
-            app = (self.path / spec.app).resolve() if spec.app else None
-            if app is not None and not app.is_relative_to(self.path.resolve()):  # a site of another suite's
-                folder = hashlib.sha256()
-                for source in sorted(app.parent.glob("*.py")):  # the app and the page shell it imports
-                    folder.update(source.name.encode() + b"\0" + source.read_bytes() + b"\0")
-                hashes[f"site:{site}"] = folder.hexdigest()
-        return hashes
+        return content_hashes(self.path, self.spec)
 
 
 def _field_path(error: dict) -> str:
@@ -351,8 +330,22 @@ def load_suite(path: Path, case_set: str | None = None, ungradable: bool = False
     task_dirs = sorted(p for p in tasks_dir.iterdir() if p.is_dir()) if tasks_dir.is_dir() else []
     if not task_dirs:
         raise SuiteError(suite_file, "tasks_dir", f"no task folders in {tasks_dir}")
-    tasks = [load_task(d, spec) for d in task_dirs]
-    return Suite(path=root, spec=spec, tasks=tasks, case_set=case_set if spec.clawbench else None, ungradable=ungradable)
+    if spec.clawbench is not None:  # its tasks come from the installed package, converted into a cache of their own
+        tasks, hashes = [load_task(d, spec) for d in task_dirs], None
+    else:
+        hashes = content_hashes(root, spec)
+        tasks = kept_or_loaded(root, spec, task_dirs, hashes, lambda: [load_task(d, spec) for d in task_dirs], _task_list())
+    suite = Suite(path=root, spec=spec, tasks=tasks, case_set=case_set if spec.clawbench else None, ungradable=ungradable)
+    if hashes is not None:
+        suite.__dict__["content_hashes"] = hashes  # the cached_property's value, made already
+    return suite
+
+
+@functools.cache
+def _task_list():
+    from pydantic import TypeAdapter
+
+    return TypeAdapter(list[Task])
 
 
 def resolve_suite_path(name_or_path: str, search_roots: list[Path]) -> Path:

@@ -1,0 +1,107 @@
+"""A suite's tasks kept between runs (design/suite_cache.py): read back only for the same files,
+place and code, equal to what loading gives, and never a failure of their own."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+import pytest_webbench.design.suite as suite_module
+from pytest_webbench.design import suite_cache
+from pytest_webbench.design.suite import load_suite
+
+ROOT = Path(__file__).resolve().parents[1]
+OWN_SUITES = sorted(p.parent for p in (ROOT / "suites").glob("*/suite.toml") if "[clawbench]" not in p.read_text())
+
+
+@pytest.fixture
+def loads(monkeypatch, tmp_path):
+    """The number of task files loaded (not read from the cache), in a cache folder of the test's own."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    count = {"tasks": 0}
+    real = suite_module.load_task
+
+    def counted(task_dir, spec):
+        count["tasks"] += 1
+        return real(task_dir, spec)
+
+    monkeypatch.setattr(suite_module, "load_task", counted)
+    return count
+
+
+@pytest.mark.parametrize("suite_dir", OWN_SUITES, ids=[p.name for p in OWN_SUITES])
+def test_tasks_read_back_are_the_tasks_loaded(suite_dir, loads):
+    first = load_suite(suite_dir)
+    assert loads["tasks"] == len(first.tasks) > 0
+    again = load_suite(suite_dir)
+    assert loads["tasks"] == len(first.tasks), "the second load read the task files again"
+    assert again.tasks == first.tasks and [t.model_dump() for t in again.tasks] == [t.model_dump() for t in first.tasks]
+    assert again.content_hashes == first.content_hashes == suite_module.content_hashes(suite_dir, first.spec)
+
+
+def copy_of_local_web(tmp_path: Path) -> Path:
+    copy = tmp_path / "suite"
+    shutil.copytree(ROOT / "suites" / "local-web", copy, ignore=shutil.ignore_patterns("__pycache__"))
+    return copy
+
+
+def test_a_changed_file_is_loaded_again_and_seen(tmp_path, loads):
+    copy = copy_of_local_web(tmp_path)
+    before = load_suite(copy)
+    instruction = next(copy.glob("tasks/*/instruction.md"))
+    instruction.write_text("Say what the page says, now.\n")
+    after = load_suite(copy)
+    assert loads["tasks"] == 2 * len(before.tasks)
+    assert after.task(instruction.parent.name).instruction == "Say what the page says, now.\n"
+    (copy / "tasks" / "notes.txt").write_text("any file of the suite counts\n")
+    load_suite(copy)
+    assert loads["tasks"] == 3 * len(before.tasks)
+
+
+def test_the_same_files_elsewhere_are_not_the_same_tasks(tmp_path, loads):
+    first, second = copy_of_local_web(tmp_path / "a"), copy_of_local_web(tmp_path / "b")
+    a, b = load_suite(first), load_suite(second)
+    assert a.content_hashes["suite"] == b.content_hashes["suite"] and loads["tasks"] == 2 * len(a.tasks)
+    assert all(t.path.is_relative_to(second) for t in b.tasks)
+
+
+def test_other_code_is_a_miss(tmp_path, loads, monkeypatch):
+    copy = copy_of_local_web(tmp_path)
+    n = len(load_suite(copy).tasks)
+    monkeypatch.setattr(suite_cache, "code_digest", lambda: "another version of the loader")
+    load_suite(copy)
+    assert loads["tasks"] == 2 * n
+
+
+def test_an_unreadable_cache_file_is_a_miss_not_a_failure(tmp_path, loads):
+    copy = copy_of_local_web(tmp_path)
+    expected = load_suite(copy).tasks
+    [kept] = suite_cache.cache_dir().glob("*.json")
+    for damage in (kept.read_bytes()[:100], b'[{"name": "not a task"}]', b"\xff"):
+        kept.write_bytes(damage)
+        assert load_suite(copy).tasks == expected
+    assert kept.read_bytes().startswith(b"[{"), "the damaged file was not replaced"
+
+
+def test_a_suite_edited_while_it_loads_is_not_kept(tmp_path, loads, monkeypatch):
+    copy = copy_of_local_web(tmp_path)
+    real = suite_module.load_task
+
+    def editing(task_dir, spec):
+        (copy / "tasks" / "edited-meanwhile.txt").write_text(str(task_dir))
+        return real(task_dir, spec)
+
+    monkeypatch.setattr(suite_module, "load_task", editing)
+    load_suite(copy)
+    assert not list(suite_cache.cache_dir().glob("*.json"))
+
+
+def test_a_cache_folder_that_cannot_be_written_is_no_error(tmp_path, loads, monkeypatch):
+    blocked = tmp_path / "blocked"
+    blocked.write_text("a file where the cache folder would be")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocked))
+    copy = copy_of_local_web(tmp_path)
+    first, second = load_suite(copy), load_suite(copy)
+    assert first.tasks == second.tasks and loads["tasks"] == 2 * len(first.tasks)
