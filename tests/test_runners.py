@@ -80,3 +80,13 @@ def test_a_bad_model_stops_the_run_before_any_trial(pytester):
     assert result.ret == 4
     result.stderr.fnmatch_lines(["*--runner codex cannot take --model 'anthropic/x'*"])
     assert not (pytester.path / "r").exists() or not any((pytester.path / "r").iterdir())
+
+
+@pytest.mark.parametrize("think_sec", [-1, True, "3", 601, float("nan"), float("inf")])
+def test_the_reference_runner_s_wait_is_a_number_of_seconds_from_0_to_600(tmp_path, think_sec):
+    from pytest_webbench.runners.reference import ReferenceAgent
+
+    args = dict(logs_dir=tmp_path, task_dir=str(tmp_path), arm="control", browser_session_id="s", start_url="http://127.0.0.1:1/")
+    assert ReferenceAgent(**args, think_sec=2.5).think_sec == 2.5
+    with pytest.raises(ValueError, match="think_sec"):
+        ReferenceAgent(**args, think_sec=think_sec)

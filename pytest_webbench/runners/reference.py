@@ -9,6 +9,7 @@ real agent's would.
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import json
 import random
@@ -94,13 +95,17 @@ class ReferenceAgent(BaseAgent):
 
     def __init__(self, *args, task_dir: str, arm: str, browser_session_id: str, start_url: str,
                  wrong_answers: dict[str, dict[str, float]] | None = None, seed: str = "webbench",
-                 harness_urls: list[str] | None = None, **kwargs):
+                 think_sec: float = 0.0, harness_urls: list[str] | None = None, **kwargs):
         """`wrong_answers` (task -> arm -> chance) makes the replay answer wrongly that often, drawn
         from `seed` and the trial, so a run's outcomes vary as an agent's do yet repeat exactly
-        (sequential runs are tested with it: a task where one arm errs has a real effect)."""
+        (sequential runs are tested with it: a task where one arm errs has a real effect).
+        `think_sec` waits that long before the first call, as an agent waits on its model's first
+        turn: a trial as short as a real agent's least (benchmarks/trial_overhead.py --think)."""
         super().__init__(*args, **kwargs)  # Harbor keeps its own session_id: ours is the browser's
+        if isinstance(think_sec, bool) or not (isinstance(think_sec, int | float) and 0 <= think_sec <= 600):
+            raise ValueError(f"think_sec: {think_sec!r} is not a number of seconds from 0 to 600")
         self.task_dir, self.arm, self.browser_session_id, self.start_url = Path(task_dir), arm, browser_session_id, start_url
-        self.wrong_answers, self.seed = wrong_answers or {}, seed
+        self.wrong_answers, self.seed, self.think_sec = wrong_answers or {}, seed, float(think_sec)
 
     @staticmethod
     def name() -> str:
@@ -114,6 +119,8 @@ class ReferenceAgent(BaseAgent):
 
     async def run(self, instruction, environment, context) -> None:
         solve = load_solution(self.task_dir)
+        if self.think_sec:
+            await asyncio.sleep(self.think_sec)
         server = self.mcp_servers[0]
         from mcp import Client
 
