@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from .design.pairing import TrialKey, order_trials, pair_position
-from .planning.state import NEXT_ITEM_KEY, STATE_KEY, TRIAL_ID_KEY, WebbenchState, item_key, state
+from .planning.state import NEXT_ITEM_KEY, STATE_KEY, TRIAL_KEY, WebbenchState, item_key, state
 
 BENCH_MODULE = Path(__file__).parent / "trial" / "bench.py"
 
@@ -134,7 +134,7 @@ def pytest_pycollect_makeitem(collector: pytest.Collector, name: str, obj) -> li
         item = pytest.Function.from_parent(collector, name=f"{name}[{key.trial_id}]", callobj=obj, fixtureinfo=fixtureinfo,
                                            keywords={key.trial_id: True})
         item.originalname = name
-        item.stash[TRIAL_ID_KEY] = key.trial_id
+        item.stash[TRIAL_KEY] = key
         items.append(item)
     return items
 

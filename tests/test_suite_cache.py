@@ -105,3 +105,39 @@ def test_a_cache_folder_that_cannot_be_written_is_no_error(tmp_path, loads, monk
     copy = copy_of_local_web(tmp_path)
     first, second = load_suite(copy), load_suite(copy)
     assert first.tasks == second.tasks and loads["tasks"] == 2 * len(first.tasks)
+
+
+def walked_digest(root: Path) -> str:
+    """The suite digest as os.walk spells it (the way it was first written): the oracle for the walk."""
+    import hashlib
+    import os
+
+    files = []
+    for folder, dirs, names in os.walk(root):
+        dirs[:] = [d for d in dirs if d != "__pycache__"]
+        prefix = folder[len(str(root)) + 1:] + "/" if folder != str(root) else ""
+        files += [(prefix + n, f"{folder}/{n}") for n in names if os.path.isfile(f"{folder}/{n}")]
+    digest = hashlib.sha256()
+    for relative, full in sorted(files, key=lambda f: f[0].split("/")):
+        digest.update(relative.encode() + b"\0" + Path(full).read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def test_the_digest_takes_the_files_os_walk_takes(tmp_path):
+    import os
+
+    copy = copy_of_local_web(tmp_path)
+    outside = tmp_path / "outside"
+    (outside / "deep").mkdir(parents=True)
+    (outside / "deep" / "f.txt").write_text("not walked into")
+    (outside / "g.txt").write_text("linked to")
+    (copy / "linked-folder").symlink_to(outside)  # a link to a folder: not entered
+    (copy / "tasks" / "linked-file.txt").symlink_to(outside / "g.txt")  # a link to a file: read
+    (copy / "broken").symlink_to(tmp_path / "nowhere")
+    os.mkfifo(copy / "a-fifo")
+    (copy / "tasks" / "__pycache__").mkdir(exist_ok=True)
+    (copy / "tasks" / "__pycache__" / "x.pyc").write_bytes(b"skipped")
+    spec = load_suite(ROOT / "suites" / "local-web").spec
+    assert suite_module.content_hashes(copy, spec)["suite"] == walked_digest(copy)
+    (outside / "g.txt").write_text("changed through the link")
+    assert suite_module.content_hashes(copy, spec)["suite"] == walked_digest(copy)

@@ -10,7 +10,7 @@ import hashlib
 import random
 import re
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 # The arms run as matched pairs (the playwright arm runs alone). Here, not in arms.py, so that the
 # plugin can order trials without importing pydantic (see benchmarks/import_cost.py).
@@ -25,11 +25,12 @@ class TrialKey:
     attempt: int
     arm: str
 
-    @property
+    # made once: collection, ordering and the manifest ask each key's IDs ~10 times
+    @cached_property
     def trial_id(self) -> str:
         return f"{self.task}-a{self.attempt}-{self.arm}"
 
-    @property
+    @cached_property
     def pair_id(self) -> str | None:
         return f"{self.task}-a{self.attempt}" if self.arm in PAIRED_ARMS else None
 

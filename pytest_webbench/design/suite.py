@@ -333,8 +333,12 @@ def load_suite(path: Path, case_set: str | None = None, ungradable: bool = False
     if spec.clawbench is not None:  # its tasks come from the installed package, converted into a cache of their own
         tasks, hashes = [load_task(d, spec) for d in task_dirs], None
     else:
-        hashes = content_hashes(root, spec)
-        tasks = kept_or_loaded(root, spec, task_dirs, hashes, lambda: [load_task(d, spec) for d in task_dirs], _task_list())
+        try:
+            hashes = content_hashes(root, spec)
+        except OSError:  # a file that cannot be read: loading the tasks names it, or the manifest's hashes will
+            hashes = None
+        load = lambda: [load_task(d, spec) for d in task_dirs]  # noqa: E731
+        tasks = load() if hashes is None else kept_or_loaded(root, spec, task_dirs, hashes, load, _task_list())
     suite = Suite(path=root, spec=spec, tasks=tasks, case_set=case_set if spec.clawbench else None, ungradable=ungradable)
     if hashes is not None:
         suite.__dict__["content_hashes"] = hashes  # the cached_property's value, made already

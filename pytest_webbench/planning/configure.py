@@ -190,7 +190,6 @@ def _reviewer(options, judge, config):
 def _check_gateway(options, resuming: bool = False, reviewer_named: bool = False) -> None:
     """A real agent's model requests go through the gateway: its provider must be one the gateway
     speaks, and its model priced (or unpriced runs allowed), before any trial starts."""
-    from ..gateway.providers import GatewayConfigError, model_price, provider_of
     from ..runners import runner_spec
 
     runner = runner_spec(options.runner)
@@ -203,6 +202,8 @@ def _check_gateway(options, resuming: bool = False, reviewer_named: bool = False
         if unused and not resuming:
             raise pytest.UsageError(f"--runner {options.runner} calls no model: drop {', '.join(unused)}")
         return
+    from ..gateway.providers import GatewayConfigError, model_price, provider_of  # the price table: only for a runner that uses it
+
     model = runner.check_model(options.model)
     try:
         provider_of(model)

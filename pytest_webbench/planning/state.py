@@ -21,7 +21,7 @@ STATE_KEY = pytest.StashKey["WebbenchState"]()
 # The item this process runs after this one (None: the last), for a browser made ready ahead.
 NEXT_ITEM_KEY = pytest.StashKey["pytest.Item | None"]()
 # The trial an item runs, set where the plugin makes the item (plugin.pytest_pycollect_makeitem).
-TRIAL_ID_KEY = pytest.StashKey[str]()
+TRIAL_KEY = pytest.StashKey[TrialKey]()
 
 
 class WebbenchState:
@@ -52,13 +52,10 @@ def next_trial(item: pytest.Item) -> TrialSpec | None:
 
 
 def _trial_id(item: pytest.Item | None) -> str | None:
-    return item.stash.get(TRIAL_ID_KEY, None) if item is not None else None
+    key = item.stash.get(TRIAL_KEY, None) if item is not None else None
+    return key.trial_id if key is not None else None
 
 
 def item_key(item: pytest.Item) -> TrialKey | None:
     """The trial an item runs (None for an item that is not a trial)."""
-    trial_id = _trial_id(item)
-    if trial_id is None:
-        return None
-    spec = item.config.stash[STATE_KEY].specs.get(trial_id) if STATE_KEY in item.config.stash else None
-    return spec.key if spec else TrialKey.parse(trial_id)
+    return item.stash.get(TRIAL_KEY, None)

@@ -4,6 +4,8 @@ reference solution for each task the reference runner replays. Planning asks for
 
 from __future__ import annotations
 
+import os
+
 
 def missing_judge(options, tasks) -> str | None:
     """Tasks graded by the judge, in a run that has none: the message, or None."""
@@ -22,8 +24,8 @@ def missing_solution(options, tasks) -> str | None:
     not errored in every trial. The message, or None."""
     if options.runner != "reference":
         return None
-    for task in tasks:
-        if not (task.path / "solution" / "reference.py").is_file():
+    for task in tasks:  # os.path on strings: pathlib cost ~10 ms for 1,000 tasks (benchmarks/collection_scale.py)
+        if not os.path.isfile(f"{task.path}/solution/reference.py"):
             return (f"--runner reference: {task.path / 'solution' / 'reference.py'}: missing; the reference runner replays "
                     "each task's solution (write one, deselect the task, or choose another runner)")
     return None

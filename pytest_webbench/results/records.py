@@ -64,9 +64,10 @@ def planned_trials(keys, run_id: str, attempts: int, paired: bool, lone_tasks=fr
     task has pairs (a task in `lone_tasks` runs control alone)."""
     from ..design.pairing import pair_position
 
-    return [PlannedTrial(trial_id=k.trial_id, task=k.task, attempt=k.attempt, arm=k.arm,
-                         pair_id=k.pair_id if paired and k.task not in lone_tasks else None,
-                         pair_position=pair_position(k, run_id, attempts) if paired and k.task not in lone_tasks else None)
+    # made unvalidated: every field comes from a TrialKey, and 10,000 validations cost ~15 ms of collection
+    return [PlannedTrial.model_construct(trial_id=k.trial_id, task=k.task, attempt=k.attempt, arm=k.arm,
+                                         pair_id=k.pair_id if paired and k.task not in lone_tasks else None,
+                                         pair_position=pair_position(k, run_id, attempts) if paired and k.task not in lone_tasks else None)
             for k in keys]
 
 
