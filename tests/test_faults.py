@@ -232,3 +232,26 @@ def test_ctrl_c_mid_run_leaves_whole_results_and_a_resume_gives_the_unbroken_rep
     resumed = json.loads((experiment / "report.json").read_text())
     unbroken = json.loads((pytester.path / "unbroken" / "ctrlc" / "report.json").read_text())
     assert resumed["complete"] and outcome_figures(resumed) == outcome_figures(unbroken)
+
+
+def test_a_trial_whose_set_up_fails_is_recorded_errored_with_why(pytester, monkeypatch):
+    """A browser that will not start, a proxy that cannot bind: the set-up raises before the agent
+    runs. The trial still gets its record, errored, its detail the error, and is no missing one."""
+    pytester.makepyfile(fail_setup='''
+import pytest
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    raise RuntimeError("the browser would not start (injected)")
+''')
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(pytester.path), os.environ.get("PYTHONPATH")])))
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "-p", "fail_setup", f"--results-dir={pytester.path / 'results'}", "--suite", str(LOCAL_WEB),
+        "--runner", "reference", "--experiment-id", "setup", "-k", "codehub-latest-release-a1-control")
+    result.assert_outcomes(errors=1)
+    record = TrialRecord.model_validate_json((pytester.path / "results" / "setup" / "trials" /
+                                              "codehub-latest-release-a1-control.json").read_text())
+    assert record.outcome == "errored" and "the browser would not start (injected)" in record.detail
+    report = json.loads((pytester.path / "results" / "setup" / "report.json").read_text())
+    [row] = [r for r in report["by_arm_task"] if r["arm"] == "control"]
+    assert (row["errored"], row["missing"]) == (1, 0)

@@ -11,7 +11,7 @@ import pytest
 
 from ..design.pairing import TrialKey
 from ..design.suite import TrialSpec
-from ..planning.state import STATE_KEY, WebbenchState, state
+from ..planning.state import STATE_KEY, WebbenchState, item_key, state
 from ..results.record_index import write_trial_record
 from ..results.records import Tokens, TrialRecord, trial_record_path
 from ..results.well_formed import well_formed
@@ -122,9 +122,10 @@ def record_if_missing(item: pytest.Item, report: pytest.TestReport, exc: BaseExc
     """Called from makereport: a trial that failed without a record (setup error, crash) gets one."""
     if report.passed or STATE_KEY not in item.config.stash:
         return
-    spec_id = getattr(getattr(item, "callspec", None), "params", {}).get("webbench_trial")
-    if spec_id is None:
+    key = item_key(item)
+    if key is None:
         return
+    spec_id = key.trial_id
     st = state(item.config)
     recorder = item.stash.get(RECORDER_KEY, None) or TrialRecorder(st, st.specs[spec_id])
     item.stash[RECORDER_KEY] = recorder  # so the report columns find the error record too
