@@ -90,3 +90,14 @@ def test_the_reference_runner_s_wait_is_a_number_of_seconds_from_0_to_600(tmp_pa
     assert ReferenceAgent(**args, think_sec=2.5).think_sec == 2.5
     with pytest.raises(ValueError, match="think_sec"):
         ReferenceAgent(**args, think_sec=think_sec)
+
+
+def test_a_preset_s_bad_wait_is_refused_at_planning(tmp_path):
+    preset = tmp_path / "thinking.toml"
+    preset.write_text('name = "thinking"\nagent = "pytest_webbench.runners.reference:ReferenceAgent"\n'
+                      'takes_trial_context = true\n[options]\nthink_sec = 601\n')
+    with pytest.raises(UnknownRunner, match=r"--runner thinking: think_sec: 601 is not a number of seconds from 0 to 600"):
+        check_preset(runner_spec(str(preset)), None)
+    good = tmp_path / "thinking-3.toml"
+    good.write_text(preset.read_text().replace("601", "3"))
+    assert check_preset(runner_spec(str(good)), None).options == {"think_sec": 3}

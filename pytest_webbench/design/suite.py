@@ -246,6 +246,14 @@ def _read_instruction(path: Path) -> str:
     return text
 
 
+def task_inputs(task_dir: Path) -> list[tuple[str, bytes | bool]]:
+    """Every file `load_task` reads of a task folder, and whether each file it looks for is there:
+    the key its loaded task is kept under (design/suite_cache.py; a test holds this list to the
+    files load_task touches)."""
+    return [("task.toml", (task_dir / "task.toml").read_bytes()), ("instruction.md", (task_dir / "instruction.md").read_bytes()),
+            ("tests/test.sh", (task_dir / "tests" / "test.sh").is_file())]
+
+
 def load_task(task_dir: Path, suite: SuiteFile) -> Task:
     from harbor.models.task.config import TaskConfig as HarborTaskConfig
 
@@ -331,18 +339,11 @@ def load_suite(path: Path, case_set: str | None = None, ungradable: bool = False
     if not task_dirs:
         raise SuiteError(suite_file, "tasks_dir", f"no task folders in {tasks_dir}")
     if spec.clawbench is not None:  # its tasks come from the installed package, converted into a cache of their own
-        tasks, hashes = [load_task(d, spec) for d in task_dirs], None
+        tasks = [load_task(d, spec) for d in task_dirs]
     else:
-        try:
-            hashes = content_hashes(root, spec)
-        except OSError:  # a file that cannot be read: loading the tasks names it, or the manifest's hashes will
-            hashes = None
-        load = lambda: [load_task(d, spec) for d in task_dirs]  # noqa: E731
-        tasks = load() if hashes is None else kept_or_loaded(root, spec, task_dirs, hashes, load, _task_list())
-    suite = Suite(path=root, spec=spec, tasks=tasks, case_set=case_set if spec.clawbench else None, ungradable=ungradable)
-    if hashes is not None:
-        suite.__dict__["content_hashes"] = hashes  # the cached_property's value, made already
-    return suite
+        tasks = kept_or_loaded(task_dirs, spec.model_dump_json(), task_inputs,
+                               lambda: [load_task(d, spec) for d in task_dirs], _task_list())
+    return Suite(path=root, spec=spec, tasks=tasks, case_set=case_set if spec.clawbench else None, ungradable=ungradable)
 
 
 @functools.cache

@@ -1,12 +1,19 @@
-"""A suite's validated tasks, kept between runs under the digest of everything they came from.
+"""A suite's loaded tasks kept between runs, under the digest of what loading them reads; and the
+suite's content digest, which the manifest records.
 
 Loading a task (its TOML, Harbor's TaskConfig, our metadata) is most of collecting a large suite:
-0.18-0.25 s of 1,000 tasks (benchmarks/collection_scale.py). Every `pytest --suite` process loads
-the suite, each xdist worker included, so the tasks of a suite that did not change are kept as
-JSON and read back with our own models' validation, which skips Harbor's. The key is the suite's
-content digest (every file under it, which the manifest records anyway), where it lies, and the
-code that loads it: this package's design/ source and the versions of Harbor, pydantic and rtoml.
-JSON, not pickle: whoever can write the user's cache folder must not get code run by the harness.
+0.18-0.25 s of 1,000 tasks (benchmarks/collection_scale.py), and every `pytest --suite` process
+loads the suite, each xdist worker included. So the tasks are kept as JSON and read back with our
+own models' validation, which skips Harbor's. The key is every input of `load_task` (each task
+folder's path, the bytes of the files it reads and the files whose presence it checks: the
+suite's `task_inputs`, held to what `load_task` opens by a test), the suite file as validated,
+and the loading code: this package's design/ source and the versions of Harbor, pydantic and
+rtoml. Kept only where the JSON reads back equal (a TOML date or a NaN does not) and loading warned
+of nothing (a warning is for every run to see).
+
+The cache folder (`$XDG_CACHE_HOME` or `~/.cache`, as ClawBench's converted cases) is trusted as
+the user's home is: whoever writes it can change a task, as whoever writes the suite can. JSON,
+not pickle, so reading it runs no code; a task read back must name the folder it was loaded from.
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ import importlib.metadata
 import os
 import sys
 import tempfile
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -29,23 +37,26 @@ KEPT = 20  # suites (or versions of one) kept; the oldest go first
 
 
 def content_hashes(path: Path, spec: Any) -> dict[str, str]:
-    """sha256 of a suite's definition files and of each tool batch (what the manifest records, and
-    the tasks are kept by); `spec` is its SuiteFile."""
+    """sha256 of a suite's definition files and of each tool batch, what the manifest records;
+    `spec` is its SuiteFile."""
     # scandir and plain strings: pathlib costs ~1 s on a 1,000-task suite, and a stat a file
     # what the directory entry already says (benchmarks/collection_scale.py)
     files = []
     folders = [(str(path), "")]
     while folders:
         folder, prefix = folders.pop()
-        with os.scandir(folder) as entries:
-            for entry in entries:
-                # folders as os.walk takes them (links to folders are not entered); regular files
-                # only, links followed (as Path.is_file): no broken link, FIFO or socket
-                if entry.is_dir(follow_symlinks=False):
-                    if entry.name != "__pycache__":
-                        folders.append((entry.path, prefix + entry.name + "/"))
-                elif _is_file(entry):
-                    files.append((prefix + entry.name, entry.path))
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:  # a folder that cannot be read is passed over, as os.walk does
+            continue
+        for entry in entries:
+            # folders as os.walk takes them (links to folders are not entered); regular files
+            # only, links followed (as Path.is_file): no broken link, FIFO or socket
+            if entry.is_dir(follow_symlinks=False):
+                if entry.name != "__pycache__":
+                    folders.append((entry.path, prefix + entry.name + "/"))
+            elif _is_file(entry):
+                files.append((prefix + entry.name, entry.path))
     digest = hashlib.sha256()
     for relative, full in sorted(files, key=lambda f: f[0].split("/")):  # Path order, as hashes were made
         digest.update(relative.encode() + b"\0" + _read(full) + b"\0")
@@ -82,21 +93,42 @@ def _read(path: str) -> bytes:
         os.close(fd)
 
 
-def kept_or_loaded(root: Path, spec: Any, task_dirs: list[Path], hashes: dict[str, str],
+def kept_or_loaded(task_dirs: list[Path], suite_json: str, inputs_of: Callable[[Path], list],
                    load: Callable[[], list], model: TypeAdapter) -> list:
-    """The tasks as kept for these files, else `load()`, kept only when the suite's digest after
-    loading is `hashes`, the one before: nothing edited meanwhile is kept."""
-    key = suite_key(root, hashes, [d.name for d in task_dirs])
-    if (tasks := read_tasks(key, model)) is not None:
+    """The tasks kept for exactly these inputs, else `load()`, kept when its inputs did not change
+    while it ran, it warned of nothing and its JSON reads back equal."""
+    key = tasks_key(task_dirs, suite_json, inputs_of)
+    if key is not None and (tasks := read_tasks(key, model)) is not None and \
+            [(t.name, t.path) for t in tasks] == [(d.name, d) for d in task_dirs]:
         return tasks
-    tasks = load()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        tasks = load()
+    for warning in caught:  # shown as loading would have shown them
+        warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
+    if key is None or caught or tasks_key(task_dirs, suite_json, inputs_of) != key:
+        return tasks
     try:
-        unchanged = content_hashes(root, spec) == hashes
-    except OSError:  # a file gone meanwhile
-        unchanged = False
-    if unchanged:
+        same = model.validate_json(model.dump_json(tasks)) == tasks
+    except ValueError:
+        same = False
+    if same:
         keep_tasks(key, tasks, model)
     return tasks
+
+
+def tasks_key(task_dirs: list[Path], suite_json: str, inputs_of: Callable[[Path], list]) -> str | None:
+    """The digest of everything loading these task folders reads; None where a file cannot be read
+    (loading then says which)."""
+    digest = hashlib.sha256(f"{code_digest()}\0{os.getcwd()}\0{suite_json}\0".encode())
+    try:
+        for task_dir in task_dirs:
+            digest.update(f"\0\0{task_dir}\0".encode())
+            for name, content in inputs_of(task_dir):
+                digest.update(f"\0{name}\0".encode() + (content if isinstance(content, bytes) else repr(content).encode()))
+    except (OSError, UnicodeError):
+        return None
+    return digest.hexdigest()
 
 
 def cache_dir() -> Path:
@@ -113,13 +145,6 @@ def code_digest() -> str:
     for source in sorted(design.glob("*.py")):
         digest.update(source.name.encode() + b"\0" + source.read_bytes() + b"\0")
     return digest.hexdigest()
-
-
-def suite_key(root: Path, hashes: dict[str, str], choice: Any) -> str:
-    """`choice`: what else the tasks depend on (the task folders' names, the case set)."""
-    where = f"{os.getcwd()}\0{root}"  # the tasks hold their folders' paths, as given
-    parts = [code_digest(), where, repr(sorted(hashes.items())), repr(choice)]
-    return hashlib.sha256("\0\0".join(parts).encode()).hexdigest()
 
 
 def read_tasks(key: str, model: TypeAdapter) -> list | None:

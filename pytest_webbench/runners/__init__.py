@@ -166,6 +166,11 @@ def check_preset(spec: RunnerSpec, model: str | None, require_cli: bool = True) 
         unknown = set(spec.options) - accepted
         if unknown:
             raise UnknownRunner(f"--runner {name}: the agent does not accept options {sorted(unknown)}")
+    if spec.options and callable(check := getattr(agent_class, "check_options", None)):
+        try:
+            check(spec.options)
+        except ValueError as exc:
+            raise UnknownRunner(f"--runner {name}: {exc}") from None
     if spec.cli is not None and require_cli:
         from .install import cli_problem
 

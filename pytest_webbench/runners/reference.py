@@ -102,10 +102,16 @@ class ReferenceAgent(BaseAgent):
         `think_sec` waits that long before the first call, as an agent waits on its model's first
         turn: a trial as short as a real agent's least (benchmarks/trial_overhead.py --think)."""
         super().__init__(*args, **kwargs)  # Harbor keeps its own session_id: ours is the browser's
-        if isinstance(think_sec, bool) or not (isinstance(think_sec, int | float) and 0 <= think_sec <= 600):
-            raise ValueError(f"think_sec: {think_sec!r} is not a number of seconds from 0 to 600")
+        self.check_options({"think_sec": think_sec})
         self.task_dir, self.arm, self.browser_session_id, self.start_url = Path(task_dir), arm, browser_session_id, start_url
         self.wrong_answers, self.seed, self.think_sec = wrong_answers or {}, seed, float(think_sec)
+
+    @staticmethod
+    def check_options(options: dict) -> None:
+        """A preset's options this agent would refuse, refused at planning (runners.check_preset)."""
+        think_sec = options.get("think_sec", 0.0)
+        if isinstance(think_sec, bool) or not (isinstance(think_sec, int | float) and 0 <= think_sec <= 600):
+            raise ValueError(f"think_sec: {think_sec!r} is not a number of seconds from 0 to 600")
 
     @staticmethod
     def name() -> str:
