@@ -223,3 +223,16 @@ def test_planning_a_run_loads_no_web_server(pytester, monkeypatch, runner):
                                            *runner, "--results-dir", str(pytester.path / "results"), "--collect-only", "-q")
     assert result.ret == 0, result.stdout.str()[-2000:] + result.stderr.str()[-2000:]
     assert (pytester.path / "loaded.txt").read_text().split() == []
+
+
+def test_the_trial_machinery_loads_the_model_client_only_for_a_request():
+    """aiohttp (~165 ms to import) is the gateway's client: a run whose agents call no model (the
+    reference, nop and hostile runners) starts its services without it."""
+    import subprocess
+    import sys
+
+    code = ("import sys, pytest_webbench.trial.services, pytest_webbench.trial.fixtures, pytest_webbench.gateway.routes\n"
+            "print('aiohttp' in sys.modules, 'yarl' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["False", "False"]

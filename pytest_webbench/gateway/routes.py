@@ -25,11 +25,8 @@ import os
 import ssl
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 from urllib.request import getproxies, proxy_bypass
-
-import aiohttp
-import certifi
-import yarl
 
 from ..proxy.upstream import expand_env_refs
 from .meter import ModelLog, Reservation, TrialMeter, redact
@@ -37,6 +34,10 @@ from .policy import (
     MAX_BODY_BYTES, Refused, check_body, check_path, forwarded_headers, input_bound, output_floor, output_limit_field,
 )
 from .protocols import Api, StreamReader, api_of, invalid_request, refusal, unauthorized
+
+if TYPE_CHECKING:  # the client stack (~165 ms to import) loads with the first forwarded request:
+    import aiohttp  # a run whose agents call no model never imports it
+    import yarl
 
 # Hop-by-hop and rewritten reply headers: never passed back.
 DROPPED_RESPONSE = {b"content-length", b"transfer-encoding", b"connection", b"keep-alive"}
@@ -184,6 +185,8 @@ class GatewayRoutes:
             await self._forward(scope, receive, send, route, body, path, api, fields, reservation)
 
     def _session(self) -> aiohttp.ClientSession:
+        import aiohttp
+
         if self._client is None:
             # As httpx did: certificates from SSL_CERT_FILE or SSL_CERT_DIR, else certifi's bundle
             # (a Python without system certificates still works); proxies: `_proxy_for`.
@@ -199,6 +202,9 @@ class GatewayRoutes:
         NO_PROXY names the host. Looked up once per upstream: aiohttp's own trust_env reads the
         environment and ~/.netrc on every request (0.4 ms of the hop, measured)."""
         if upstream not in self._proxies:
+            import aiohttp
+            import yarl
+
             url = yarl.URL(upstream)
             proxies = getproxies()  # the environment's *_PROXY, by lower-cased scheme
             value = None if url.host and proxy_bypass(url.host) else proxies.get(url.scheme) or proxies.get("all")
@@ -267,7 +273,7 @@ class GatewayRoutes:
                         await send({"type": "http.response.body", "body": chunk, "more_body": True})
                     reader.feed(chunk)  # after the send: the agent has the chunk while its usage is read
                 ending = None
-            except (aiohttp.ClientError, asyncio.TimeoutError):
+            except (_aiohttp().ClientError, asyncio.TimeoutError):
                 pass  # the upstream broke off
             except asyncio.CancelledError:
                 ending = "the run stopped mid-reply"
@@ -328,7 +334,15 @@ def _left(watcher: asyncio.Future) -> bool:
     return watcher.done() and not watcher.cancelled()
 
 
+def _aiohttp():
+    import aiohttp  # loaded already: a reply is being read
+
+    return aiohttp
+
+
 def _tls_context() -> ssl.SSLContext:
+    import certifi
+
     cafile, capath = os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR")
     if cafile or capath:
         return ssl.create_default_context(cafile=cafile, capath=capath)
