@@ -226,6 +226,8 @@ class GatewayRoutes:
 
     async def _forward_reserved(self, scope: dict, receive, send, route: GatewayRoute, body: bytes, path: str,
                                 api: str, fields: dict, reservation: Reservation) -> None:
+        import aiohttp  # loaded with the first request forwarded (see the imports above)
+
         headers, dropped = forwarded_headers(scope["headers"])
         started = time.perf_counter()
         try:
@@ -273,7 +275,7 @@ class GatewayRoutes:
                         await send({"type": "http.response.body", "body": chunk, "more_body": True})
                     reader.feed(chunk)  # after the send: the agent has the chunk while its usage is read
                 ending = None
-            except (_aiohttp().ClientError, asyncio.TimeoutError):
+            except (aiohttp.ClientError, asyncio.TimeoutError):
                 pass  # the upstream broke off
             except asyncio.CancelledError:
                 ending = "the run stopped mid-reply"
@@ -332,12 +334,6 @@ def _note(fields: dict, text: str) -> None:
 
 def _left(watcher: asyncio.Future) -> bool:
     return watcher.done() and not watcher.cancelled()
-
-
-def _aiohttp():
-    import aiohttp  # loaded already: a reply is being read
-
-    return aiohttp
 
 
 def _tls_context() -> ssl.SSLContext:

@@ -47,13 +47,9 @@ def state(config: pytest.Config) -> WebbenchState:
 
 def next_trial(item: pytest.Item) -> TrialSpec | None:
     """The trial this process runs next, where pytest knows it (xdist's workers do too)."""
-    trial_id = _trial_id(item.stash.get(NEXT_ITEM_KEY, None))
-    return state(item.config).specs.get(trial_id) if trial_id is not None else None
-
-
-def _trial_id(item: pytest.Item | None) -> str | None:
-    key = item.stash.get(TRIAL_KEY, None) if item is not None else None
-    return key.trial_id if key is not None else None
+    after = item.stash.get(NEXT_ITEM_KEY, None)
+    key = item_key(after) if after is not None else None
+    return state(item.config).specs.get(key.trial_id) if key is not None else None
 
 
 def item_key(item: pytest.Item) -> TrialKey | None:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from ..design.suite import TrialSpec
-from ..planning.state import TRIAL_KEY, WebbenchState, next_trial, state
+from ..planning.state import WebbenchState, item_key, next_trial, state
 from ..results.records import harbor_folder, record_undeleted_browser, supersede_trial_dir
 from ..runners import runner_spec
 from .agent import AgentRunner
@@ -33,7 +33,7 @@ def webbench_services(request):
 
 @pytest.fixture
 def webbench_trial(request) -> TrialSpec:
-    return state(request.config).specs[request.node.stash[TRIAL_KEY].trial_id]
+    return state(request.config).specs[item_key(request.node).trial_id]
 
 
 def _trial_dir(st: WebbenchState, spec: TrialSpec) -> Path:
