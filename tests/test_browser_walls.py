@@ -384,3 +384,18 @@ def test_what_the_agent_s_traffic_puts_into_the_trace_on_this_host_is_cut_at_its
     finally:
         loop.run(backend.close())
         loop.close()
+
+
+@pytest.mark.skipif(not os.path.isdir("/etc/chromium"), reason="no /etc/chromium to stand in for")
+def test_the_policy_folder_a_process_makes_for_its_chromiums_goes_when_the_process_ends():
+    import subprocess
+    import sys
+
+    # every process of a run (each xdist worker, each resumed run) makes one; they once piled up in /tmp
+    made = subprocess.run([sys.executable, "-c", "from pytest_webbench.browsers.pod import chromium_etc\n"
+                           "import os, sys; path = chromium_etc(); assert os.path.isfile(path + "
+                           "'/policies/managed/webbench.json'); print(path)"],
+                          capture_output=True, text=True, check=True, cwd=Path(__file__).parents[1])
+    folder = made.stdout.strip()
+    assert folder.startswith("/") and "chromium-etc" in folder
+    assert not os.path.exists(folder)

@@ -23,6 +23,7 @@ is a lost browser (an errored trial), never one the agent stood up in its place.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import json
 import os
@@ -89,6 +90,8 @@ def chromium_etc() -> str | None:
     if not os.path.isdir("/etc/chromium"):
         return None
     folder = Path(tempfile.mkdtemp(prefix="webbench-chromium-etc-"))
+    # made once a process; every process of a run made one and left it in /tmp
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
     for entry in Path("/etc/chromium").iterdir():
         if entry.is_file() and not entry.is_symlink():
             shutil.copyfile(entry, folder / entry.name)
