@@ -20,6 +20,30 @@ def test_every_preset_is_valid_data_with_a_pinned_cli_where_it_runs_one():
         assert pin is not None and pin.version.count(".") == 2 and not pin.version.startswith(("^", "~"))
 
 
+@pytest.mark.parametrize("name", sorted(load_presets()))
+def test_every_bundled_preset_s_agent_loads_and_takes_its_options(name):
+    """Planning does not load a bundled preset's Harbor class (check_runner): this is its check."""
+    preset = runner_spec(name)
+    assert check_preset(preset, None, require_cli=False) is preset
+    agent_module, _, agent_class = preset.agent.partition(":")
+    import sys
+
+    assert isinstance(getattr(sys.modules[agent_module], agent_class), type)
+
+
+def test_planning_a_bundled_preset_leaves_its_harbor_class_for_the_first_trial_and_a_preset_file_s_is_loaded(tmp_path):
+    import subprocess
+    import sys
+
+    preset = tmp_path / "mine.toml"
+    preset.write_text('name = "mine"\nagent = "pytest_webbench.runners.nop:NopAgent"\n')
+    probe = ("import sys; from pytest_webbench.runners import check_runner; check_runner(sys.argv[1], None, require_cli=False); "
+             "print('pytest_webbench.runners.nop' in sys.modules, 'harbor.agents.base' in sys.modules)")
+    loaded = [subprocess.run([sys.executable, "-c", probe, name], capture_output=True, text=True, check=True).stdout.split()
+              for name in ("nop", str(preset))]
+    assert loaded == [["False", "False"], ["True", "True"]]
+
+
 def test_unknown_runner_and_unsuitable_models_are_refused():
     with pytest.raises(UnknownRunner, match="choose from .*claude.*codex"):
         runner_spec("gpt-agent")

@@ -41,7 +41,7 @@ from harbor.environments.capabilities import EnvironmentCapabilities
 from harbor.models.task.config import NetworkMode, NetworkPolicy
 
 from .files import CopyResult, FileRefused, Refusal, copy_in, copy_in_dirs, copy_out, kind_below
-from .seal import Seal, can_seal, unshare_command
+from .seal import Seal, can_seal, hosts_beyond_the_seal, unshare_command
 from .sealed_shell import Finished, SealedShell, read_bounded
 from .process_limits import own_below
 from .seal_init import mount_tmpfs, unmount
@@ -53,9 +53,6 @@ PRIVATE_PATHS = ("/app", "/logs", "/installed-agent", "/tmp", AGENT_HOME, "/test
 # What an agent's command inherits from the harness's environment; everything else it gets is
 # passed explicitly by Harbor's agent (its config, the model key) or the runner preset.
 AGENT_ENV_ALLOWLIST = ("PATH", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "LC_MESSAGES", "TERM", "TZ", "USER", "LOGNAME")
-SEALED = "mount+net"  # the isolation recorded for a sealed run (the PID namespace comes with it)
-# The names under which a Harbor allowlist can name the harness's listener (the seal's one exit).
-HARNESS_HOSTS = {"127.0.0.1", "localhost"}  # the seal forwards IPv4 loopback only
 WORKSPACE_BYTES = 1024 * 1024 * 1024  # the trial's folders, all told (as root: a tmpfs of this size)
 MAX_OUTPUT_BYTES = 16 * 1024 * 1024  # of a command's stdout, and of its stderr, kept for Harbor
 REFUSALS = "files-refused.json"  # in the trial's results: what files.py would not copy, and why
@@ -64,11 +61,6 @@ REFUSALS = "files-refused.json"  # in the trial's results: what files.py would n
 VERIFIER_WRITABLE = ("/logs", "/tmp", AGENT_HOME, "/tests", "/installed-agent")
 # The verifier's commands search only the system's folders, none of which a seal lets a command write.
 VERIFIER_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-
-
-def hosts_beyond_the_seal(allowed_hosts) -> list[str]:
-    """The hosts of an allowlist that the seal cannot let an agent reach (all but the listener's)."""
-    return sorted(set(allowed_hosts) - HARNESS_HOSTS)
 
 
 def agent_environment(explicit: dict[str, str] | None) -> dict[str, str]:
@@ -84,11 +76,6 @@ def _unsealed_message() -> str:
     return (f"this machine cannot seal an agent's command ({unshare_command()} --net --mount --pid failed: root or "
             "unprivileged user namespaces are needed), so the agent would see the suite and the results; pass "
             "--allow-unsealed to run unsealed anyway")
-
-
-def isolation() -> str:
-    """What walls this host gives agents' commands: `mount+net` (sealed) or `none`."""
-    return SEALED if can_seal() else "none"
 
 
 class SubmissionIntercepted(RuntimeError):

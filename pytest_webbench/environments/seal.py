@@ -358,6 +358,22 @@ def can_seal() -> bool:
     return _probe.result()
 
 
+# What planning asks of the host, here rather than in host.py, which loads Harbor (~75 ms of collection).
+SEALED = "mount+net"  # the isolation recorded for a sealed run (the PID namespace comes with it)
+# The names under which a Harbor allowlist can name the harness's listener (the seal's one exit).
+HARNESS_HOSTS = {"127.0.0.1", "localhost"}  # the seal forwards IPv4 loopback only
+
+
+def isolation() -> str:
+    """What walls this host gives agents' commands: `mount+net` (sealed) or `none`."""
+    return SEALED if can_seal() else "none"
+
+
+def hosts_beyond_the_seal(allowed_hosts) -> list[str]:
+    """The hosts of an allowlist that the seal cannot let an agent reach (all but the listener's)."""
+    return sorted(set(allowed_hosts) - HARNESS_HOSTS)
+
+
 def _try_a_seal() -> bool:
     import tempfile
 

@@ -288,7 +288,7 @@ def _check_agent_network(options, suite) -> None:
     allowlist) would let a sandboxed agent reach a site around its tools, so it is refused unless
     unsealed runs were allowed. On this machine a sealed agent reaches only its loopback, so a
     --proxy-url naming another host would leave it without its tools and model."""
-    from ..environments.host import HARNESS_HOSTS, hosts_beyond_the_seal
+    from ..environments.seal import HARNESS_HOSTS, hosts_beyond_the_seal
     from ..runners import runner_spec
 
     if options.allow_unsealed or not runner_spec(options.runner).agent_commands:

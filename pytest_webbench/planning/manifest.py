@@ -63,7 +63,7 @@ def _isolation(opts, tasks) -> str:
         # the reference and nop runners run no command of an agent's: nothing in the sandbox to wall in
         open_network = runner_spec(opts.runner).agent_commands and any(task.agent_has_own_network for task in tasks)
         return f"sandbox:{opts.environment}" + ("+open" if open_network else "")
-    from ..environments.host import isolation
+    from ..environments.seal import isolation
 
     return isolation()
 
