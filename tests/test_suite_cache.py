@@ -64,6 +64,21 @@ def test_a_changed_file_is_loaded_again_and_seen(tmp_path, loads):
     assert loads["tasks"] == 3 * len(before.tasks)
 
 
+def test_the_manifest_s_digest_is_of_the_task_files_as_loaded_and_read_once(tmp_path, loads, monkeypatch):
+    copy = copy_of_local_web(tmp_path)
+    suite = load_suite(copy)
+    loaded = suite_module.content_hashes(copy, suite.spec)["suite"]
+    instruction = next(copy.glob("tasks/*/instruction.md"))
+    instruction.write_text("Edited after the tasks were loaded.\n")
+    reads = []
+    real = suite_cache.read_file
+    monkeypatch.setattr(suite_cache, "read_file", lambda path: reads.append(path) or real(path))
+    assert suite.content_hashes["suite"] == loaded
+    task_files = {str(p) for p in copy.glob("tasks/*/task.toml")} | {str(p) for p in copy.glob("tasks/*/instruction.md")}
+    assert reads and not task_files & set(reads)  # none of the files loading read is read again
+    assert suite_module.content_hashes(copy, suite.spec)["suite"] != loaded  # read afresh, the edit shows
+
+
 def test_the_same_files_elsewhere_are_not_the_same_tasks(tmp_path, loads):
     first, second = copy_of_local_web(tmp_path / "a"), copy_of_local_web(tmp_path / "b")
     a, b = load_suite(first), load_suite(second)

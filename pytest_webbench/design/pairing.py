@@ -15,6 +15,7 @@ from functools import cached_property, lru_cache
 # The arms run as matched pairs (the playwright arm runs alone). Here, not in arms.py, so that the
 # plugin can order trials without importing pydantic (see benchmarks/import_cost.py).
 PAIRED_ARMS = ("control", "treatment")
+_CONTROL_SECOND = tuple(reversed(PAIRED_ARMS))
 
 TRIAL_ID = re.compile(r"^(?P<task>[a-z0-9-]+?)-a(?P<attempt>\d+)-(?P<arm>control|treatment|playwright)$")
 
@@ -59,28 +60,27 @@ def order_trials(keys: list[TrialKey], run_id: str, paired: bool = True, attempt
     """
     if not paired:
         return list(keys)
-    present = {k.trial_id for k in keys}
+    # slots, not TrialKeys made for each member: ~25 ms of collecting 10,000 trials
+    present = {(k.task, k.attempt, k.arm): k for k in keys}
     attempts_by_task: dict[str, int] = {}
-    for k in keys:
-        attempts_by_task[k.task] = attempts or max(attempts_by_task.get(k.task, 0), k.attempt)
-    first_cache: dict[str, frozenset[int]] = {}
+    if attempts is None:
+        for k in keys:
+            attempts_by_task[k.task] = max(attempts_by_task.get(k.task, 0), k.attempt)
     ordered: list[TrialKey] = []
-    done: set[str] = set()
+    done: set[tuple[str, int, str]] = set()
     for k in keys:
-        if k.trial_id in done:
+        if (k.task, k.attempt, k.arm) in done:
             continue
-        if k.pair_id is None:
+        if k.arm not in PAIRED_ARMS:
             ordered.append(k)
-            done.add(k.trial_id)
+            done.add((k.task, k.attempt, k.arm))
             continue
-        if k.task not in first_cache:
-            first_cache[k.task] = control_first_attempts(run_id, k.task, attempts_by_task[k.task])
-        arms = PAIRED_ARMS if k.attempt in first_cache[k.task] else tuple(reversed(PAIRED_ARMS))
-        for arm in arms:
-            member = TrialKey(k.task, k.attempt, arm)
-            if member.trial_id in present and member.trial_id not in done:
-                ordered.append(member)
-                done.add(member.trial_id)
+        first = control_first_attempts(run_id, k.task, attempts or attempts_by_task[k.task])
+        for arm in PAIRED_ARMS if k.attempt in first else _CONTROL_SECOND:
+            slot = (k.task, k.attempt, arm)
+            if slot in present and slot not in done:
+                ordered.append(present[slot])
+                done.add(slot)
     return ordered
 
 

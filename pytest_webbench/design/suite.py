@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import rtoml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from .checks import FieldRule, PageCheck, RequestCheck  # noqa: F401 - FieldRule re-exported
 from .harbor_sections import bad_limit, unknown_key
@@ -188,6 +188,8 @@ class Suite(BaseModel):
     tasks: list[Task]
     case_set: str | None = None  # a ClawBench suite: the package's case set its tasks came from
     ungradable: bool = False  # ... with its placeholder cases too
+    # the task files loading read (their keys' bytes), so the suite's digest need not read them again
+    _files_read: dict[str, bytes] = PrivateAttr(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -206,7 +208,9 @@ class Suite(BaseModel):
     @cached_property
     def content_hashes(self) -> dict[str, str]:
         """sha256 of the suite's definition files and of each tool batch, for the manifest."""
-        return content_hashes(self.path, self.spec)
+        hashes = content_hashes(self.path, self.spec, self._files_read)
+        self._files_read = {}
+        return hashes
 
 
 def _field_path(error: dict) -> str:
@@ -343,8 +347,11 @@ def load_suite(path: Path, case_set: str | None = None, ungradable: bool = False
         tasks = [load_task(d, spec) for d in task_dirs]
     else:
         tasks = kept_or_loaded(task_dirs, spec.model_dump_json(), task_inputs,
-                               lambda: [load_task(d, spec) for d in task_dirs], _task_list())
-    return Suite(path=root, spec=spec, tasks=tasks, case_set=case_set if spec.clawbench else None, ungradable=ungradable)
+                               lambda: [load_task(d, spec) for d in task_dirs], _task_list(), read := {})
+    suite = Suite(path=root, spec=spec, tasks=tasks, case_set=case_set if spec.clawbench else None, ungradable=ungradable)
+    if spec.clawbench is None:
+        suite._files_read = read
+    return suite
 
 
 @functools.cache

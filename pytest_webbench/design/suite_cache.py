@@ -36,9 +36,9 @@ FORMAT = "1"  # bump when what is kept changes shape
 KEPT = 20  # suites (or versions of one) kept; the oldest go first
 
 
-def content_hashes(path: Path, spec: Any) -> dict[str, str]:
+def content_hashes(path: Path, spec: Any, files_read: dict[str, bytes] | None = None) -> dict[str, str]:
     """sha256 of a suite's definition files and of each tool batch, what the manifest records;
-    `spec` is its SuiteFile."""
+    `spec` is its SuiteFile, `files_read` the bytes of files loading read, by path (not read again)."""
     # scandir and plain strings: pathlib costs ~1 s on a 1,000-task suite, and a stat a file
     # what the directory entry already says (benchmarks/collection_scale.py)
     files = []
@@ -59,7 +59,8 @@ def content_hashes(path: Path, spec: Any) -> dict[str, str]:
                 files.append((prefix + entry.name, entry.path))
     digest = hashlib.sha256()
     for relative, full in sorted(files, key=lambda f: f[0].split("/")):  # Path order, as hashes were made
-        digest.update(relative.encode() + b"\0" + read_file(full) + b"\0")
+        content = files_read.get(full) if files_read else None
+        digest.update(relative.encode() + b"\0" + (read_file(full) if content is None else content) + b"\0")
     hashes = {"suite": digest.hexdigest()}
     for site, site_spec in spec.sites.items():
         if site_spec.tool_batch:
@@ -94,10 +95,11 @@ def read_file(path: str) -> bytes:
 
 
 def kept_or_loaded(task_dirs: list[Path], suite_json: str, inputs_of: Callable[[Path], list],
-                   load: Callable[[], list], model: TypeAdapter) -> list:
+                   load: Callable[[], list], model: TypeAdapter, files_read: dict[str, bytes] | None = None) -> list:
     """The tasks kept for exactly these inputs, else `load()`, kept when its inputs did not change
-    while it ran, it warned of nothing and its JSON reads back equal."""
-    key = tasks_key(task_dirs, suite_json, inputs_of)
+    while it ran, it warned of nothing and its JSON reads back equal. The files the key read are
+    put in `files_read` by path."""
+    key = tasks_key(task_dirs, suite_json, inputs_of, files_read)
     if key is not None and (tasks := read_tasks(key, model)) is not None and \
             [(t.name, t.path) for t in tasks] == [(d.name, d) for d in task_dirs]:
         return tasks
@@ -106,7 +108,7 @@ def kept_or_loaded(task_dirs: list[Path], suite_json: str, inputs_of: Callable[[
         tasks = load()
     for warning in caught:  # shown as loading would have shown them
         warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
-    if key is None or caught or tasks_key(task_dirs, suite_json, inputs_of) != key:
+    if key is None or caught or tasks_key(task_dirs, suite_json, inputs_of, files_read) != key:
         return tasks
     try:
         same = model.validate_json(model.dump_json(tasks)) == tasks
@@ -117,7 +119,8 @@ def kept_or_loaded(task_dirs: list[Path], suite_json: str, inputs_of: Callable[[
     return tasks
 
 
-def tasks_key(task_dirs: list[Path], suite_json: str, inputs_of: Callable[[Path], list]) -> str | None:
+def tasks_key(task_dirs: list[Path], suite_json: str, inputs_of: Callable[[Path], list],
+              files_read: dict[str, bytes] | None = None) -> str | None:
     """The digest of everything loading these task folders reads; None where a file cannot be read
     (loading then says which)."""
     digest = hashlib.sha256(f"{code_digest()}\0{os.getcwd()}\0{suite_json}\0".encode())
@@ -125,7 +128,12 @@ def tasks_key(task_dirs: list[Path], suite_json: str, inputs_of: Callable[[Path]
         for task_dir in task_dirs:
             digest.update(f"\0\0{task_dir}\0".encode())
             for name, content in inputs_of(task_dir):
-                digest.update(f"\0{name}\0".encode() + (content if isinstance(content, bytes) else repr(content).encode()))
+                if isinstance(content, bytes):
+                    if files_read is not None:
+                        files_read[f"{task_dir}/{name}"] = content
+                    digest.update(f"\0{name}\0".encode() + content)
+                else:
+                    digest.update(f"\0{name}\0".encode() + repr(content).encode())
     except (OSError, UnicodeError):
         return None
     return digest.hexdigest()
