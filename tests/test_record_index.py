@@ -461,3 +461,56 @@ def test_pages_written_by_a_pool_are_the_pages_one_process_writes(tmp_path, monk
     strip = lambda text: text.replace("one-process", "").replace("a-pool", "")  # noqa: E731 - the folders' names
     assert {k: strip(v) for k, v in made["one process"].items()} == {k: strip(v) for k, v in made["a pool"].items()}
     assert not any((tmp_path / "a-pool" / "pages" / ".staging").iterdir())  # every page renamed into place
+
+
+@pytest.mark.parametrize("pool", ["that starts", "that cannot start"])
+def test_a_first_render_from_records_alone_reads_each_once_in_the_pool_and_says_what_one_process_says(tmp_path, monkeypatch, pool):
+    """Past PARALLEL_FROM, a record no index line vouches for is read by the pool that writes its
+    pages, which hands the scan its index line (viewer/first_render.py): the report, the pages, the
+    index and the problems are those of this process reading every record itself, bad files
+    included; a pool that cannot start leaves it all to this process."""
+    import multiprocessing.spawn
+
+    from pytest_webbench.report.write import write_report
+    from pytest_webbench.results.index_lines import indexed_records
+    from pytest_webbench.viewer import first_render, pages
+
+    monkeypatch.setattr(pages.os, "sched_getaffinity", lambda pid: {0, 1})
+    if pool == "that cannot start":
+        monkeypatch.setattr(multiprocessing.spawn, "_python_exe", os.fsencode("/nonexistent/python"))
+    read_by_pool = []
+    real = first_render.read_and_render
+    monkeypatch.setattr(first_render, "read_and_render", lambda *a: read_by_pool.append(r := real(*a)) or r)
+    import pytest_webbench.report.write as write_module
+
+    monkeypatch.setattr(write_module, "read_and_render", first_render.read_and_render)
+    made = {}
+    for how in ("one process", "the pool"):
+        monkeypatch.setattr(pages, "PARALLEL_FROM", 10**9 if how == "one process" else 1)
+        exp = tmp_path / how.replace(" ", "-") / "exp"
+        rng = random.Random(31)
+        planned = _planned_run(exp, ["a", "b", "c"], 2)
+        for trial in planned:
+            write_trial_record(exp, _record(trial.trial_id, rng))
+        (exp / "trials" / "b-a1-treatment.json").write_text("{not json")  # its pair page has one side
+        other = json.loads((exp / "trials" / "c-a2-control.json").read_text())
+        (exp / "trials" / "c-a2-control.json").write_text(json.dumps({**other, "trial_id": "c-a1-control"}))  # another's
+        reported_only = json.loads((exp / "trials" / "a-a2-control.json").read_text())  # the report's fields hold,
+        (exp / "trials" / "a-a2-control.json").write_text(json.dumps({**reported_only, "trace": "not a trace"}))  # not the record
+        (exp / "trials" / INDEX).unlink()
+        write_report(exp)
+        lines = indexed_records((exp / "trials" / INDEX).read_bytes())
+        made[how] = {
+            "report": json.loads((exp / "report.json").read_text().replace(str(exp.parent), "")),
+            "pages": {p.name: p.read_text().replace(str(exp.parent), "") for p in (exp / "pages").glob("*.html")},
+            "index": {t: (as_model(r).model_dump(), vouched) for t, (_, r, vouched) in lines.items()},
+        }
+    given = read_by_pool[-1]
+    if pool == "that starts":  # every good record, and only those, came from the pool
+        assert set(given) == {t.trial_id for t in planned} - {"b-a1-treatment", "c-a2-control", "a-a2-control"}
+    else:
+        assert given == {}
+    assert made["one process"]["index"] == made["the pool"]["index"] and len(made["the pool"]["index"]) == 10
+    assert made["one process"]["pages"] == made["the pool"]["pages"]
+    assert made["one process"]["report"] == made["the pool"]["report"]
+    assert len(made["the pool"]["report"]["problems"]) == 2  # the two files no model reads as that trial's record

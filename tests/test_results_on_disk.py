@@ -58,3 +58,24 @@ def test_a_record_s_trial_folder_follows_the_experiment_when_it_moves(tmp_path):
     assert not problems and (trial_dir(moved, read) / "proxy-log.jsonl").read_text() == "{}\n"
     legacy = read.model_copy(update={"harbor_trial_dir": "/somewhere/else", "schema_version": 1})
     assert trial_dir(moved, legacy) == Path("/somewhere/else")  # a schema-1 record's absolute path stands
+
+
+def test_a_file_is_written_whole_and_what_was_left_at_its_temporary_name_is_replaced_not_followed(tmp_path):
+    import os
+    import threading
+
+    from pytest_webbench.results.records import atomic_write
+
+    staging = tmp_path / "staging"
+    staging.mkdir()
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me")
+    # a link (planted, or a crash's leftover) at the very name this thread writes its temporary file
+    (staging / f".w{os.getpid()}.{threading.get_ident()}.tmp").symlink_to(victim)
+    page = tmp_path / "page.html"
+    atomic_write(page, "é" * 300_000, staging)
+    assert page.read_text() == "é" * 300_000 and victim.read_text() == "keep me"
+    assert not any(staging.iterdir())  # renamed into place; nothing left behind
+    deep = tmp_path / "pages" / "deep" / "page.html"  # a folder that is not there yet is made
+    atomic_write(deep, b"again")
+    assert deep.read_bytes() == b"again" and sorted(p.name for p in deep.parent.iterdir()) == ["page.html"]

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from ..results.record_index import rewrite_index, scan_records
 from ..results.records import atomic_write
+from ..viewer.first_render import read_and_render
 from ..viewer.pages import write_pages
 from .build import Report, build_report_from_dir, no_cyclic_gc
 from .html import render_html
@@ -18,7 +19,7 @@ def write_report(experiment_dir: Path, keep: list | None = None) -> Report:
     # Hundreds of thousands of objects that live to the end: the cyclic collector would re-scan them
     # over and over (seconds at 100,000 trials) and can free nothing among them.
     with no_cyclic_gc():
-        scan = scan_records(experiment_dir)
+        scan = scan_records(experiment_dir, read_and_render)  # a record no line vouches for is read once, with its pages
         report = build_report_from_dir(experiment_dir, scan)
         fresh = write_pages(experiment_dir, report, scan)  # every trial one click from report.html
         if scan.stale or fresh - scan.pages_current:  # so the next render reads one file and looks at no page

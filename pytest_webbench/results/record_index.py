@@ -78,9 +78,14 @@ class RecordScan:
         return bool(self.from_files or self.dead_lines)
 
 
-def scan_records(experiment_dir: Path) -> RecordScan:
+ReadMany = Callable[[Path, list[str], dict[str, float], set[str]], dict[str, tuple[Stamp, object, bool]]]
+
+
+def scan_records(experiment_dir: Path, read_many: ReadMany | None = None) -> RecordScan:
     """Every readable record (report fields), from the index where it is current and from the
-    files otherwise."""
+    files otherwise. `read_many(experiment_dir, unindexed ids, mtimes, vouched)` may read records
+    for this scan: their index lines (stamp, record, pages), as a report's page pool makes them
+    (viewer/first_render.py); those it does not give are read here."""
     trials_dir = experiment_dir / "trials"
     child = _stat_in_child(trials_dir)  # while this process parses the index
     try:
@@ -104,12 +109,16 @@ def scan_records(experiment_dir: Path) -> RecordScan:
         mtimes[name[:-5]] = mtime
     current = {tid: line for tid, line in indexed.items() if stamps.get(tid) == line[0]}
     unindexed = sorted(stamps.keys() - current.keys())
-    read, read_stamps, unreadable = _read_files(trials_dir, unindexed)
+    vouched = {tid for tid, line in current.items() if line[2]}
+    given = read_many(experiment_dir, unindexed, mtimes, vouched) if read_many is not None and unindexed else {}
+    read, read_stamps, unreadable = _read_files(trials_dir, [t for t in unindexed if t not in given])
     stamps.update(read_stamps)  # the stamp of the very file each was read from (fstat)
-    records = sorted([*(line[1] for line in current.values()), *read], key=attrgetter("trial_id"))
+    stamps.update({tid: line[0] for tid, line in given.items()})
+    records = sorted([*(line[1] for line in current.values()), *(line[1] for line in given.values()), *read],
+                     key=attrgetter("trial_id"))
     return RecordScan(records, problems + unreadable, mtimes, from_files=len(unindexed),
                       dead_lines=lines - len(current), stamps=stamps,
-                      pages_current={tid for tid, line in current.items() if line[2]})
+                      pages_current=vouched | {tid for tid, line in given.items() if line[2]})
 
 
 def _stat_in_child(trials_dir: Path) -> subprocess.Popen | None:

@@ -128,21 +128,33 @@ def trial_section(timeline: Timeline, experiment_dir: Path, pictures: Pictures |
     return "".join(out)
 
 
-def render_trial_page(timeline: Timeline, experiment_dir: Path, pictures: Pictures | None = None) -> str:
+def render_trial_page(timeline: Timeline, experiment_dir: Path, pictures: Pictures | None = None,
+                      sections: dict[str, str] | None = None) -> str:
+    """`sections`: trial sections already drawn, by trial id (a unit's pair page and trial pages share them)."""
     r = timeline.record
     nav = '<p><a href="../report.html">report</a> · <a href="index.html">all trials</a>'
     if r.pair_id:
         nav += f' · <a href="{escape(pair_page_name(r.pair_id))}">this pair side by side</a>'
-    return page(r.trial_id, nav + "</p>" + trial_section(timeline, experiment_dir, pictures))
+    return page(r.trial_id, nav + "</p>" + _section(timeline, experiment_dir, pictures, sections))
 
 
-def render_pair_page(pair_id: str, sides: list[Timeline], experiment_dir: Path, pictures: Pictures | None = None) -> str:
+def _section(timeline: Timeline, experiment_dir: Path, pictures: Pictures | None, sections: dict[str, str] | None) -> str:
+    if sections is None:
+        return trial_section(timeline, experiment_dir, pictures)
+    trial_id = timeline.record.trial_id
+    if trial_id not in sections:
+        sections[trial_id] = trial_section(timeline, experiment_dir, pictures)
+    return sections[trial_id]
+
+
+def render_pair_page(pair_id: str, sides: list[Timeline], experiment_dir: Path, pictures: Pictures | None = None,
+                     sections: dict[str, str] | None = None) -> str:
     pictures = pictures or Pictures(experiment_dir)
     sides = sorted(sides, key=lambda t: t.record.arm)  # control, then treatment
     verdict = ", ".join(f"{t.record.arm} {t.record.outcome}" for t in sides)
     body = (f'<p><a href="../report.html">report</a> · <a href="index.html">all trials</a></p><h1>Pair {escape(pair_id)}</h1>'
             f"<p>{escape(verdict)}</p>{pair_review_html(experiment_dir, pair_id)}<div class=pair>"
-            + "".join(f'<section data-arm="{escape(t.record.arm)}">{trial_section(t, experiment_dir, pictures)}'
+            + "".join(f'<section data-arm="{escape(t.record.arm)}">{_section(t, experiment_dir, pictures, sections)}'
                       f'<p><a href="{escape(trial_page_name(t.record.trial_id))}">this trial alone</a></p></section>'
                       for t in sides) + "</div>")
     return page(f"pair {pair_id}", body)
@@ -196,17 +208,8 @@ def write_pages(experiment_dir: Path, report, scan=None) -> set[str]:
     scan = scan if scan is not None else scan_records(experiment_dir)
     pages = experiment_dir / PAGES
     stamps = scan.mtimes
-    try:
-        names = set(os.listdir(pages))
-    except OSError:
-        names = set()
-    pairs: dict[str, list[str]] = {}
-    pair_of: dict[str, str] = {}
-    for trial_id in stamps:
-        pair_id, _, arm = trial_id.rpartition("-")  # <task>-a<attempt>-<arm>, without a regex per trial
-        if arm in PAIRED_ARMS and pair_id:
-            pairs.setdefault(pair_id, []).append(trial_id)
-            pair_of[trial_id] = pair_id
+    names = page_names(pages)
+    pairs, pair_of = pairs_of(stamps)
     reviewed = review_stamps(experiment_dir)
     written, unreadable = _write_stale_pages(experiment_dir, stamps, names, scan.pages_current, pairs, pair_of, reviewed)
     try:
@@ -224,8 +227,37 @@ def write_pages(experiment_dir: Path, report, scan=None) -> set[str]:
 def _write_stale_pages(experiment_dir: Path, stamps: dict[str, float], names: set[str], vouched: set[str],
                        pairs: dict[str, list[str]], pair_of: dict[str, str],
                        reviewed: dict[str, float] | None = None) -> tuple[int, set[str]]:
-    """The trial and pair pages that are missing or older than their records (or their reviews):
-    how many were written, and the trials whose records could not be read."""
+    """How many stale pages were written, and the trials whose records could not be read."""
+    jobs = stale_jobs(experiment_dir, stamps, names, vouched, pairs, pair_of, reviewed)
+    workers = page_workers(len(jobs))
+    done = in_a_pool(_render_units, experiment_dir, jobs, workers) if workers > 1 else None
+    return done if done is not None else _render_units(experiment_dir, jobs)
+
+
+def page_names(pages: Path) -> set[str]:
+    try:
+        return set(os.listdir(pages))
+    except OSError:
+        return set()
+
+
+def pairs_of(trial_ids) -> tuple[dict[str, list[str]], dict[str, str]]:
+    """Pair id -> its members present, and member -> its pair id."""
+    pairs: dict[str, list[str]] = {}
+    pair_of: dict[str, str] = {}
+    for trial_id in trial_ids:
+        pair_id, _, arm = trial_id.rpartition("-")  # <task>-a<attempt>-<arm>, without a regex per trial
+        if arm in PAIRED_ARMS and pair_id:
+            pairs.setdefault(pair_id, []).append(trial_id)
+            pair_of[trial_id] = pair_id
+    return pairs, pair_of
+
+
+def stale_jobs(experiment_dir: Path, stamps: dict[str, float], names: set[str], vouched: set[str],
+               pairs: dict[str, list[str]], pair_of: dict[str, str],
+               reviewed: dict[str, float] | None = None) -> list[tuple[str, list[str], list[str], bool]]:
+    """The trial and pair pages that are missing or older than their records (or their reviews), as
+    units to render: (pair id or lone trial, its members, its stale trial pages, its pair page?)."""
     pages = experiment_dir / PAGES
 
     def older(name: str, members: list[str]) -> bool:  # only for pages no index line vouches for
@@ -261,16 +293,18 @@ def _write_stale_pages(experiment_dir: Path, stamps: dict[str, float], names: se
         unit = pair_of.get(trial_id, trial_id)
         members, stale, pair_page = units.get(unit, (pairs.get(unit, [trial_id]), [], False))
         units[unit] = (members, [*stale, trial_id], pair_page)
-    jobs = [(unit, *units[unit]) for unit in sorted(units)]
-    workers = min(len(os.sched_getaffinity(0)), MAX_PAGE_WORKERS) if len(jobs) >= PARALLEL_FROM else 1
-    done = _in_a_pool(experiment_dir, jobs, workers) if workers > 1 else None
-    return done if done is not None else _render_units(experiment_dir, jobs)
+    return [(unit, *units[unit]) for unit in sorted(units)]
 
 
-def _in_a_pool(experiment_dir: Path, jobs: list, workers: int) -> tuple[int, set[str]] | None:
-    """The units rendered by spawned processes (not forked: the run's own process may hold threads,
-    the service loop's); None where a pool cannot be had or broke (no interpreter to spawn, a worker
-    killed): then this process renders them all, as writing a page again is harmless."""
+def page_workers(jobs: int) -> int:
+    return min(len(os.sched_getaffinity(0)), MAX_PAGE_WORKERS) if jobs >= PARALLEL_FROM else 1
+
+
+def in_a_pool(work, experiment_dir: Path, jobs: list, workers: int) -> tuple[int, set] | None:
+    """`work(experiment_dir, chunk)` over the jobs in spawned processes (not forked: the run's own
+    process may hold threads, the service loop's), each giving (a count, a set), summed and joined;
+    None where a pool cannot be had or broke (no interpreter to spawn, a worker killed): then this
+    process does them all, as writing a page again is harmless."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
     from concurrent.futures.process import BrokenProcessPool
@@ -278,7 +312,7 @@ def _in_a_pool(experiment_dir: Path, jobs: list, workers: int) -> tuple[int, set
     chunks = [jobs[i::workers * 4] for i in range(workers * 4)]
     try:
         with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-            done = list(pool.map(_render_units, [experiment_dir] * len(chunks), chunks))
+            done = list(pool.map(work, [experiment_dir] * len(chunks), chunks))
     except (BrokenProcessPool, OSError, RuntimeError, EOFError):
         return None
     return sum(c for c, _ in done), set().union(*(u for _, u in done))
@@ -291,22 +325,33 @@ MAX_PAGE_WORKERS = 4
 def _render_units(experiment_dir: Path, jobs: list[tuple[str, list[str], list[str], bool]]) -> tuple[int, set[str]]:
     """Renders each unit's stale pages (pair_id or lone trial, members, stale trials, pair page?):
     how many pages were written, and the trials whose records could not be read."""
-    pages = experiment_dir / PAGES
-    staging = pages / STAGING
     count, unreadable = 0, set()
     for unit, members, stale, pair_page in jobs:
         needed = members if pair_page else stale
         records = {r.trial_id: r for r in _read(experiment_dir, set(needed))}
         unreadable |= set(needed) - set(records)
-        timelines = {t: build_timeline(experiment_dir, records[t]) for t in sorted(records)}
-        for trial_id in sorted(stale):
-            if trial_id in timelines:
-                atomic_write(pages / trial_page_name(trial_id), render_trial_page(timelines[trial_id], experiment_dir), staging)
-                count += 1
-        if pair_page and (sides := [timelines[m] for m in members if m in timelines]):
-            atomic_write(pages / pair_page_name(unit), render_pair_page(unit, sides, experiment_dir), staging)
-            count += 1
+        count += render_unit(experiment_dir, unit, members, stale, pair_page, records)
     return count, unreadable
+
+
+def render_unit(experiment_dir: Path, unit: str, members: list[str], stale: list[str], pair_page: bool,
+                records: dict[str, TrialRecord]) -> int:
+    """A unit's stale trial pages and its pair page, from its records read: how many were written."""
+    pages = experiment_dir / PAGES
+    staging = pages / STAGING
+    needed = set(members if pair_page else stale)
+    timelines = {t: build_timeline(experiment_dir, records[t]) for t in sorted(records) if t in needed}
+    pictures, sections = Pictures(experiment_dir), {}  # each trial's section drawn once, for its page and its pair's
+    count = 0
+    for trial_id in sorted(stale):
+        if trial_id in timelines:
+            atomic_write(pages / trial_page_name(trial_id),
+                         render_trial_page(timelines[trial_id], experiment_dir, pictures, sections), staging)
+            count += 1
+    if pair_page and (sides := [timelines[m] for m in members if m in timelines]):
+        atomic_write(pages / pair_page_name(unit), render_pair_page(unit, sides, experiment_dir, pictures, sections), staging)
+        count += 1
+    return count
 
 
 def _key(trial_id: str):

@@ -1,0 +1,94 @@
+"""A render from records no index line vouches for (records copied without their index and pages,
+a merge, a resume), when there are enough of them for a pool: each worker reads a record once,
+writes the pages that are stale, and hands back the record's index line, which the report's scan
+then takes as it takes the index's own lines.
+
+Otherwise this process read every such record for the report, then the pool read them all again
+for their pages, and the pool waited while this process read: at 100,000 trials the read was a
+quarter of a 21.7 s render, on one core (benchmarks/report_scale.py --cold).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import msgspec
+from pydantic import ValidationError
+
+from ..results.file_stamps import stamp_of
+from ..results.index_lines import IndexedTrial, indexed_records, line_json
+from ..results.records import TrialRecord
+from .pages import PAGES, in_a_pool, page_names, page_workers, pairs_of, render_unit, stale_jobs
+from .review_blocks import review_stamps
+
+Job = tuple[str, list[str], list[str], bool, list[str]]  # a unit's render job, and the unindexed members to line
+_HELD = msgspec.json.Decoder(IndexedTrial)
+
+
+def read_and_render(experiment_dir: Path, unindexed: list[str], mtimes: dict[str, float],
+                    vouched: set[str]) -> dict[str, tuple[Any, Any, bool]]:
+    """For scan_records: trial id -> (stamp, record, pages) of each unindexed record a worker read,
+    its stale pages written (and every other stale page of the run with them); {} where there are
+    too few for a pool, or the pool could not be had (the scan then reads them itself)."""
+    workers = page_workers(len(unindexed))
+    if workers < 2:
+        return {}
+    names = page_names(experiment_dir / PAGES)
+    pairs, pair_of = pairs_of(mtimes)
+    jobs: dict[str, list] = {unit: [unit, members, stale, pair_page, []] for unit, members, stale, pair_page
+                             in stale_jobs(experiment_dir, mtimes, names, vouched, pairs, pair_of, review_stamps(experiment_dir))}
+    for trial_id in unindexed:
+        unit = pair_of.get(trial_id, trial_id)
+        jobs.setdefault(unit, [unit, pairs.get(unit, [trial_id]), [], False, []])[4].append(trial_id)
+    done = in_a_pool(_read_render_and_line, experiment_dir, [tuple(jobs[unit]) for unit in sorted(jobs)], workers)
+    if done is None:
+        return {}
+    asked = set(unindexed)
+    return {t: line for t, line in indexed_records(b"\n".join(done[1])).items() if t in asked}
+
+
+def _read_render_and_line(experiment_dir: Path, jobs: list[Job]) -> tuple[int, set[bytes]]:
+    """A worker's share: the pages written, and its index lines as one blob."""
+    count, lines = 0, []
+    for unit, members, stale, pair_page, unindexed in jobs:
+        records, stamps, blobs = {}, {}, {}
+        for trial_id in {*(members if pair_page else stale), *unindexed}:
+            if (read := _read(experiment_dir / "trials" / f"{trial_id}.json", trial_id)) is not None:
+                records[trial_id], stamps[trial_id], blobs[trial_id] = read
+        count += render_unit(experiment_dir, unit, members, stale, pair_page, records)
+        # a pair page drawn without a side does not vouch for the member it has (as write_pages says)
+        whole = not pair_page or all(m in records for m in members)
+        for trial_id in unindexed:
+            if trial_id in records:
+                try:  # the report's fields as the scan holds them, from the same bytes (as record_index._held)
+                    held: Any = _HELD.decode(blobs[trial_id])
+                except (msgspec.DecodeError, RecursionError):  # a field the strict decoder reads otherwise
+                    held = records[trial_id]
+                try:
+                    lines.append(line_json(stamps[trial_id], held, whole).encode())
+                except (ValidationError, ValueError):
+                    continue  # the scan reads it itself, and says what is wrong with it
+    return count, {b"\n".join(lines)}
+
+
+def _read(path: Path, trial_id: str) -> tuple[TrialRecord, Any, bytes] | None:
+    """The record, the stamp of the very file read (fstat) and its bytes, or None: unreadable, not
+    a record, or another trial's (the scan reads those itself and says why)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        stamp = stamp_of(os.fstat(fd))
+        chunks = []
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+        data = b"".join(chunks)
+        record = TrialRecord.model_validate_json(data)
+    except (OSError, ValueError):
+        return None
+    finally:
+        os.close(fd)
+    return (record, stamp, data) if record.trial_id == trial_id else None
