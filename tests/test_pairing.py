@@ -75,3 +75,9 @@ def test_the_xdist_methods_the_pair_scheduler_overrides_are_the_ones_it_was_writ
     assert not changed, f"pytest-xdist {xdist.__version__} changed {sorted(changed)} (written against {XDIST_TESTED_WITH})"
     for name in ("_split_scope", "_reschedule", "_assign_work_unit"):  # still overrides, not new methods
         assert getattr(PairScheduling, name) is not getattr(LoadScopeScheduling, name)
+
+
+def test_a_run_s_attempts_missing_or_zero_orders_by_the_highest_present():
+    """A hand-made manifest's 0 reaches order_trials from a merge: ordered as if not given (found by review)."""
+    keys = [TrialKey(task, attempt, arm) for task in ("t", "u") for attempt in (1, 2, 3) for arm in ("treatment", "control")]
+    assert order_trials(keys, "run", True, 0) == order_trials(keys, "run", True, None) == order_trials(keys, "run", True, 3)

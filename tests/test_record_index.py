@@ -505,7 +505,7 @@ def test_a_first_render_from_records_alone_reads_each_once_in_the_pool_and_says_
             "pages": {p.name: p.read_text().replace(str(exp.parent), "") for p in (exp / "pages").glob("*.html")},
             "index": {t: (as_model(r).model_dump(), vouched) for t, (_, r, vouched) in lines.items()},
         }
-    given = read_by_pool[-1]
+    given = read_by_pool[-1][0]
     if pool == "that starts":  # every good record, and only those, came from the pool
         assert set(given) == {t.trial_id for t in planned} - {"b-a1-treatment", "c-a2-control", "a-a2-control"}
     else:
@@ -514,3 +514,62 @@ def test_a_first_render_from_records_alone_reads_each_once_in_the_pool_and_says_
     assert made["one process"]["pages"] == made["the pool"]["pages"]
     assert made["one process"]["report"] == made["the pool"]["report"]
     assert len(made["the pool"]["report"]["problems"]) == 2  # the two files no model reads as that trial's record
+
+
+@pytest.mark.parametrize("how", ["one process", "the pool"])
+def test_trials_merged_in_with_their_old_times_are_listed_on_the_trials_index_page(tmp_path, monkeypatch, how):
+    """Records copied in with their times kept (cp -p, rsync -a), older than pages/index.html: the
+    pages the pool writes count as written, so the trials index is written again (found by review)."""
+    from pytest_webbench.report.write import write_report
+    from pytest_webbench.results.records import atomic_write
+    from pytest_webbench.viewer import pages
+
+    monkeypatch.setattr(pages.os, "sched_getaffinity", lambda pid: {0, 1})
+    monkeypatch.setattr(pages, "PARALLEL_FROM", 10**9 if how == "one process" else 1)
+    exp = tmp_path / "exp"
+    rng = random.Random(5)
+    planned = _planned_run(exp, ["a", "b", "c"], 1)
+    for trial in planned:
+        if trial.task != "c":
+            write_trial_record(exp, _record(trial.trial_id, rng))
+    write_report(exp)
+    assert "c-a1-control" not in (exp / "pages" / "index.html").read_text()
+    for trial in planned:
+        if trial.task == "c":
+            path = exp / "trials" / f"{trial.trial_id}.json"
+            atomic_write(path, _record(trial.trial_id, rng).model_dump_json(indent=2))
+            os.utime(path, (1_600_000_000, 1_600_000_000))
+    write_report(exp)
+    assert (exp / "pages" / "c-a1-control.html").exists() and "c-a1-control" in (exp / "pages" / "index.html").read_text()
+
+
+def test_a_pair_page_drawn_with_one_side_vouches_for_neither_member_whichever_path_drew_it(tmp_path, monkeypatch):
+    """One member's file holds the report's fields but not a whole record (its time kept, so its own
+    page looks current); the other is copied in again and its pages are gone: the pool, like one
+    process, draws the pair page with one side and vouches for neither member (found by review)."""
+    from pytest_webbench.report.write import write_report
+    from pytest_webbench.results.index_lines import indexed_records
+    from pytest_webbench.results.records import atomic_write
+    from pytest_webbench.viewer import pages
+
+    monkeypatch.setattr(pages.os, "sched_getaffinity", lambda pid: {0, 1})
+    made = {}
+    for how in ("one process", "the pool"):
+        monkeypatch.setattr(pages, "PARALLEL_FROM", 10**9)
+        exp = tmp_path / how.replace(" ", "-") / "exp"
+        rng = random.Random(7)
+        for trial in _planned_run(exp, ["a", "b"], 1):
+            write_trial_record(exp, _record(trial.trial_id, rng))
+        write_report(exp)
+        half = exp / "trials" / "a-a1-treatment.json"
+        half.write_text(json.dumps({**json.loads(half.read_text()), "trace": "not a trace"}))
+        os.utime(half, (1_600_000_000, 1_600_000_000))
+        again = exp / "trials" / "a-a1-control.json"
+        atomic_write(again, again.read_text())
+        (exp / "pages" / "a-a1-control.html").unlink()
+        (exp / "pages" / "pair-a-a1.html").unlink()
+        monkeypatch.setattr(pages, "PARALLEL_FROM", 10**9 if how == "one process" else 1)
+        write_report(exp)
+        made[how] = {t: vouched for t, (_, _, vouched) in indexed_records((exp / "trials" / INDEX).read_bytes()).items()}
+    assert made["one process"] == made["the pool"]
+    assert made["the pool"]["a-a1-control"] is False and made["the pool"]["a-a1-treatment"] is False

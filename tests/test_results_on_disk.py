@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -79,3 +80,17 @@ def test_a_file_is_written_whole_and_what_was_left_at_its_temporary_name_is_repl
     deep = tmp_path / "pages" / "deep" / "page.html"  # a folder that is not there yet is made
     atomic_write(deep, b"again")
     assert deep.read_bytes() == b"again" and sorted(p.name for p in deep.parent.iterdir()) == ["page.html"]
+
+
+def test_a_bare_file_name_is_written_in_the_working_folder(tmp_path, monkeypatch):
+    """As `python -m pytest_webbench.viewer EXP TRIAL` writes its page by default: its temporary
+    file goes beside it, not in / (found by review)."""
+    from pytest_webbench.results import records
+
+    opened = []
+    real_open = records.os.open
+    monkeypatch.setattr(records.os, "open", lambda path, *a, **k: opened.append(path) or real_open(path, *a, **k))
+    monkeypatch.chdir(tmp_path)
+    records.atomic_write(Path("page.html"), "hello")
+    assert (tmp_path / "page.html").read_text() == "hello"
+    assert [os.path.dirname(p) for p in opened] == ["."]

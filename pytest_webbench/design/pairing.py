@@ -63,7 +63,7 @@ def order_trials(keys: list[TrialKey], run_id: str, paired: bool = True, attempt
     # slots, not TrialKeys made for each member: ~25 ms of collecting 10,000 trials
     present = {(k.task, k.attempt, k.arm): k for k in keys}
     attempts_by_task: dict[str, int] = {}
-    if attempts is None:
+    if not attempts:  # None (or a hand-made 0): the highest present, per task
         for k in keys:
             attempts_by_task[k.task] = max(attempts_by_task.get(k.task, 0), k.attempt)
     ordered: list[TrialKey] = []

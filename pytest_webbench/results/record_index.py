@@ -72,20 +72,23 @@ class RecordScan:
     dead_lines: int = 0  # index lines no record file matches any more
     stamps: dict[str, Stamp] = field(default_factory=dict)  # of the file each record was read from
     pages_current: set[str] = field(default_factory=set)  # trials whose current line vouches for their pages
+    pages_written: int = 0  # pages written while scanning (read_many), and the trials they could not read
+    pages_unreadable: set[str] = field(default_factory=set)
 
     @property
     def stale(self) -> bool:
         return bool(self.from_files or self.dead_lines)
 
 
-ReadMany = Callable[[Path, list[str], dict[str, float], set[str]], dict[str, tuple[Stamp, object, bool]]]
+# (experiment, unindexed ids, mtimes, vouched) -> (lines by trial, pages written, trials a page could not read)
+ReadMany = Callable[[Path, list[str], dict[str, float], set[str]], tuple[dict[str, tuple[Stamp, object, bool]], int, set[str]]]
 
 
 def scan_records(experiment_dir: Path, read_many: ReadMany | None = None) -> RecordScan:
     """Every readable record (report fields), from the index where it is current and from the
     files otherwise. `read_many(experiment_dir, unindexed ids, mtimes, vouched)` may read records
     for this scan: their index lines (stamp, record, pages), as a report's page pool makes them
-    (viewer/first_render.py); those it does not give are read here."""
+    (viewer/first_render.py), with the pages it wrote; those it does not give are read here."""
     trials_dir = experiment_dir / "trials"
     child = _stat_in_child(trials_dir)  # while this process parses the index
     try:
@@ -110,7 +113,8 @@ def scan_records(experiment_dir: Path, read_many: ReadMany | None = None) -> Rec
     current = {tid: line for tid, line in indexed.items() if stamps.get(tid) == line[0]}
     unindexed = sorted(stamps.keys() - current.keys())
     vouched = {tid for tid, line in current.items() if line[2]}
-    given = read_many(experiment_dir, unindexed, mtimes, vouched) if read_many is not None and unindexed else {}
+    given, pages_written, pages_unreadable = (read_many(experiment_dir, unindexed, mtimes, vouched)
+                                              if read_many is not None and unindexed else ({}, 0, set()))
     read, read_stamps, unreadable = _read_files(trials_dir, [t for t in unindexed if t not in given])
     stamps.update(read_stamps)  # the stamp of the very file each was read from (fstat)
     stamps.update({tid: line[0] for tid, line in given.items()})
@@ -118,7 +122,8 @@ def scan_records(experiment_dir: Path, read_many: ReadMany | None = None) -> Rec
                      key=attrgetter("trial_id"))
     return RecordScan(records, problems + unreadable, mtimes, from_files=len(unindexed),
                       dead_lines=lines - len(current), stamps=stamps,
-                      pages_current=vouched | {tid for tid, line in given.items() if line[2]})
+                      pages_current=vouched | {tid for tid, line in given.items() if line[2]},
+                      pages_written=pages_written, pages_unreadable=pages_unreadable)
 
 
 def _stat_in_child(trials_dir: Path) -> subprocess.Popen | None:

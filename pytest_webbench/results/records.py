@@ -258,7 +258,7 @@ def atomic_write(path: Path, text: str | bytes, staging: Path | None = None) -> 
     that name (a crash's leftover, a link) is removed and the file made anew, exclusively."""
     data = text if isinstance(text, bytes) else text.encode("utf-8")
     # strings and plain system calls, not pathlib and a file object: a third of the cost a page
-    folder = os.fspath(staging) if staging is not None else os.path.dirname(os.fspath(path))
+    folder = os.fspath(staging) if staging is not None else (os.path.dirname(os.fspath(path)) or ".")
     tmp = f"{folder}/.w{os.getpid()}.{threading.get_ident()}.tmp"
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     try:

@@ -24,17 +24,20 @@ from .pages import PAGES, in_a_pool, page_names, page_workers, pairs_of, render_
 from .review_blocks import review_stamps
 
 Job = tuple[str, list[str], list[str], bool, list[str]]  # a unit's render job, and the unindexed members to line
+Read = tuple[dict[str, tuple[Any, Any, bool]], int, set[str]]  # index lines by trial, pages written, unreadable
 _HELD = msgspec.json.Decoder(IndexedTrial)
 
 
 def read_and_render(experiment_dir: Path, unindexed: list[str], mtimes: dict[str, float],
-                    vouched: set[str]) -> dict[str, tuple[Any, Any, bool]]:
+                    vouched: set[str]) -> Read:
     """For scan_records: trial id -> (stamp, record, pages) of each unindexed record a worker read,
-    its stale pages written (and every other stale page of the run with them); {} where there are
-    too few for a pool, or the pool could not be had (the scan then reads them itself)."""
+    with every stale page of the run written; how many pages were written; and the trials whose
+    records a page needed and could not be read (write_pages counts both as its own). Nothing
+    where there are too few for a pool, or the pool could not be had (the scan then reads them
+    itself, and write_pages writes the pages)."""
     workers = page_workers(len(unindexed))
     if workers < 2:
-        return {}
+        return {}, 0, set()
     names = page_names(experiment_dir / PAGES)
     pairs, pair_of = pairs_of(mtimes)
     jobs: dict[str, list] = {unit: [unit, members, stale, pair_page, []] for unit, members, stale, pair_page
@@ -44,19 +47,24 @@ def read_and_render(experiment_dir: Path, unindexed: list[str], mtimes: dict[str
         jobs.setdefault(unit, [unit, pairs.get(unit, [trial_id]), [], False, []])[4].append(trial_id)
     done = in_a_pool(_read_render_and_line, experiment_dir, [tuple(jobs[unit]) for unit in sorted(jobs)], workers)
     if done is None:
-        return {}
+        return {}, 0, set()
     asked = set(unindexed)
-    return {t: line for t, line in indexed_records(b"\n".join(done[1])).items() if t in asked}
+    lines = indexed_records(b"\n".join(blob for _, blob, _ in done))
+    return ({t: line for t, line in lines.items() if t in asked}, sum(count for count, _, _ in done),
+            set().union(*(unreadable for _, _, unreadable in done)))
 
 
-def _read_render_and_line(experiment_dir: Path, jobs: list[Job]) -> tuple[int, set[bytes]]:
-    """A worker's share: the pages written, and its index lines as one blob."""
-    count, lines = 0, []
+def _read_render_and_line(experiment_dir: Path, jobs: list[Job]) -> tuple[int, bytes, set[str]]:
+    """A worker's share: the pages written, its index lines as one blob, and the trials whose
+    records its pages needed and could not read (as _render_units says them)."""
+    count, lines, unreadable = 0, [], set()
     for unit, members, stale, pair_page, unindexed in jobs:
         records, stamps, blobs = {}, {}, {}
-        for trial_id in {*(members if pair_page else stale), *unindexed}:
+        needed = set(members if pair_page else stale)
+        for trial_id in needed | set(unindexed):
             if (read := _read(experiment_dir / "trials" / f"{trial_id}.json", trial_id)) is not None:
                 records[trial_id], stamps[trial_id], blobs[trial_id] = read
+        unreadable |= needed - records.keys()
         count += render_unit(experiment_dir, unit, members, stale, pair_page, records)
         # a pair page drawn without a side does not vouch for the member it has (as write_pages says)
         whole = not pair_page or all(m in records for m in members)
@@ -70,7 +78,7 @@ def _read_render_and_line(experiment_dir: Path, jobs: list[Job]) -> tuple[int, s
                     lines.append(line_json(stamps[trial_id], held, whole).encode())
                 except (ValidationError, ValueError):
                     continue  # the scan reads it itself, and says what is wrong with it
-    return count, {b"\n".join(lines)}
+    return count, b"\n".join(lines), unreadable
 
 
 def _read(path: Path, trial_id: str) -> tuple[TrialRecord, Any, bytes] | None:

@@ -212,6 +212,8 @@ def write_pages(experiment_dir: Path, report, scan=None) -> set[str]:
     pairs, pair_of = pairs_of(stamps)
     reviewed = review_stamps(experiment_dir)
     written, unreadable = _write_stale_pages(experiment_dir, stamps, names, scan.pages_current, pairs, pair_of, reviewed)
+    # and what the scan's page pool wrote and could not read (viewer/first_render.py), as if written here
+    written, unreadable = written + scan.pages_written, unreadable | scan.pages_unreadable
     try:
         index_built = (pages / "index.html").stat().st_mtime
     except OSError:
@@ -231,7 +233,9 @@ def _write_stale_pages(experiment_dir: Path, stamps: dict[str, float], names: se
     jobs = stale_jobs(experiment_dir, stamps, names, vouched, pairs, pair_of, reviewed)
     workers = page_workers(len(jobs))
     done = in_a_pool(_render_units, experiment_dir, jobs, workers) if workers > 1 else None
-    return done if done is not None else _render_units(experiment_dir, jobs)
+    if done is None:
+        return _render_units(experiment_dir, jobs)
+    return sum(count for count, _ in done), set().union(*(unreadable for _, unreadable in done))
 
 
 def page_names(pages: Path) -> set[str]:
@@ -300,11 +304,11 @@ def page_workers(jobs: int) -> int:
     return min(len(os.sched_getaffinity(0)), MAX_PAGE_WORKERS) if jobs >= PARALLEL_FROM else 1
 
 
-def in_a_pool(work, experiment_dir: Path, jobs: list, workers: int) -> tuple[int, set] | None:
+def in_a_pool(work, experiment_dir: Path, jobs: list, workers: int) -> list | None:
     """`work(experiment_dir, chunk)` over the jobs in spawned processes (not forked: the run's own
-    process may hold threads, the service loop's), each giving (a count, a set), summed and joined;
-    None where a pool cannot be had or broke (no interpreter to spawn, a worker killed): then this
-    process does them all, as writing a page again is harmless."""
+    process may hold threads, the service loop's): each chunk's result; None where a pool cannot
+    be had or broke (no interpreter to spawn, a worker killed): then this process does them all,
+    as writing a page again is harmless."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
     from concurrent.futures.process import BrokenProcessPool
@@ -312,10 +316,9 @@ def in_a_pool(work, experiment_dir: Path, jobs: list, workers: int) -> tuple[int
     chunks = [jobs[i::workers * 4] for i in range(workers * 4)]
     try:
         with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-            done = list(pool.map(work, [experiment_dir] * len(chunks), chunks))
+            return list(pool.map(work, [experiment_dir] * len(chunks), chunks))
     except (BrokenProcessPool, OSError, RuntimeError, EOFError):
         return None
-    return sum(c for c, _ in done), set().union(*(u for _, u in done))
 
 
 PARALLEL_FROM = 2_000  # stale units (a pair, or a lone trial) at which a pool pays for its start (about 0.5 s a process)
