@@ -19,6 +19,19 @@ def stamp_of(stat: os.stat_result) -> tuple[int, int, int, int]:
     return (stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns)
 
 
+def read_stamped(path: str | os.PathLike) -> tuple[bytes, tuple[int, int, int, int]]:
+    """A file's bytes and the stamp of the very file read (fstat, not a second look by name)."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        stamp = stamp_of(os.fstat(fd))
+        chunks = []
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+        return b"".join(chunks), stamp
+    finally:
+        os.close(fd)
+
+
 def entries(trials_dir: str) -> list[tuple]:
     """(name, stamp, mtime) per record file; (name, error, still there) for one that could not be
     statted. FileNotFoundError: no such folder."""

@@ -28,7 +28,7 @@ import msgspec
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from . import file_stamps
-from .file_stamps import stamp_of
+from .file_stamps import read_stamped, stamp_of
 from .index_lines import IndexedTrial, IndexLine, ReportedTrial, Stamp, as_model, indexed_records, line_json
 from .records import TrialRecord, atomic_write, supersede_record, trial_record_path
 
@@ -212,9 +212,7 @@ def _read_batch(trials_dir: Path, trial_ids: list[str]) -> tuple[list[ReportedTr
     problems: list[str] = []
     for trial_id in trial_ids:
         try:
-            with open(trials_dir / f"{trial_id}.json", "rb") as f:
-                stamps[trial_id] = stamp_of(os.fstat(f.fileno()))
-                blobs[trial_id] = f.read()
+            blobs[trial_id], stamps[trial_id] = read_stamped(trials_dir / f"{trial_id}.json")
         except OSError as exc:
             if os.path.lexists(trials_dir / f"{trial_id}.json"):
                 problems.append(f"{trials_dir / trial_id}.json: unreadable trial record ({type(exc).__name__})")

@@ -10,17 +10,16 @@ quarter of a 21.7 s render, on one core (benchmarks/report_scale.py --cold).
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
 import msgspec
 from pydantic import ValidationError
 
-from ..results.file_stamps import stamp_of
+from ..results.file_stamps import read_stamped
 from ..results.index_lines import IndexedTrial, indexed_records, line_json
 from ..results.records import TrialRecord
-from .pages import PAGES, in_a_pool, page_names, page_workers, pairs_of, render_unit, stale_jobs
+from .pages import PAGES, in_a_pool, page_names, page_workers, pairs_of, render_unit, stale_jobs, unit_needs
 from .review_blocks import review_stamps
 
 Job = tuple[str, list[str], list[str], bool, list[str]]  # a unit's render job, and the unindexed members to line
@@ -60,7 +59,7 @@ def _read_render_and_line(experiment_dir: Path, jobs: list[Job]) -> tuple[int, b
     count, lines, unreadable = 0, [], set()
     for unit, members, stale, pair_page, unindexed in jobs:
         records, stamps, blobs = {}, {}, {}
-        needed = set(members if pair_page else stale)
+        needed = unit_needs(members, stale, pair_page)
         for trial_id in needed | set(unindexed):
             if (read := _read(experiment_dir / "trials" / f"{trial_id}.json", trial_id)) is not None:
                 records[trial_id], stamps[trial_id], blobs[trial_id] = read
@@ -85,18 +84,8 @@ def _read(path: Path, trial_id: str) -> tuple[TrialRecord, Any, bytes] | None:
     """The record, the stamp of the very file read (fstat) and its bytes, or None: unreadable, not
     a record, or another trial's (the scan reads those itself and says why)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        stamp = stamp_of(os.fstat(fd))
-        chunks = []
-        while chunk := os.read(fd, 1 << 20):
-            chunks.append(chunk)
-        data = b"".join(chunks)
+        data, stamp = read_stamped(path)
         record = TrialRecord.model_validate_json(data)
     except (OSError, ValueError):
         return None
-    finally:
-        os.close(fd)
     return (record, stamp, data) if record.trial_id == trial_id else None
