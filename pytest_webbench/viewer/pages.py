@@ -330,11 +330,16 @@ def _render_units(experiment_dir: Path, jobs: list[tuple[str, list[str], list[st
     how many pages were written, and the trials whose records could not be read."""
     count, unreadable = 0, set()
     for unit, members, stale, pair_page in jobs:
-        needed = members if pair_page else stale
-        records = {r.trial_id: r for r in _read(experiment_dir, set(needed))}
-        unreadable |= set(needed) - set(records)
+        needed = unit_needs(members, stale, pair_page)
+        records = {r.trial_id: r for r in _read(experiment_dir, needed)}
+        unreadable |= needed - records.keys()
         count += render_unit(experiment_dir, unit, members, stale, pair_page, records)
     return count, unreadable
+
+
+def unit_needs(members: list[str], stale: list[str], pair_page: bool) -> set[str]:
+    """The records a unit's pages are drawn from: both members for its pair page, else its stale trials'."""
+    return set(members if pair_page else stale)
 
 
 def render_unit(experiment_dir: Path, unit: str, members: list[str], stale: list[str], pair_page: bool,
@@ -342,7 +347,7 @@ def render_unit(experiment_dir: Path, unit: str, members: list[str], stale: list
     """A unit's stale trial pages and its pair page, from its records read: how many were written."""
     pages = experiment_dir / PAGES
     staging = pages / STAGING
-    needed = set(members if pair_page else stale)
+    needed = unit_needs(members, stale, pair_page)
     timelines = {t: build_timeline(experiment_dir, records[t]) for t in sorted(records) if t in needed}
     pictures, sections = Pictures(experiment_dir), {}  # each trial's section drawn once, for its page and its pair's
     count = 0
