@@ -283,4 +283,6 @@ def _check_environment(environment: str, proxy_url: str | None) -> None:
 
 def _runner_name(runner: str) -> str:
     """A preset file is named by its absolute path, so workers and a later --resume find it."""
-    return str(Path(runner).resolve()) if runner.endswith(".toml") else runner
+    from ..runners import is_preset_file
+
+    return str(Path(runner).resolve()) if is_preset_file(runner) else runner

@@ -109,8 +109,13 @@ def load_presets() -> dict[str, RunnerSpec]:
     return dict(sorted(out.items()))
 
 
+def is_preset_file(name: str) -> bool:
+    """--runner names a preset file of the user's (a .toml path), else a bundled preset."""
+    return name.endswith(".toml")
+
+
 def runner_spec(name: str) -> RunnerSpec:
-    if name.endswith(".toml"):
+    if is_preset_file(name):
         return load_preset_file(Path(name))
     try:
         return load_presets()[name]
@@ -138,7 +143,7 @@ def check_runner(name: str, model: str | None, require_cli: bool = True) -> Runn
     the pinned Harbor agent's own options model, and its CLI being installed. A bundled preset's
     agent and options are this package's own, checked by its tests (tests/test_runners.py): its
     Harbor class loads with the first trial, not at planning (~80 ms of every collection)."""
-    return check_preset(runner_spec(name), model, require_cli, load_agent=name.endswith(".toml"))
+    return check_preset(runner_spec(name), model, require_cli, load_agent=is_preset_file(name))
 
 
 def check_preset(spec: RunnerSpec, model: str | None, require_cli: bool = True, load_agent: bool = True) -> RunnerSpec:
