@@ -343,14 +343,14 @@ def load_suite(path: Path, case_set: str | None = None, ungradable: bool = False
     task_dirs = sorted(p for p in tasks_dir.iterdir() if p.is_dir()) if tasks_dir.is_dir() else []
     if not task_dirs:
         raise SuiteError(suite_file, "tasks_dir", f"no task folders in {tasks_dir}")
+    files_read: dict[str, bytes] = {}
     if spec.clawbench is not None:  # its tasks come from the installed package, converted into a cache of their own
         tasks = [load_task(d, spec) for d in task_dirs]
     else:
         tasks = kept_or_loaded(task_dirs, spec.model_dump_json(), task_inputs,
-                               lambda: [load_task(d, spec) for d in task_dirs], _task_list(), read := {})
+                               lambda: [load_task(d, spec) for d in task_dirs], _task_list(), files_read)
     suite = Suite(path=root, spec=spec, tasks=tasks, case_set=case_set if spec.clawbench else None, ungradable=ungradable)
-    if spec.clawbench is None:
-        suite._files_read = read
+    suite._files_read = files_read
     return suite
 
 
