@@ -1,6 +1,7 @@
 """The proxy's fast readers and writers (msgspec) against the slow ones they stand in for: the
-log line is the record pydantic would write, a reply is what json.loads reads, and the surrogate
-check's substring test lets through nothing its pattern would catch."""
+log line is the record pydantic would write, a request or a reply is what json.loads reads, a
+message written is what json.dumps writes, and the surrogate check's substring test lets through
+nothing its pattern would catch."""
 
 from __future__ import annotations
 
@@ -11,9 +12,9 @@ import time
 from hypothesis import given, settings, strategies as st
 
 from pytest_webbench.gateway.meter import ModelCall
-from pytest_webbench.proxy.framing import _SURROGATE, unsendable
-from pytest_webbench.proxy.log import CallRecord, bounded, record_line
-from pytest_webbench.proxy.upstream import read_reply
+from pytest_webbench.proxy.framing import _SURROGATE, message_bytes, read_reply, read_request, unsendable
+from pytest_webbench.proxy.log import CallLine, CallRecord, bounded, call_line, record_line
+from pytest_webbench.proxy.upstream import _call_key
 from pytest_webbench.results.well_formed import well_formed
 
 # JSON values as the proxy meets them: any text (lone surrogates too), ints past 64 bits, floats
@@ -47,6 +48,9 @@ def test_a_log_line_is_the_line_pydantic_writes(arguments, detail, latency, saw)
                         webmcp={"action": "list", "tools": 2}, result="1", saw=saw)
     line = record_line(record)
     assert line.endswith(b"\n") and line.count(b"\n") == 1
+    # the proxy's own path, from the fields without the model, writes the same bytes
+    fields = {name: getattr(record, name) for name in record.model_fields_set}
+    assert call_line(**fields) == line
     try:
         expected = json.loads(record.model_dump_json())
     except Exception:  # a lone surrogate: pydantic cannot write it either; both paths make it well-formed
@@ -54,6 +58,17 @@ def test_a_log_line_is_the_line_pydantic_writes(arguments, detail, latency, saw)
         return
     assert same(json.loads(line), expected)
     assert CallRecord.model_validate_json(line) == CallRecord.model_validate_json(record.model_dump_json())
+
+
+def test_the_proxy_s_unvalidated_record_has_the_model_s_fields_and_defaults():
+    assert CallLine.__struct_fields__ == tuple(CallRecord.model_fields)
+    defaults = dict(zip(CallLine.__struct_fields__[-len(CallLine.__struct_defaults__):], CallLine.__struct_defaults__))
+    required = {name for name, field in CallRecord.model_fields.items() if field.is_required()}
+    assert set(CallLine.__struct_fields__) - set(defaults) - {"decision"} <= required  # kw_only: defaults may come early
+    for name, field in CallRecord.model_fields.items():
+        if name not in required:
+            struct_default = getattr(CallLine(time=0, trial="", seq=0, method="", decision=""), name)
+            assert struct_default == field.default, name
 
 
 def test_a_gateway_line_is_the_line_pydantic_writes():
@@ -70,6 +85,50 @@ def test_a_reply_is_read_as_json_loads_reads_it(value, ascii_only):
     except UnicodeEncodeError:  # a lone surrogate can only be sent escaped
         line = json.dumps(value).encode()
     assert same(read_reply(line), json.loads(line))
+
+
+@settings(max_examples=300, deadline=None)
+@given(value=json_values, ascii_only=st.booleans())
+def test_a_request_is_read_as_json_loads_reads_it_as_utf8(value, ascii_only):
+    try:
+        line = json.dumps(value, ensure_ascii=ascii_only).encode("utf-8")
+    except UnicodeEncodeError:
+        line = json.dumps(value).encode()
+    assert same(read_request(line), json.loads(line.decode("utf-8")))
+    assert same(read_request(line.decode("utf-8")), json.loads(line))
+
+
+def test_a_request_msgspec_refuses_is_read_or_refused_as_json_does_it():
+    for line in (b'{"text":"cut \\ud83d"}', b'{"x":NaN}', b'{"n":1e400}', b'{"a":1,"a":2}', b"[" * 3000 + b"]" * 3000):
+        try:
+            expected = json.loads(line.decode("utf-8"))
+        except RecursionError:
+            try:
+                read_request(line)
+            except RecursionError:
+                continue
+            raise AssertionError("json's depth is not the limit")
+        assert same(read_request(line), expected), line
+    for refused in ('{"a":"\u00e9"}'.encode("utf-16"), b'{"a":"\xff"}', b"\xef\xbb\xbf{}", b'{"a":1} trailing'):
+        try:
+            read_request(refused)
+        except ValueError:  # UnicodeDecodeError among them: MCP's JSON is UTF-8
+            continue
+        raise AssertionError(f"read_request took {refused!r}")
+
+
+@settings(max_examples=300, deadline=None)
+@given(value=json_values | st.dictionaries(st.text(max_size=4), st.floats() | st.text(), max_size=3))
+def test_a_message_is_written_on_one_line_as_the_value_json_writes(value):
+    data = message_bytes(value)
+    assert b"\n" not in data and b"\r" not in data
+    assert same(json.loads(data), json.loads(json.dumps(value)))  # NaN, infinities and lone surrogates too
+
+
+def test_a_reply_s_id_matches_only_a_request_id_of_its_own_type_and_value():
+    assert _call_key(1) == _call_key(1) and _call_key("a") == _call_key("a")
+    assert _call_key(1) != _call_key("1")
+    assert _call_key(True) is None and _call_key(1.0) is None and _call_key([1]) is None and _call_key(None) is None
 
 
 def test_what_msgspec_refuses_and_json_reads_is_read_as_json_reads_it():

@@ -460,7 +460,7 @@ def test_a_body_not_in_utf_8_is_refused_as_not_json(tmp_path):
 
 def test_an_http_reply_holding_a_lone_surrogate_is_sent_as_json():
     """A browser server's text cut in the middle of an emoji: Starlette's JSONResponse failed on it (HTTP 500)."""
-    from pytest_webbench.proxy.http_endpoint import AsciiJSONResponse
+    from pytest_webbench.proxy.http_endpoint import MessageResponse
 
-    body = AsciiJSONResponse({"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text", "text": "cut \ud83d"}]}}).body
+    body = MessageResponse({"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text", "text": "cut \ud83d"}]}}).body
     assert json.loads(body)["result"]["content"][0]["text"] == "cut \ud83d"

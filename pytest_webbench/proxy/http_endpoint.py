@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import hmac
-import json
 import secrets
 from collections.abc import AsyncIterator
 from typing import Any
@@ -31,7 +30,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from .framing import HEAD_BYTES, MAX_LINE_BYTES, Oversized
+from .framing import HEAD_BYTES, MAX_LINE_BYTES, Oversized, message_bytes
 from .relay import ProxySession
 
 MAX_BODY_BYTES = MAX_LINE_BYTES
@@ -40,12 +39,12 @@ MAX_BODY_BYTES = MAX_LINE_BYTES
 MAX_OPEN_BODIES = 8
 
 
-class AsciiJSONResponse(JSONResponse):
-    """A reply as JSON escaped to ASCII, as the event stream's are: a browser server's text cut in
-    the middle of an emoji holds a lone surrogate, which UTF-8 (Starlette's JSONResponse) cannot."""
+class MessageResponse(JSONResponse):
+    """A reply written as the event stream's are (framing.message_bytes): a browser server's text cut
+    in the middle of an emoji holds a lone surrogate, which Starlette's JSONResponse cannot write."""
 
     def render(self, content: Any) -> bytes:
-        return json.dumps(content, separators=(",", ":")).encode()
+        return message_bytes(content)
 
 
 class ProxyRoutes:
@@ -88,7 +87,7 @@ class ProxyRoutes:
         if isinstance(body, Oversized):
             slots.release()
             reply = session.refuse_oversized(body.size, body.head, MAX_BODY_BYTES)
-            return AsciiJSONResponse(reply, status_code=413) if reply else Response(status_code=413)
+            return MessageResponse(reply, status_code=413) if reply else Response(status_code=413)
         return await _answer(session, body, slots.release)
 
 
@@ -121,7 +120,7 @@ async def _answer(session: ProxySession, body: bytes, done=lambda: None) -> Resp
             return Response(status_code=202)
         # an error with a null id: the message itself could not be read (JSON-RPC), a bad request
         unreadable = isinstance(reply.get("error"), dict) and reply.get("id") is None
-        return AsciiJSONResponse(reply, status_code=400 if unreadable else 200)
+        return MessageResponse(reply, status_code=400 if unreadable else 200)
 
     async def events() -> AsyncIterator[str]:
         item = first
@@ -154,8 +153,8 @@ def _transport_refusal(request: Request) -> Response | None:
 
 
 def _sse(message: dict) -> str:
-    # json.dumps escapes newlines, so one data line holds the whole message
-    return f"event: message\ndata: {json.dumps(message, separators=(',', ':'))}\n\n"
+    # JSON escapes newlines, so one data line holds the whole message
+    return f"event: message\ndata: {message_bytes(message).decode()}\n\n"
 
 
 async def _body_within(request: Request, limit: int) -> bytes | Oversized:

@@ -39,6 +39,29 @@ class CallRecord(BaseModel):
     saw: list[str] | None = None  # answer fields this result was the first to show (grading/evidence.py)
 
 
+class CallLine(msgspec.Struct, kw_only=True):
+    """A CallRecord as the proxy writes it: the same fields in the same order with the same
+    defaults, unvalidated (the proxy makes every value itself; validating cost ~4 us of the call it
+    logs before answering). tests/test_proxy_encoding.py holds it to CallRecord and its lines to
+    pydantic's."""
+
+    time: float
+    trial: str
+    seq: int
+    method: str
+    tool: str | None = None
+    arguments: Any = None
+    decision: str
+    rule: str | None = None
+    outcome: str = "ok"
+    detail: str | None = None
+    latency_ms: float = 0.0
+    webmcp: dict[str, Any] | None = None
+    cap_reached: bool = False
+    result: str | None = None
+    saw: list[str] | None = None
+
+
 _ENCODER = msgspec.json.Encoder()
 # what msgspec cannot write as pydantic would: a lone surrogate, an int past 64 bits, a value of a
 # type it does not know (a nested model): such a record takes pydantic's path
@@ -73,6 +96,14 @@ def record_line(record: BaseModel) -> bytes:
         return type(record).model_validate(well_formed(record.model_dump())).model_dump_json().encode() + b"\n"
 
 
+def call_line(**fields: Any) -> bytes:
+    """A CallRecord's line from its fields; what msgspec cannot write takes pydantic's path."""
+    try:
+        return _ENCODER.encode(CallLine(**fields)) + b"\n"
+    except _NOT_FAST:
+        return record_line(CallRecord(**fields))
+
+
 class CallLog:
     """Appends records to a JSON-lines file kept open for the session, one flushed line per call,
     so a reader (or a crash) never sees half a record from us."""
@@ -84,7 +115,12 @@ class CallLog:
         self._file: BinaryIO | None = None
 
     def write(self, record: BaseModel) -> None:  # a CallRecord; the model gateway writes its ModelCall the same way
-        line = record_line(record)
+        self._append(record_line(record))
+
+    def write_call(self, **fields: Any) -> None:
+        self._append(call_line(**fields))
+
+    def _append(self, line: bytes) -> None:
         with self._lock:
             if self._file is None:
                 self._file = self.path.open("ab")

@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ..design.arms import WEBMCP_TOOL, ArmPolicy
-from .framing import unsendable
-from .log import MAX_RESULT_CHARS, CallLog, CallRecord, bounded
+from .framing import read_request, unsendable
+from .log import MAX_RESULT_CHARS, CallLog, bounded
 from .rules import Rejection, check_call, filter_tools
 
 PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS, INTERNAL_ERROR = -32700, -32600, -32601, -32602, -32603
@@ -145,7 +145,7 @@ class ProxySession:
     def receive_line(self, line: str | bytes) -> Step:
         """One inbound line or HTTP body: exactly one JSON-RPC message, or an error reply."""
         try:
-            message = json.loads(line.decode("utf-8") if isinstance(line, bytes) else line)  # MCP's JSON is UTF-8
+            message = read_request(line)
         except (ValueError, UnicodeDecodeError) as exc:
             return self._refuse(None, PARSE_ERROR, f"not JSON: {exc}", raw=line)
         except RecursionError:
@@ -292,10 +292,10 @@ class ProxySession:
     def _log_refusal(self, text: str, raw: Any) -> None:
         with self._lock:
             self.stats.bad_messages += 1
-        self.log.write(CallRecord(
+        self.log.write_call(
             time=time.time(), trial=self.trial, seq=next(self._seq), method="(invalid)", arguments=bounded(_printable(raw)),
             decision="rejected", rule="invalid_message", outcome="rejected", detail=text,
-        ))
+        )
 
     def _refuse(self, msg_id: Any, code: int, text: str, raw: Any, answer: bool = True) -> Answer:
         """An error reply; where the message's id cannot be read, its id is null (JSON-RPC 2.0: a
@@ -316,13 +316,13 @@ class ProxySession:
         else:
             outcome, detail = "ok", None
         saw = self._saw(reply) if decision == "forwarded" and outcome == "ok" and method == "tools/call" else None
-        self.log.write(CallRecord(
+        self.log.write_call(
             time=time.time(), trial=self.trial, seq=next(self._seq), method=method, tool=tool,
             arguments=bounded(arguments) if arguments is not None else None, decision=decision, rule=rule,
             outcome=outcome, detail=detail, latency_ms=(time.perf_counter() - started) * 1000,
             webmcp=webmcp, cap_reached=cap_reached, result=_bounded_text(reply) if method == "tools/call" else None,
             saw=saw or None,
-        ))
+        )
 
     def _saw(self, reply: dict) -> list[str]:
         content = (reply.get("result") or {}).get("content")

@@ -14,7 +14,6 @@ the proxy does (benchmarks/proxy_overhead.py).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import threading
@@ -22,7 +21,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from ..design.arms import ARM_POLICIES, arm_policy
-from .framing import MAX_LINE_BYTES, Oversized, read_lines
+from .framing import MAX_LINE_BYTES, Oversized, message_bytes, read_lines
 from .log import CallLog
 from .relay import Answer, Call, ProxySession, Relay
 from .upstream import HttpUpstream, StdioUpstream, expand_env_refs
@@ -82,9 +81,7 @@ class StdoutWriter:
         self._lock = threading.Lock()
 
     def write(self, message: dict) -> None:
-        # json.dumps escapes newlines inside strings, so a message is always exactly one line; and
-        # escapes all but ASCII, so a lone surrogate a client sent (JSON may spell one) is written as it came
-        self.write_raw(json.dumps(message, separators=(",", ":")).encode())
+        self.write_raw(message_bytes(message))  # one line, and a lone surrogate written as it came
 
     def write_raw(self, line: bytes) -> None:
         with self._lock:

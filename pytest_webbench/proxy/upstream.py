@@ -13,10 +13,9 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
-import msgspec
 from httpx_sse import EventSource
 
-from .framing import MAX_LINE_BYTES, Oversized, read_lines, wire_bytes
+from .framing import MAX_LINE_BYTES, Oversized, read_lines, read_reply, wire_bytes
 
 SESSION_HEADER = "mcp-session-id"
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -168,17 +167,10 @@ def _classify(data: str, msg_id: object) -> tuple[str, dict | None]:
     return "skip", None
 
 
-_DECODER = msgspec.json.Decoder()
-
-
-def read_reply(line: bytes | str):
-    """A line of the browser server's as Python's json reads it. msgspec first (a fifth of the
-    time, on the path of every reply); what it refuses and json takes (a lone surrogate's escape,
-    which JSON.stringify writes for a page's text, NaN) is read by json."""
-    try:
-        return _DECODER.decode(line)
-    except msgspec.DecodeError:
-        return json.loads(line)
+def _call_key(msg_id: object) -> tuple | None:
+    """Which call a reply answers: its id and the id's type, so 1, "1", 1.0 and true stay apart (the
+    proxy forwards only string and integer ids); None matches no call."""
+    return (type(msg_id), msg_id) if type(msg_id) in (str, int) else None
 
 
 class UpstreamClosed(ConnectionError):
@@ -218,7 +210,7 @@ class StdioUpstream:
 
     def start_call(self, message: dict, done: Callable[..., None], raw: bytes | None = None) -> None:
         """Sends a request; `done(reply, raw_line)` gets its reply (or the failure) on the reader thread."""
-        key = json.dumps(message["id"])
+        key = _call_key(message["id"])
         with self._lock:
             if key in self._pending:
                 raise ValueError(f"request id {message['id']!r} is already in flight")
@@ -247,7 +239,7 @@ class StdioUpstream:
                     self.on_server_message(message)
             else:
                 with self._lock:
-                    done = self._pending.pop(json.dumps(message.get("id")), None)
+                    done = self._pending.pop(_call_key(message.get("id")), None)
                 if done is not None:
                     done(message, line)
         code = self._process.wait()
