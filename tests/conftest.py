@@ -17,8 +17,14 @@ import uvicorn.protocols.websockets.websockets_sansio_impl  # noqa: E402,F401
 # What every pytest started by a test loads without being asked: each installed plugin. Braintrust's
 # imports the whole braintrust SDK (0.5-1 CPU s a process) and hypothesis's imports hypothesis
 # as its run ends (about 0.9 s); the runs tests start use neither (webbench publishes through the
-# braintrust SDK, not that plugin). pytester clears PYTEST_ADDOPTS, so it is set after it.
+# braintrust SDK, not that plugin). pytester clears PYTEST_ADDOPTS, so it is set again after it.
 NOT_LOADED = "-p no:braintrust -p no:hypothesispytest"
+
+
+@pytest.fixture(autouse=True)
+def _child_pytest_runs_load_no_other_plugin(monkeypatch):
+    """For the runs a test starts itself (deploy/run-shard, `python -m pytest`)."""
+    monkeypatch.setenv("PYTEST_ADDOPTS", NOT_LOADED)
 
 
 @pytest.fixture

@@ -35,7 +35,9 @@ SHELL_TOOLS = {"responses": ("exec_command", "cmd"), "messages": ("Bash", "comma
 # Per model turn, in each protocol's own terms (Responses and chat count cached tokens inside the
 # input; Messages counts them apart).
 TURN_USAGE = {"input": 1200, "cached": 300, "output": 40}
-STALL_SEC = 30
+# The stall begins after the agent started, so it outlasts an 8 s agent timeout by at least 4 s
+# however slowly the CLI starts; the trial's end waits for it (the gateway meters what was left)
+STALL_SEC = 12
 
 SHOP_PRICE_CODE = """
 await page.click('a[href="/c/bottles"]');
@@ -320,9 +322,9 @@ class ModelEndpoint:
         ])
 
     async def _before_answering(self, conv: Conversation) -> None:
-        # After the first browser call, so the stalled run has work that counts toward its grade; long
-        # past the timeouts the tests give a stalled run (8 s), and short of the 120 s the gateway waits
-        # for a reply its agent left (it reads it to its end and meters it)
+        # After the first browser call, so the stalled run has work that counts toward its grade; past
+        # the timeouts the tests give a stalled run (8 s), and short of the 120 s the gateway waits for
+        # a reply its agent left (it reads it to its end and meters it)
         if conv.model.endswith("-stall") and conv.results:
             await asyncio.sleep(STALL_SEC)
         if self.latency:  # benchmarks/xdist_scaling.py: an agent that waits on its model, as real ones do
