@@ -371,7 +371,8 @@ def test_a_fork_bomb_meets_the_seal_s_process_limit_and_the_harness_runs_on(tmp_
 
     env = _environment(tmp_path, [])
     # counted with shell builtins alone: once the limit is reached, no fork is left for `ps`
-    bomb = "(for i in $(seq 1 3000); do sleep 60 & done) 2>/dev/null; n=0; for p in /proc/[0-9]*; do n=$((n+1)); done; echo alive=$n"
+    # sh (dash) stops at the first fork refused, where bash would sleep 15 s retrying it
+    bomb = "sh -c 'for i in $(seq 1 3000); do sleep 60 & done' 2>/dev/null; n=0; for p in /proc/[0-9]*; do n=$((n+1)); done; echo alive=$n"
     first, after = _run_all(env, [bomb, "echo still-here"], timeout_sec=120)
     assert "alive=" in first.stdout, first
     alive = int(first.stdout.split("alive=")[1].split()[0])
@@ -397,7 +398,7 @@ def test_without_a_pids_cgroup_a_fork_bomb_meets_rlimit_nproc_in_the_seal_s_own_
     given = tmp_path / "given.txt"
     given.write_text("from the harness")
     bomb = ("id -u; for d in /app /tmp /logs \"$HOME\"; do echo x > \"$d/mine\" && echo wrote; done; "
-            "(for i in $(seq 1 3000); do sleep 60 & done) 2>/dev/null; n=0; for p in /proc/[0-9]*; do n=$((n+1)); done; echo alive=$n")
+            "sh -c 'for i in $(seq 1 3000); do sleep 60 & done' 2>/dev/null; n=0; for p in /proc/[0-9]*; do n=$((n+1)); done; echo alive=$n")
 
     async def go():
         await env.start(force_build=False)

@@ -188,7 +188,8 @@ class HostileAgent(BaseAgent):
         probe = "; ".join([
             "echo ==ETC", "head -c 120 /etc/shadow 2>&1; echo",
             "for f in /etc/hosts /etc/resolv.conf /etc/hostname /etc/passwd; do [ -w $f ] && echo WRITABLE $f; done",
-            "echo ==PROCS", f"(for i in $(seq 1 {MAX_PROCESSES + 200}); do sleep 60 & done) 2>/dev/null; "
+            # sh (dash on Debian) gives up at the first fork refused; bash sleeps 15 s retrying it
+            "echo ==PROCS", f"sh -c 'for i in $(seq 1 {MAX_PROCESSES + 200}); do sleep 60 & done' 2>/dev/null; "
             "n=0; for p in /proc/[0-9]*; do n=$((n+1)); done; echo $n",
             "echo ==FILES", f"ulimit -Sn {MAX_OPEN_FILES + 1} 2>/dev/null && echo RAISED; ulimit -Hn",
         ])
