@@ -90,7 +90,7 @@ def test_the_deploy_scripts_three_shards_merge_to_the_unsharded_run_s_report(tmp
     deploy/merge-shards after), run here for N = 3: the merged report is the unsharded run's, bar
     timings. Shard 2 runs under xdist, whose controller learns the whole plan from its workers."""
     env = {**os.environ, "SUITE": str(LOCAL_WEB), "RUNNER": "reference", "ATTEMPTS": "1", "BROWSER": "local",
-           "TASKS": "shop-price or wiki-population or shop-cart", "EXPERIMENT_ID": "wide"}
+           "TASKS": "shop-price or wiki-population or codehub-latest-release", "EXPERIMENT_ID": "wide"}
     pytest_bin = str(Path(sys.executable).parent / "pytest")
     whole = subprocess.run([pytest_bin, "-p", "no:cacheprovider", "--results-dir=whole", "--suite", env["SUITE"], "--runner",
                             "reference", "--browser", "local", "-k", env["TASKS"], "--experiment-id", "wide"],
