@@ -464,3 +464,27 @@ def test_an_http_reply_holding_a_lone_surrogate_is_sent_as_json():
 
     body = MessageResponse({"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text", "text": "cut \ud83d"}]}}).body
     assert json.loads(body)["result"]["content"][0]["text"] == "cut \ud83d"
+
+
+def test_an_agent_s_unhashable_webmcp_values_are_refused_or_accounted_never_a_crash(tmp_path):
+    """A list where the proxy looks a value up (`action`, `tool_ref`) raised TypeError out of the
+    proxy: the stdio proxy exited, the HTTP endpoint answered 500."""
+    s, up = session("control", tmp_path)
+    reply = run(s.handle(call("webmcp", session_id="S1", action=[])))
+    assert "webmcp_action_forbidden" in reply["result"]["content"][0]["text"] and up.sent == []
+    reply = run(s.handle(call("webmcp", session_id="S1", action="invoke", tool_ref=[1])))
+    assert "result" in reply and len(up.sent) == 1
+    assert list(s.stats.webmcp_invokes) == ["unknown:unreadable"]
+
+
+def test_a_proxy_bug_on_a_message_is_an_error_reply_not_the_end_of_the_session(tmp_path, monkeypatch):
+    s, up = session("control", tmp_path)
+
+    def broken(message):
+        raise KeyError("a bug")
+
+    monkeypatch.setattr(s, "receive", broken)
+    reply = run(s.handle_line(json.dumps(call("execute_playwright_code", session_id="S1", code="1"))))
+    assert reply["id"] == 7 and reply["error"]["code"] == -32603 and "KeyError" in reply["error"]["message"]
+    assert run(s.handle_line('{"jsonrpc": "2.0", "method": "notifications/initialized"}')) is None  # never answered
+    assert up.sent == [] and [r.rule for r in read_call_log(tmp_path / "log.jsonl").records] == ["invalid_message"] * 2

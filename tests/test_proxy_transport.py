@@ -141,3 +141,82 @@ def test_the_official_conformance_scenarios_pass_on_the_proxy(wired_route, scena
     checks = [c for f in tmp_path.rglob("checks.json") for c in json.loads(f.read_text())]
     assert out.returncode == 0 and checks and all(c["status"] != "FAILURE" for c in checks), out.stdout + out.stderr
     shutil.rmtree(tmp_path, ignore_errors=True)
+
+
+# A browser server that, before each reply, writes a line nested past every JSON parser here and
+# a notification the agent's side cannot take (its sink fails), then answers.
+DEEP_SERVER = r'''
+import sys
+for line in sys.stdin:
+    request_id = line.split('"id":', 1)[1].split(",", 1)[0].strip(" }\n")
+    sys.stdout.write("[" * 5000 + "]" * 5000 + "\n")
+    sys.stdout.write('{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"x"}}\n')
+    sys.stdout.write('{"jsonrpc":"2.0","id":%s,"result":{}}\n' % request_id)
+    sys.stdout.flush()
+'''
+
+
+def test_the_upstream_reader_outlives_a_line_nested_past_the_parsers_and_a_failing_sink(tmp_path):
+    """Its reader thread died on either (RecursionError, or the sink's error): every call after it
+    then waited for its reply until the agent gave up."""
+    import threading
+
+    from pytest_webbench.proxy.upstream import StdioUpstream
+
+    server = tmp_path / "deep_server.py"
+    server.write_text(DEEP_SERVER)
+
+    def sink(message):
+        raise RecursionError("the agent's side cannot write it")
+
+    upstream = StdioUpstream([sys.executable, str(server)], on_server_message=sink)
+    replies, answered = [], threading.Event()
+    try:
+        for call_id in (1, 2):
+            answered.clear()
+            upstream.start_call({"jsonrpc": "2.0", "id": call_id, "method": "ping"},
+                                lambda reply, raw=None: (replies.append(reply), answered.set()))
+            assert answered.wait(30), f"call {call_id} was never answered"
+    finally:
+        upstream.close_blocking()
+    assert replies == [{"jsonrpc": "2.0", "id": 1, "result": {}}, {"jsonrpc": "2.0", "id": 2, "result": {}}]
+    assert upstream.unreadable_lines == 4  # two nested lines, two notifications the sink refused
+
+
+def test_a_proxy_bug_on_a_reply_still_answers_the_agent(tmp_path):
+    """The call was forwarded; if turning its reply into the agent's fails, the agent gets an error
+    for it rather than waiting forever."""
+    import io
+
+    from pytest_webbench.design.arms import arm_policy
+    from pytest_webbench.proxy.framing import MAX_LINE_BYTES
+    from pytest_webbench.proxy.log import CallLog
+    from pytest_webbench.proxy.relay import ProxySession
+    from pytest_webbench.proxy.stdio import StdoutWriter, serve
+    from pytest_webbench.proxy.upstream import StdioUpstream
+
+    class Broken(ProxySession):
+        def complete(self, call, reply):
+            raise KeyError("a bug")
+
+    server = tmp_path / "deep_server.py"
+    server.write_text(DEEP_SERVER)
+    upstream = StdioUpstream([sys.executable, str(server)])
+    session = Broken(arm_policy("control"), "S1", upstream, CallLog(tmp_path / "log.jsonl"), trial="t")
+    out = io.BytesIO()
+    try:
+        serve(session, upstream, io.BytesIO(b'{"jsonrpc": "2.0", "id": 4, "method": "ping"}\n'), StdoutWriter(out),
+              MAX_LINE_BYTES, drain_timeout=30)
+    finally:
+        upstream.close_blocking()
+    [reply] = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert reply["id"] == 4 and reply["error"]["code"] == -32603 and "KeyError" in reply["error"]["message"]
+
+
+def test_an_http_reply_answers_only_the_call_of_its_own_id_and_type():
+    from pytest_webbench.proxy.upstream import _classify
+
+    assert _classify('{"jsonrpc":"2.0","id":1,"result":{}}', 1)[0] == "reply"
+    for other in ("1.0", "true", '"1"', "null", "[1]"):
+        assert _classify('{"jsonrpc":"2.0","id":%s,"result":{}}' % other, 1)[0] == "skip", other
+    assert _classify("[" * 5000 + "]" * 5000, 1) == ("skip", None)

@@ -38,7 +38,8 @@ _NOT_READ = (msgspec.DecodeError, RecursionError, UnicodeEncodeError)
 
 def read_request(line: str | bytes) -> Any:
     """An agent's line as json.loads reads it, strictly as UTF-8 (MCP's JSON is): raises ValueError
-    (UnicodeDecodeError included) for what is not JSON, RecursionError past json's depth."""
+    (UnicodeDecodeError included) for what is not JSON, RecursionError past both parsers' depth
+    (msgspec reads one level deeper than json; `unsendable` refuses anything past 64 levels)."""
     try:
         return _DECODER.decode(line)
     except _NOT_READ:

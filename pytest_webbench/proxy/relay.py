@@ -18,6 +18,7 @@ from __future__ import annotations
 import itertools
 import json
 import re
+import sys
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -150,10 +151,15 @@ class ProxySession:
             return self._refuse(None, PARSE_ERROR, f"not JSON: {exc}", raw=line)
         except RecursionError:
             return self._refuse(None, PARSE_ERROR, "not JSON this proxy reads: nested past its parser", raw=line[:200])
+        msg_id = _usable_id(message.get("id")) if isinstance(message, dict) else None
         if (problem := unsendable(line, message)) is not None:
-            return self._refuse(_usable_id(message.get("id")) if isinstance(message, dict) else None, INVALID_REQUEST,
-                                problem, raw=line[:200])
-        step = self.receive(message)
+            return self._refuse(msg_id, INVALID_REQUEST, problem, raw=line[:200])
+        try:
+            step = self.receive(message)
+        except Exception as exc:  # a proxy bug must not take the agent's session down: refused, said on stderr
+            print(f"webbench proxy: internal error on a message: {exc!r}", file=sys.stderr)
+            return self._refuse(msg_id, INTERNAL_ERROR, f"the proxy failed on this message ({type(exc).__name__})",
+                                raw=line[:200], answer=isinstance(message, dict) and "id" in message)  # never a notification
         if isinstance(step, Call) and isinstance(line, bytes) and b"\n" not in line:
             step.raw = line
         return step
@@ -280,7 +286,8 @@ class ProxySession:
                     self._webmcp_refs[entry["tool_ref"]] = (str(meta.get("name")), injected)
             return {"action": "list", "tools": len(self._webmcp_refs)}
         if action == "invoke":
-            name, injected = self._webmcp_refs.get(arguments.get("tool_ref"), (None, None))
+            ref = arguments.get("tool_ref")  # the agent's: a list would not hash
+            name, injected = self._webmcp_refs.get(ref, (None, None)) if isinstance(ref, str) else (None, None)
             status = _invoke_status(reply, payload, listed=name is not None)
             origin = "unknown" if injected is None else "injected" if injected else "native"
             key = f"{origin}:{status}"

@@ -46,7 +46,7 @@ def check_call(policy: ArmPolicy, session_id: str, tool: str, arguments: dict[st
         raise Rejection("session_id_foreign", f"session_id {given!r} is not your browser session")
     if tool == WEBMCP_TOOL:
         action = arguments.get("action")
-        if action not in policy.webmcp_actions:
+        if not isinstance(action, str) or action not in policy.webmcp_actions:  # a list is unhashable
             raise Rejection(
                 "webmcp_action_forbidden",
                 f"webmcp action {action!r} is not allowed here (allowed: {', '.join(sorted(policy.webmcp_actions))})",

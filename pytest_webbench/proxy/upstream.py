@@ -156,20 +156,21 @@ def _classify(data: str, msg_id: object) -> tuple[str, dict | None]:
         return "skip", None
     try:
         message = read_reply(data)
-    except ValueError:
+    except (ValueError, RecursionError):
         return "skip", None
     if not isinstance(message, dict):
         return "skip", None
     if "method" in message:
         return "server", message
-    if message.get("id") == msg_id and ("result" in message or "error" in message):
+    key = _call_key(msg_id)
+    if key is not None and _call_key(message.get("id")) == key and ("result" in message or "error" in message):
         return "reply", message
     return "skip", None
 
 
 def _call_key(msg_id: object) -> tuple | None:
-    """Which call a reply answers: its id and the id's type, so 1, "1", 1.0 and true stay apart (the
-    proxy forwards only string and integer ids); None matches no call."""
+    """Which call a reply answers, over stdio or HTTP: its id and the id's type, so 1, "1", 1.0 and
+    true stay apart (the proxy forwards only string and integer ids); None matches no call."""
     return (type(msg_id), msg_id) if type(msg_id) in (str, int) else None
 
 
@@ -229,14 +230,17 @@ class StdioUpstream:
                 continue
             try:
                 message = read_reply(line)
-            except ValueError:
-                self.unreadable_lines += 1  # a server printing to stdout: skip the line, not fatal
+            except (ValueError, RecursionError):  # a server printing to stdout, or nesting past the parsers
+                self.unreadable_lines += 1  # skipped: the reader must live on for every call after it
                 continue
             if not isinstance(message, dict):
                 self.unreadable_lines += 1
             elif "method" in message:
                 if self.on_server_message is not None:
-                    self.on_server_message(message)
+                    try:
+                        self.on_server_message(message)
+                    except Exception:  # one the agent cannot be sent (nested past the writer): dropped
+                        self.unreadable_lines += 1
             else:
                 with self._lock:
                     done = self._pending.pop(_call_key(message.get("id")), None)
