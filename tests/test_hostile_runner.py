@@ -130,3 +130,13 @@ def test_the_event_payload_probe_can_report_breached():
     assert len(scoped["result"]["tries"]) == 5 and "all 5 ways refused" in event_payload_wall(scoped["result"]).evidence
     # an error of another kind is no `held`
     assert event_payload_wall({"tries": {"event payload": "refused: Cannot read properties of undefined"}}).status == "breached"
+
+
+def test_the_process_probe_is_held_only_where_a_fork_was_refused_and_says_when_its_shell_never_ran():
+    from pytest_webbench.runners.hostile import process_wall
+
+    assert process_wall("forks:2\n1022", 1024).status == "held"
+    assert process_wall("forks:2\n1300", 1024).status == "breached"
+    assert process_wall("forks:0\n900", 1024).status == "breached"  # every fork went through: no limit met
+    assert process_wall("forks:127\n74", 1024).status == "not probed"  # no sh: nothing was tried
+    assert process_wall("", 1024).status == "not probed"

@@ -488,3 +488,48 @@ def test_a_proxy_bug_on_a_message_is_an_error_reply_not_the_end_of_the_session(t
     assert reply["id"] == 7 and reply["error"]["code"] == -32603 and "KeyError" in reply["error"]["message"]
     assert run(s.handle_line('{"jsonrpc": "2.0", "method": "notifications/initialized"}')) is None  # never answered
     assert up.sent == [] and [r.rule for r in read_call_log(tmp_path / "log.jsonl").records] == ["invalid_message"] * 2
+
+
+class PageUpstream(RecordingUpstream):
+    """Answers every tools/call with the text a page's WebMCP tool (or the server) chose."""
+
+    def __init__(self, text: str, extra: dict | None = None):
+        super().__init__()
+        self.text, self.extra = text, extra or {}
+
+    async def send(self, message, on_server_message=None):
+        self.sent.append(message)
+        return {"jsonrpc": "2.0", "id": message["id"], "result": {"content": [{"type": "text", "text": self.text}]}, **self.extra}
+
+
+@pytest.mark.parametrize("action, text", [
+    ("invoke", "[" * 5000),  # nested past json: RecursionError out of the accounting
+    ("list", json.dumps({"tools": 5})),  # not a list: TypeError
+    ("list", "[" * 5000),
+])
+def test_what_a_page_s_tool_returns_is_passed_on_and_logged_whatever_its_shape(action, text, tmp_path):
+    up = PageUpstream(text)
+    s = ProxySession(arm_policy("control"), "S1", up, CallLog(tmp_path / "log.jsonl"), trial="t")
+    reply = run(s.handle(call("webmcp", session_id="S1", action=action, tool_ref="tr_1")))
+    assert reply["result"]["content"][0]["text"] == text  # the page's own result, not a proxy error
+    [record] = read_call_log(tmp_path / "log.jsonl").records
+    assert record.decision == "forwarded" and record.outcome == "ok" and record.webmcp["action"] == action
+
+
+def test_a_page_s_webmcp_status_and_tool_names_are_bounded_in_the_record(tmp_path):
+    listed = {"tools": [{"tool_ref": "tr_1", "tool": {"name": "n" * 100_000}, "source": {"custom": True}}]}
+    s = ProxySession(arm_policy("control"), "S1", PageUpstream(json.dumps(listed)), CallLog(tmp_path / "log.jsonl"), trial="t")
+    run(s.handle(call("webmcp", session_id="S1", action="list")))
+    s.upstream.text = json.dumps({"status": "x" * 1_000_000})
+    run(s.handle(call("webmcp", session_id="S1", action="invoke", tool_ref="tr_1")))
+    [key] = s.stats.webmcp_invokes
+    assert key.startswith("injected:x") and len(key) < 200
+    invoked = read_call_log(tmp_path / "log.jsonl").records[-1].webmcp
+    assert len(invoked["tool"]) < 200 and len(invoked["status"]) < 200
+
+
+def test_a_reply_with_a_result_and_an_error_that_is_no_object_is_logged_as_its_result(tmp_path):
+    s = ProxySession(arm_policy("control"), "S1", PageUpstream("{}", {"error": "boom"}), CallLog(tmp_path / "log.jsonl"), trial="t")
+    reply = run(s.handle(call("execute_playwright_code", session_id="S1", code="1")))
+    assert reply["result"]["content"][0]["text"] == "{}"
+    assert read_call_log(tmp_path / "log.jsonl").records[0].outcome == "ok"

@@ -220,3 +220,16 @@ def test_an_http_reply_answers_only_the_call_of_its_own_id_and_type():
     for other in ("1.0", "true", '"1"', "null", "[1]"):
         assert _classify('{"jsonrpc":"2.0","id":%s,"result":{}}' % other, 1)[0] == "skip", other
     assert _classify("[" * 5000 + "]" * 5000, 1) == ("skip", None)
+
+
+def test_an_http_json_reply_of_another_id_or_a_request_in_its_place_answers_no_call():
+    """A plain JSON body was taken as the reply whatever its id: now it must answer the call sent."""
+    from pytest_webbench.proxy.upstream import HttpUpstream
+
+    bodies = iter([b'{"jsonrpc":"2.0","id":true,"result":{}}', b'{"jsonrpc":"2.0","id":"other","result":{}}',
+                   b'{"jsonrpc":"2.0","id":1,"method":"ping"}', b'{"jsonrpc":"2.0","id":1,"result":{"ok":1}}'])
+    upstream = HttpUpstream("http://browser.invalid/mcp")
+    upstream._sync_client = httpx.Client(transport=httpx.MockTransport(
+        lambda request: httpx.Response(200, content=next(bodies), headers={"content-type": "application/json"})))
+    replies = [upstream.call({"jsonrpc": "2.0", "id": 1, "method": "ping"}) for _ in range(4)]
+    assert replies == [None, None, None, {"jsonrpc": "2.0", "id": 1, "result": {"ok": 1}}]

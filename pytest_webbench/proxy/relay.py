@@ -27,7 +27,8 @@ from typing import Any, Protocol
 
 from ..design.arms import WEBMCP_TOOL, ArmPolicy
 from .framing import read_request, unsendable
-from .log import MAX_RESULT_CHARS, CallLog, bounded
+from .log import CallLog, bounded
+from .results import bounded_text, invoke_status, result_json, result_text, short
 from .rules import Rejection, check_call, filter_tools
 
 PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS, INTERNAL_ERROR = -32700, -32600, -32601, -32602, -32603
@@ -140,7 +141,11 @@ class ProxySession:
             reply: dict | None | BaseException = await self.upstream.send(step.message, on_server_message)
         except Exception as exc:
             reply = exc
-        return self.complete(step, reply)
+        try:
+            return self.complete(step, reply)
+        except Exception as exc:  # a proxy bug must not leave the agent without a reply
+            print(f"webbench proxy: internal error on a reply: {exc!r}", file=sys.stderr)
+            return _error(step.message["id"], INTERNAL_ERROR, f"the proxy failed on this reply ({type(exc).__name__})")
 
     # -- sans-IO core ----------------------------------------------------------------------
     def receive_line(self, line: str | bytes) -> Step:
@@ -231,7 +236,11 @@ class ProxySession:
                 elif method == "tools/list" and isinstance(result.get("tools"), list):
                     result["tools"] = filter_tools(self.policy, result["tools"])
             if call.tool == WEBMCP_TOOL:
-                webmcp = self._account_webmcp(call.arguments or {}, reply)
+                try:
+                    webmcp = self._account_webmcp(call.arguments or {}, reply)
+                except Exception as exc:  # what a page's tools return is the page's: it never stops the call
+                    print(f"webbench proxy: webmcp accounting failed: {exc!r}", file=sys.stderr)
+                    webmcp = {"action": short((call.arguments or {}).get("action")), "status": "unreadable"}
         self._write(method, call.tool, call.arguments, "forwarded", call.started, reply, webmcp=webmcp)
         return reply
 
@@ -274,21 +283,22 @@ class ProxySession:
     # -- WebMCP accounting -----------------------------------------------------------------
     def _account_webmcp(self, arguments: dict, reply: dict) -> dict[str, Any]:
         action = arguments.get("action")
-        payload = _result_json(reply)
+        payload = result_json(reply)
         if action == "list":
             if not isinstance(payload, dict):
                 return {"action": "list", "tools": None}
             self._webmcp_refs = {}
-            for entry in payload.get("tools") or []:
+            listed = payload.get("tools")
+            for entry in listed if isinstance(listed, list) else []:
                 if isinstance(entry, dict) and isinstance(entry.get("tool_ref"), str):
                     meta = entry.get("tool") if isinstance(entry.get("tool"), dict) else entry
                     injected = isinstance(entry.get("source"), dict) and bool(entry["source"].get("custom"))
-                    self._webmcp_refs[entry["tool_ref"]] = (str(meta.get("name")), injected)
+                    self._webmcp_refs[entry["tool_ref"]] = (short(meta.get("name")), injected)
             return {"action": "list", "tools": len(self._webmcp_refs)}
         if action == "invoke":
             ref = arguments.get("tool_ref")  # the agent's: a list would not hash
             name, injected = self._webmcp_refs.get(ref, (None, None)) if isinstance(ref, str) else (None, None)
-            status = _invoke_status(reply, payload, listed=name is not None)
+            status = invoke_status(reply, payload, listed=name is not None)
             origin = "unknown" if injected is None else "injected" if injected else "native"
             key = f"{origin}:{status}"
             self.stats.webmcp_invokes[key] = self.stats.webmcp_invokes.get(key, 0) + 1
@@ -316,10 +326,10 @@ class ProxySession:
     ) -> None:
         if decision == "rejected":
             outcome, detail = "rejected", None
-        elif "error" in reply:
+        elif isinstance(reply.get("error"), dict):
             outcome, detail = "error", str(reply["error"].get("message"))
         elif reply["result"].get("isError"):
-            outcome, detail = "tool_error", _result_text(reply)[:500]
+            outcome, detail = "tool_error", result_text(reply)[:500]
         else:
             outcome, detail = "ok", None
         saw = self._saw(reply) if decision == "forwarded" and outcome == "ok" and method == "tools/call" else None
@@ -327,7 +337,7 @@ class ProxySession:
             time=time.time(), trial=self.trial, seq=next(self._seq), method=method, tool=tool,
             arguments=bounded(arguments) if arguments is not None else None, decision=decision, rule=rule,
             outcome=outcome, detail=detail, latency_ms=(time.perf_counter() - started) * 1000,
-            webmcp=webmcp, cap_reached=cap_reached, result=_bounded_text(reply) if method == "tools/call" else None,
+            webmcp=webmcp, cap_reached=cap_reached, result=bounded_text(reply) if method == "tools/call" else None,
             saw=saw or None,
         )
 
@@ -338,25 +348,10 @@ class ProxySession:
         pending = [f for f in self.watch if f not in self.stats.answer_seen]
         if not pending:
             return []
-        text = _result_text(reply).casefold()
+        text = result_text(reply).casefold()
         newly = [f for f in pending if any(form in text for form in self.watch[f])]
         self.stats.answer_seen.update(newly)
         return newly
-
-
-def _invoke_status(reply: dict, payload: Any, listed: bool) -> str:
-    """completed / error / canceled / awaiting_submission as Kernel reports them, `unknown` for an
-    outcome_unknown (the tool may have run), `stale_ref` for a ref whose document navigated."""
-    failed = "error" in reply or reply["result"].get("isError")
-    if failed:
-        text = json.dumps(reply.get("error") or reply["result"])
-        if "outcome_unknown" in text:
-            return "unknown"
-        if "stale" in text or "tool_ref_stale" in text:
-            return "stale_ref"
-        return "error" if listed else "unlisted_ref"
-    status = payload.get("status") if isinstance(payload, dict) else None
-    return str(status) if status else "unreadable"
 
 
 def _usable_id(value: Any) -> Any:
@@ -374,27 +369,6 @@ def _tool_error(msg_id: Any, text: str) -> dict:
     # `resultType` is required under protocol 2026-07-28 and ignored by older clients.
     result = {"content": [{"type": "text", "text": text}], "isError": True, "resultType": "complete"}
     return {"jsonrpc": "2.0", "id": msg_id, "result": result}
-
-
-def _result_text(reply: dict) -> str:
-    content = (reply.get("result") or {}).get("content")
-    if not isinstance(content, list):
-        return ""
-    return "\n".join(str(c.get("text", "")) for c in content if isinstance(c, dict) and c.get("type") == "text")
-
-
-def _bounded_text(reply: dict) -> str | None:
-    text = _result_text(reply) if "result" in reply else str((reply.get("error") or {}).get("message", ""))
-    if len(text) > MAX_RESULT_CHARS:
-        return text[:MAX_RESULT_CHARS] + f"... ({len(text) - MAX_RESULT_CHARS} more characters)"
-    return text or None
-
-
-def _result_json(reply: dict) -> Any:
-    try:
-        return json.loads(_result_text(reply))
-    except ValueError:
-        return None
 
 
 def _printable(raw: Any) -> Any:

@@ -88,8 +88,8 @@ class HttpUpstream:
             if not self._expects_reply(message, response):
                 await response.aread()
                 return None
-            if not _is_event_stream(response):
-                return read_reply(await response.aread())
+            if not _is_event_stream(response):  # a JSON body: the reply, if it answers this call
+                return _reply_in(await response.aread(), message["id"])
             async for event in EventSource(response).aiter_sse():
                 kind, parsed = _classify(event.data, message["id"])
                 if kind == "reply":
@@ -108,7 +108,7 @@ class HttpUpstream:
                 response.read()
                 return None
             if not _is_event_stream(response):
-                return read_reply(response.read())
+                return _reply_in(response.read(), message["id"])
             for event in EventSource(response).iter_sse():
                 kind, parsed = _classify(event.data, message["id"])
                 if kind == "reply":
@@ -149,7 +149,13 @@ def _is_event_stream(response: httpx.Response) -> bool:
     return response.headers.get("content-type", "").partition(";")[0].strip() == "text/event-stream"
 
 
-def _classify(data: str, msg_id: object) -> tuple[str, dict | None]:
+def _reply_in(body: bytes, msg_id: object) -> dict | None:
+    """A JSON body's reply to `msg_id`; anything else in its place (another id, a request) is none."""
+    kind, parsed = _classify(body, msg_id)
+    return parsed if kind == "reply" else None
+
+
+def _classify(data: str | bytes, msg_id: object) -> tuple[str, dict | None]:
     """One SSE event's data: the reply to `msg_id`, a server message (request or notification)
     for the agent, or something to skip (a keep-alive, an empty priming event, garbage)."""
     if not data:
