@@ -39,27 +39,12 @@ class CallRecord(BaseModel):
     saw: list[str] | None = None  # answer fields this result was the first to show (grading/evidence.py)
 
 
-class CallLine(msgspec.Struct, kw_only=True):
-    """A CallRecord as the proxy writes it: the same fields in the same order with the same
-    defaults, unvalidated (the proxy makes every value itself; validating cost ~4 us of the call it
-    logs before answering). tests/test_proxy_encoding.py holds it to CallRecord and its lines to
-    pydantic's."""
-
-    time: float
-    trial: str
-    seq: int
-    method: str
-    tool: str | None = None
-    arguments: Any = None
-    decision: str
-    rule: str | None = None
-    outcome: str = "ok"
-    detail: str | None = None
-    latency_ms: float = 0.0
-    webmcp: dict[str, Any] | None = None
-    cap_reached: bool = False
-    result: str | None = None
-    saw: list[str] | None = None
+# A CallRecord as the proxy writes it, made from the model's own fields and defaults so the two
+# cannot drift: unvalidated (the proxy makes every value itself; validating cost ~4 us of the call
+# it logs before answering). tests/test_proxy_encoding.py holds its lines to pydantic's.
+CallLine = msgspec.defstruct(
+    "CallLine", [(name, Any) if field.is_required() else (name, Any, field.default)
+                 for name, field in CallRecord.model_fields.items()], kw_only=True)
 
 
 _ENCODER = msgspec.json.Encoder()

@@ -144,8 +144,7 @@ class ProxySession:
         try:
             return self.complete(step, reply)
         except Exception as exc:  # a proxy bug must not leave the agent without a reply
-            print(f"webbench proxy: internal error on a reply: {exc!r}", file=sys.stderr)
-            return _error(step.message["id"], INTERNAL_ERROR, f"the proxy failed on this reply ({type(exc).__name__})")
+            return failed_reply(step, exc)
 
     # -- sans-IO core ----------------------------------------------------------------------
     def receive_line(self, line: str | bytes) -> Step:
@@ -352,6 +351,12 @@ class ProxySession:
         newly = [f for f in pending if any(form in text for form in self.watch[f])]
         self.stats.answer_seen.update(newly)
         return newly
+
+
+def failed_reply(call: Call, exc: Exception) -> dict:
+    """The agent's answer to a forwarded call whose reply the proxy failed on (said on stderr)."""
+    print(f"webbench proxy: internal error on a reply: {exc!r}", file=sys.stderr)
+    return _error(call.message["id"], INTERNAL_ERROR, f"the proxy failed on this reply ({type(exc).__name__})")
 
 
 def _usable_id(value: Any) -> Any:

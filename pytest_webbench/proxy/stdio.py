@@ -23,7 +23,7 @@ from typing import BinaryIO
 from ..design.arms import ARM_POLICIES, arm_policy
 from .framing import MAX_LINE_BYTES, Oversized, message_bytes, read_lines
 from .log import CallLog
-from .relay import INTERNAL_ERROR, Answer, Call, ProxySession, Relay
+from .relay import Answer, Call, ProxySession, Relay, failed_reply
 from .upstream import HttpUpstream, StdioUpstream, expand_env_refs
 
 
@@ -111,9 +111,7 @@ def serve(session: ProxySession, upstream, stdin: BinaryIO, writer: StdoutWriter
                 else:
                     writer.write(answer)
             except Exception as exc:  # a proxy bug must not take the agent's session down, nor leave it waiting
-                print(f"webbench proxy: internal error: {exc!r}", file=sys.stderr)
-                writer.write({"jsonrpc": "2.0", "id": call.message["id"], "error": {
-                    "code": INTERNAL_ERROR, "message": f"the proxy failed on this reply ({type(exc).__name__})"}})
+                writer.write(failed_reply(call, exc))
             finally:
                 with settled:
                     in_flight -= 1
