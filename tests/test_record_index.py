@@ -9,6 +9,7 @@ repair the index, not the files, must serve every record.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import multiprocessing
 import os
@@ -219,6 +220,42 @@ def test_a_current_line_vouches_for_the_trial_s_pages_and_a_changed_record_gets_
     assert "edited" in (exp / "pages" / "pair-a-a1.html").read_text()  # and its pair's
     again = scan_records(exp)  # the report repaired the index: fast, and vouching for every page again
     assert not again.stale and again.pages_current == {t.trial_id for t in planned}
+
+
+def test_an_index_written_again_keeps_each_line_that_still_holds_and_makes_the_others_anew(tmp_path):
+    """rewrite_index reuses a line read from the index only where its stamp and its word on the
+    pages are still what the new index says: the index then reads as the one made by writing every
+    line again, and a changed record or a new word on its pages gets its own line."""
+    from pytest_webbench.results.file_stamps import stamp_of
+    from pytest_webbench.results.index_lines import indexed_records, line_json
+
+    rng = random.Random(5)
+    exp = tmp_path / "exp"
+    planned = _planned_run(exp, ["a", "b"], 2)
+    for trial in planned:
+        write_trial_record(exp, _record(trial.trial_id, rng))
+    before = {t: line[3] for t, line in indexed_records((exp / "trials" / INDEX).read_bytes()).items()}
+    _replace_by_hand(exp / "trials" / "a-a1-control.json", rng)
+    scan = scan_records(exp)
+    assert len(scan.lines) == len(planned) - 1  # the edited record's line is no longer current
+    rewrite_index(exp, scan, pages={"b-a2-treatment"})
+    written = (exp / "trials" / INDEX).read_bytes()
+    remade = "".join(f"{line_json(scan.stamps[r.trial_id], r, r.trial_id == 'b-a2-treatment')}\n"  # as it was made before
+                     for r in scan.records)
+    after = indexed_records(written)
+    assert written.count(b"\n") == len(planned) and len(after) == len(planned)
+    assert {t: (s, as_model(r), p) for t, (s, r, p, _) in after.items()} == \
+        {t: (s, as_model(r), p) for t, (s, r, p, _) in indexed_records(remade.encode()).items()}
+    assert {t for t in after if after[t][3] == before[t]} == {t.trial_id for t in planned} - {"a-a1-control", "b-a2-treatment"}
+    assert after["b-a2-treatment"][2] and not after["b-a1-treatment"][2]
+    edited = exp / "trials" / "a-a1-control.json"
+    assert after["a-a1-control"][0] == stamp_of(edited.stat())
+    assert as_model(after["a-a1-control"][1]) == ReportedTrial.model_validate_json(edited.read_bytes())
+    # a line held for another stamp than the scan's (the edited record's line from before) is never kept
+    old = indexed_records(b"\n".join(before.values()))["a-a1-control"]
+    held_before = dataclasses.replace(scan, lines={**scan.lines, "a-a1-control": (old[0], old[2], old[3])})
+    rewrite_index(exp, held_before, pages={"b-a2-treatment"})
+    assert {t: line[0] for t, line in indexed_records((exp / "trials" / INDEX).read_bytes()).items()} == scan.stamps
 
 
 def _varied_record(trial_id: str, rng: random.Random) -> TrialRecord:
@@ -503,7 +540,7 @@ def test_a_first_render_from_records_alone_reads_each_once_in_the_pool_and_says_
         made[how] = {
             "report": json.loads((exp / "report.json").read_text().replace(str(exp.parent), "")),
             "pages": {p.name: p.read_text().replace(str(exp.parent), "") for p in (exp / "pages").glob("*.html")},
-            "index": {t: (as_model(r).model_dump(), vouched) for t, (_, r, vouched) in lines.items()},
+            "index": {t: (as_model(r).model_dump(), vouched) for t, (_, r, vouched, _) in lines.items()},
         }
     given = read_by_pool[-1][0]
     if pool == "that starts":  # every good record, and only those, came from the pool
@@ -570,6 +607,6 @@ def test_a_pair_page_drawn_with_one_side_vouches_for_neither_member_whichever_pa
         (exp / "pages" / "pair-a-a1.html").unlink()
         monkeypatch.setattr(pages, "PARALLEL_FROM", 10**9 if how == "one process" else 1)
         write_report(exp)
-        made[how] = {t: vouched for t, (_, _, vouched) in indexed_records((exp / "trials" / INDEX).read_bytes()).items()}
+        made[how] = {t: vouched for t, (_, _, vouched, _) in indexed_records((exp / "trials" / INDEX).read_bytes()).items()}
     assert made["one process"] == made["the pool"]
     assert made["the pool"]["a-a1-control"] is False and made["the pool"]["a-a1-treatment"] is False

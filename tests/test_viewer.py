@@ -247,3 +247,22 @@ def test_harbor_s_viewer_lists_every_trial_of_the_run(traced):
             result = client.get(f"/api/jobs/{arm}/trials/{expected[0]}").json()
             assert result["trial_name"] == expected[0]
 
+
+
+@pytest.mark.parametrize("value", [
+    {"price": 17.49}, None, [], {}, [[1, {"a": None}], "ünï ✓"], 10**30, -0.0, 1e300, float("nan"), float("-inf"),
+    {"k": [float("inf"), None]}, "\udc80 lone", {"1": True, "2": False}, "</pre><script>x</script>",
+])
+def test_a_value_on_a_trial_page_reads_back_as_the_value(value):
+    """msgspec writes what it can and json the rest (viewer/pages.py _json): either way the text
+    shown, unescaped, is the value's JSON (NaN and infinities as json spells them), one space an indent."""
+    import html
+
+    from pytest_webbench.viewer.pages import _json
+
+    shown = _json(value)
+    assert "<" not in shown and ">" not in shown  # escaped for the page
+    text = html.unescape(shown)
+    assert json.dumps(json.loads(text), indent=1) == json.dumps(value, indent=1)  # NaN reads back as NaN, not null
+    assert text.count("\n") == json.dumps(value, indent=1).count("\n")
+    assert len(html.unescape(_json({"a": "x" * 9000}))) == 4000

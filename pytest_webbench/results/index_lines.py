@@ -141,9 +141,10 @@ def _signed(body: str) -> str:
     return f'{{"c":"{zlib.crc32(body.encode()):08x}",{body}'
 
 
-def indexed_records(data: bytes) -> dict[str, tuple[Stamp, Any, bool]]:
-    """Trial id -> (stamp, record, pages) of its last usable line: one whose CRC holds, that is one
-    JSON object written under this schema (`v`), and whose fields have the model's types."""
+def indexed_records(data: bytes) -> dict[str, tuple[Stamp, Any, bool, bytes]]:
+    """Trial id -> (stamp, record, pages, the line's own bytes) of its last usable line: one whose
+    CRC holds, that is one JSON object written under this schema (`v`), and whose fields have the
+    model's types. The bytes let an index written again keep the line as it is (record_index.rewrite_index)."""
     crc, version = zlib.crc32, fingerprint()
     head = b'"v":"%s"' % version.encode()  # next after the CRC, as the harness writes a line
     whole = [line for line in data.split(b"\n")
@@ -158,8 +159,10 @@ def indexed_records(data: bytes) -> dict[str, tuple[Stamp, Any, bool]]:
     except (msgspec.DecodeError, RecursionError):  # only a harness bug writes such a line: keep the others
         usable = False
     if not usable:
-        lines = [line for line in map(_decoded, whole) if line is not None and line.v == version]
-    return {line.record.trial_id: (line.stamp, line.record, line.pages) for line in lines}
+        pairs = [(line, signed) for line, signed in zip(map(_decoded, whole), whole)
+                 if line is not None and line.v == version]
+        return {line.record.trial_id: (line.stamp, line.record, line.pages, signed) for line, signed in pairs}
+    return {line.record.trial_id: (line.stamp, line.record, line.pages, signed) for line, signed in zip(lines, whole)}
 
 
 def _decoded(signed: bytes) -> _Line | None:
@@ -178,7 +181,8 @@ def line_json(stamp: Stamp, record: Any, pages: bool) -> str:
         body = model.model_dump_json(exclude_defaults=True)
     else:
         body = msgspec.json.encode(record).decode()
-    return _signed(f'"v":"{fingerprint()}","stamp":{json.dumps(list(stamp))},"record":{body}{",\"pages\":true" if pages else ""}}}')
+    a, b, c, d = map(int, stamp)  # json.dumps' spelling of the four ints, without its encoder's start-up
+    return _signed(f'"v":"{fingerprint()}","stamp":[{a}, {b}, {c}, {d}],"record":{body}{",\"pages\":true" if pages else ""}}}')
 
 
 def as_model(record: Any) -> ReportedTrial:

@@ -250,7 +250,7 @@ def trial_dir(experiment_dir: Path, record: BaseModel) -> Path | None:
     return experiment_dir / relative if relative else None
 
 
-def atomic_write(path: Path, text: str | bytes, staging: Path | None = None) -> None:
+def atomic_write(path: str | os.PathLike, text: str | bytes, staging: str | os.PathLike | None = None) -> None:
     """The whole file or none of it: written beside its place (or in `staging`, a folder on the
     same file system: where the place is a folder of 100,000 files, each entry made there costs),
     then renamed over it. The name is this thread's own (a thread writes one file at a time), not
@@ -258,7 +258,8 @@ def atomic_write(path: Path, text: str | bytes, staging: Path | None = None) -> 
     that name (a crash's leftover, a link) is removed and the file made anew, exclusively."""
     data = text if isinstance(text, bytes) else text.encode("utf-8")
     # strings and plain system calls, not pathlib and a file object: a third of the cost a page
-    folder = os.fspath(staging) if staging is not None else (os.path.dirname(os.fspath(path)) or ".")
+    path = os.fspath(path)
+    folder = os.fspath(staging) if staging is not None else (os.path.dirname(path) or ".")
     tmp = f"{folder}/.w{os.getpid()}.{threading.get_ident()}.tmp"
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     try:

@@ -10,6 +10,7 @@ quarter of a 21.7 s render, on one core (benchmarks/report_scale.py --cold).
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -23,13 +24,14 @@ from .pages import PAGES, in_a_pool, page_names, page_workers, pairs_of, render_
 from .review_blocks import review_stamps
 
 Job = tuple[str, list[str], list[str], bool, list[str]]  # a unit's render job, and the unindexed members to line
-Read = tuple[dict[str, tuple[Any, Any, bool]], int, set[str]]  # index lines by trial, pages written, unreadable
+# index lines by trial (as indexed_records gives them), pages written, unreadable
+Read = tuple[dict[str, tuple[Any, Any, bool, bytes]], int, set[str]]
 _HELD = msgspec.json.Decoder(IndexedTrial)
 
 
 def read_and_render(experiment_dir: Path, unindexed: list[str], mtimes: dict[str, float],
                     vouched: set[str]) -> Read:
-    """For scan_records: trial id -> (stamp, record, pages) of each unindexed record a worker read,
+    """For scan_records: trial id -> (stamp, record, pages, line) of each unindexed record a worker read,
     with every stale page of the run written; how many pages were written; and the trials whose
     records a page needed and could not be read (write_pages counts both as its own). Nothing
     where there are too few for a pool, or the pool could not be had (the scan then reads them
@@ -44,12 +46,12 @@ def read_and_render(experiment_dir: Path, unindexed: list[str], mtimes: dict[str
     for trial_id in unindexed:
         unit = pair_of.get(trial_id, trial_id)
         jobs.setdefault(unit, [unit, pairs.get(unit, [trial_id]), [], False, []])[4].append(trial_id)
-    done = in_a_pool(_read_render_and_line, experiment_dir, [tuple(jobs[unit]) for unit in sorted(jobs)], workers)
+    done = in_a_pool(_read_render_and_line, experiment_dir, [tuple(jobs[unit]) for unit in sorted(jobs)], workers,
+                     then=lambda chunk: (chunk[0], indexed_records(chunk[1]), chunk[2]))  # read while the pool works
     if done is None:
         return {}, 0, set()
     asked = set(unindexed)
-    lines = indexed_records(b"\n".join(blob for _, blob, _ in done))
-    return ({t: line for t, line in lines.items() if t in asked}, sum(count for count, _, _ in done),
+    return ({t: line for _, lines, _ in done for t, line in lines.items() if t in asked}, sum(count for count, _, _ in done),
             set().union(*(unreadable for _, _, unreadable in done)))
 
 
@@ -57,11 +59,12 @@ def _read_render_and_line(experiment_dir: Path, jobs: list[Job]) -> tuple[int, b
     """A worker's share: the pages written, its index lines as one blob, and the trials whose
     records its pages needed and could not read (as _render_units says them)."""
     count, lines, unreadable = 0, [], set()
+    trials = os.path.join(experiment_dir, "trials")
     for unit, members, stale, pair_page, unindexed in jobs:
         records, stamps, blobs = {}, {}, {}
         needed = unit_needs(members, stale, pair_page)
         for trial_id in needed | set(unindexed):
-            if (read := _read(experiment_dir / "trials" / f"{trial_id}.json", trial_id)) is not None:
+            if (read := _read(f"{trials}/{trial_id}.json", trial_id)) is not None:
                 records[trial_id], stamps[trial_id], blobs[trial_id] = read
         unreadable |= needed - records.keys()
         count += render_unit(experiment_dir, unit, members, stale, pair_page, records)
@@ -80,7 +83,7 @@ def _read_render_and_line(experiment_dir: Path, jobs: list[Job]) -> tuple[int, b
     return count, b"\n".join(lines), unreadable
 
 
-def _read(path: Path, trial_id: str) -> tuple[TrialRecord, Any, bytes] | None:
+def _read(path: str, trial_id: str) -> tuple[TrialRecord, Any, bytes] | None:
     """The record, the stamp of the very file read (fstat) and its bytes, or None: unreadable, not
     a record, or another trial's (the scan reads those itself and says why)."""
     try:

@@ -13,6 +13,7 @@ screenshot and the trace in the trial's Harbor folder. `export_page` writes one 
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import json
 import os
@@ -21,7 +22,10 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from ..design.pairing import PAIRED_ARMS
+from ..results.file_stamps import read_stamped
 from ..results.records import SCREENSHOT_TYPES, TrialRecord, atomic_write
 from .frames import frame_bytes, thumbnail
 from .review_blocks import pair_review_html, review_stamps, trial_review_html
@@ -33,7 +37,17 @@ FRAMES = "frames"  # pages/frames/<content hash>.jpeg
 STAGING = ".staging"  # pages/.staging/: each page is written here, then renamed into pages/
 MAX_FRAMES = 40  # screenshots shown per trial; the trace holds them all
 def _json(value: Any) -> str:
-    return escape(json.dumps(value, indent=1, default=str)[:4000])
+    """A value as indented JSON, cut at 4,000 characters. msgspec writes it: json's indenting
+    encoder is pure Python, a sixth of a first render's work (three values a trial). json writes
+    what msgspec cannot (a lone surrogate, a non-JSON object) or would write otherwise (NaN as null)."""
+    try:
+        text = msgspec.json.format(msgspec.json.encode(value), indent=1)
+        if b"null" in text and value is not None:
+            raise ValueError("maybe a non-finite float")
+        shown = text.decode()
+    except (TypeError, ValueError, OverflowError, RecursionError):
+        shown = json.dumps(value, indent=1, default=str)
+    return escape(shown[:4000])
 
 
 def _arguments(value: Any) -> str:
@@ -49,8 +63,12 @@ class Pictures:
     needed, the final screenshot where Harbor's folder has it), or, for an export, data URIs."""
 
     def __init__(self, experiment_dir: Path, embed: bool = False):
-        self.pages, self.embed = experiment_dir / PAGES, embed
+        self.experiment_dir, self.embed = experiment_dir, embed
         self.shown: dict[tuple[Path, str], str] = {}
+
+    @functools.cached_property
+    def pages(self) -> Path:  # made when a picture is shown: most pages have none, and a unit makes one Pictures
+        return self.experiment_dir / PAGES
 
     def frame(self, timeline: Timeline, member: str) -> str | None:
         if timeline.trace_path is None:
@@ -304,19 +322,21 @@ def page_workers(jobs: int) -> int:
     return min(len(os.sched_getaffinity(0)), MAX_PAGE_WORKERS) if jobs >= PARALLEL_FROM else 1
 
 
-def in_a_pool(work, experiment_dir: Path, jobs: list, workers: int) -> list | None:
+def in_a_pool(work, experiment_dir: Path, jobs: list, workers: int, then=None) -> list | None:
     """`work(experiment_dir, chunk)` over the jobs in spawned processes (not forked: the run's own
-    process may hold threads, the service loop's): each chunk's result; None where a pool cannot
-    be had or broke (no interpreter to spawn, a worker killed): then this process does them all,
-    as writing a page again is harmless."""
+    process may hold threads, the service loop's): each chunk's result, or `then(result)` made
+    here as each arrives, while the pool goes on; None where a pool cannot be had or broke (no
+    interpreter to spawn, a worker killed): then this process does them all, as writing a page
+    again is harmless."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
     from concurrent.futures.process import BrokenProcessPool
 
-    chunks = [jobs[i::workers * 4] for i in range(workers * 4)]
+    # many small chunks: at the end no worker waits long for the other's last one
+    chunks = [chunk for i in range(workers * 16) if (chunk := jobs[i::workers * 16])]
     try:
         with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-            return list(pool.map(work, [experiment_dir] * len(chunks), chunks))
+            return [then(done) if then else done for done in pool.map(work, [experiment_dir] * len(chunks), chunks)]
     except (BrokenProcessPool, OSError, RuntimeError, EOFError):
         return None
 
@@ -345,19 +365,19 @@ def unit_needs(members: list[str], stale: list[str], pair_page: bool) -> set[str
 def render_unit(experiment_dir: Path, unit: str, members: list[str], stale: list[str], pair_page: bool,
                 records: dict[str, TrialRecord]) -> int:
     """A unit's stale trial pages and its pair page, from its records read: how many were written."""
-    pages = experiment_dir / PAGES
-    staging = pages / STAGING
+    pages = os.path.join(experiment_dir, PAGES)  # strings: pathlib's joins were a tenth of a page's cost
+    staging = os.path.join(pages, STAGING)
     needed = unit_needs(members, stale, pair_page)
     timelines = {t: build_timeline(experiment_dir, records[t]) for t in sorted(records) if t in needed}
     pictures, sections = Pictures(experiment_dir), {}  # each trial's section drawn once, for its page and its pair's
     count = 0
     for trial_id in sorted(stale):
         if trial_id in timelines:
-            atomic_write(pages / trial_page_name(trial_id),
+            atomic_write(os.path.join(pages, trial_page_name(trial_id)),
                          render_trial_page(timelines[trial_id], experiment_dir, pictures, sections), staging)
             count += 1
     if pair_page and (sides := [timelines[m] for m in members if m in timelines]):
-        atomic_write(pages / pair_page_name(unit), render_pair_page(unit, sides, experiment_dir, pictures, sections), staging)
+        atomic_write(os.path.join(pages, pair_page_name(unit)), render_pair_page(unit, sides, experiment_dir, pictures, sections), staging)
         count += 1
     return count
 
@@ -372,10 +392,10 @@ def _key(trial_id: str):
 
 
 def _read(experiment_dir: Path, trial_ids: set[str]) -> list[TrialRecord]:
-    out = []
+    out, folder = [], os.path.join(experiment_dir, "trials")
     for trial_id in trial_ids:
         try:
-            out.append(TrialRecord.model_validate_json((experiment_dir / "trials" / f"{trial_id}.json").read_bytes()))
+            out.append(TrialRecord.model_validate_json(read_stamped(f"{folder}/{trial_id}.json")[0]))
         except (OSError, ValueError):
             continue  # unreadable: the report counts it among its problems
     return out

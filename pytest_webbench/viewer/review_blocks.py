@@ -14,11 +14,12 @@ from ..review.records import REVIEWS, PairReview, ReviewRun, TrialReview
 AID = "a model's reading of the harness's account above: a reading aid, not the verdict"
 
 
-def _read(path: Path, model):
+def _read(name: str | Path, model):
     """A review file of the run's own: a regular file, not a link (records.read_reviews is the same)."""
     try:
-        if not os.path.lexists(path):  # most trials have none: one look, not three
+        if not os.path.lexists(name):  # most trials have none: one look by a plain string, not three
             return None
+        path = Path(name)
         if path.parent.is_symlink() or path.is_symlink() or not path.is_file():
             return None
         return model.model_validate_json(path.read_bytes())
@@ -27,7 +28,7 @@ def _read(path: Path, model):
 
 
 def trial_review_html(experiment_dir: Path, trial_id: str) -> str:
-    review = _read(experiment_dir / REVIEWS / f"{trial_id}.json", TrialReview)
+    review = _read(f"{os.fspath(experiment_dir)}/{REVIEWS}/{trial_id}.json", TrialReview)
     if review is None:
         return ""
     e = escape
@@ -42,7 +43,7 @@ def trial_review_html(experiment_dir: Path, trial_id: str) -> str:
 
 def pair_review_html(experiment_dir: Path, pair_id: str) -> str:
     """`pair_id` is <task>-a<attempt>, as the pair review's file is named."""
-    review = _read(experiment_dir / REVIEWS / "pairs" / f"{pair_id}.json", PairReview)
+    review = _read(f"{os.fspath(experiment_dir)}/{REVIEWS}/pairs/{pair_id}.json", PairReview)
     if review is None:
         return ""
     e = escape

@@ -8,6 +8,7 @@ from its ATIF trajectory where Harbor wrote one, and each call's screenshot from
 
 from __future__ import annotations
 
+import os
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -47,10 +48,12 @@ class Timeline(BaseModel):
 
 def build_timeline(experiment_dir: Path, record: TrialRecord) -> Timeline:
     # a trial that broke before grading names no folder, but its logs may be in the usual place
-    folder = trial_dir(experiment_dir, record) or experiment_dir / "jobs" / record.arm / record.trial_id
+    relative = record.harbor_trial_dir or f"jobs/{record.arm}/{record.trial_id}"
     timeline = Timeline(record=record)
-    if not folder.is_dir():
+    # looked for by a plain string, not a Path (a third of the cost): records copied without jobs/ have no folder
+    if not os.path.isdir(os.path.join(experiment_dir, relative)):
         return timeline
+    folder = trial_dir(experiment_dir, record) or experiment_dir / relative
     events = _browser_events(folder / "proxy-log.jsonl") + _model_events(folder / "model-log.jsonl") \
         + _agent_events(folder / "agent" / "trajectory.json")
     events.sort(key=lambda e: e.time)
