@@ -250,19 +250,36 @@ def test_harbor_s_viewer_lists_every_trial_of_the_run(traced):
 
 
 @pytest.mark.parametrize("value", [
-    {"price": 17.49}, None, [], {}, [[1, {"a": None}], "ünï ✓"], 10**30, -0.0, 1e300, float("nan"), float("-inf"),
-    {"k": [float("inf"), None]}, "\udc80 lone", {"1": True, "2": False}, "</pre><script>x</script>",
+    {"price": 17.49}, None, [], {}, [[1, {"a": None}], "ünï ✓"], 10**30, -0.0, 1e300, 1e-7, 2.5e-5, float("nan"),
+    {"k": [float("inf"), None]}, "\udc80 lone", {"1": True, 2: False}, "</pre><script>x</script>", "P\u0430ris",
+    "42\u200b", "\u202e\u2066cba", {3}, b"ab", {"when": __import__("datetime").datetime(2024, 1, 1, 3, 4)},
 ])
-def test_a_value_on_a_trial_page_reads_back_as_the_value(value):
-    """msgspec writes what it can and json the rest (viewer/pages.py _json): either way the text
-    shown, unescaped, is the value's JSON (NaN and infinities as json spells them), one space an indent."""
+def test_a_value_on_a_trial_page_is_shown_as_json_writes_it(value):
+    """The page shows json's own spelling, indented one space (viewer/values.py json_cell, which has
+    msgspec indent what json's C encoder writes): ASCII only, so a look-alike letter, a hidden
+    character or a right-to-left mark shows as its escape; NaN as NaN; a non-JSON value as its str()."""
     import html
 
-    from pytest_webbench.viewer.pages import _json
+    from pytest_webbench.viewer.values import json_cell as _json
 
     shown = _json(value)
     assert "<" not in shown and ">" not in shown  # escaped for the page
-    text = html.unescape(shown)
-    assert json.dumps(json.loads(text), indent=1) == json.dumps(value, indent=1)  # NaN reads back as NaN, not null
-    assert text.count("\n") == json.dumps(value, indent=1).count("\n")
-    assert len(html.unescape(_json({"a": "x" * 9000}))) == 4000
+    assert html.unescape(shown) == json.dumps(value, indent=1, default=str)
+    assert html.unescape(_json({"a": "x" * 9000})) == json.dumps({"a": "x" * 9000}, indent=1)[:4000]
+
+
+def test_a_trial_whose_folder_lies_outside_the_run_still_gets_its_page(tmp_path):
+    """A schema 1 record names its Harbor folder by an absolute path, which may lie outside the
+    run's folder once the run is moved: its page links the trace where it is."""
+    from pytest_webbench.results.records import TrialRecord
+    from pytest_webbench.viewer.pages import render_trial_page
+    from pytest_webbench.viewer.timeline import build_timeline
+
+    exp, elsewhere = tmp_path / "exp", tmp_path / "elsewhere"
+    exp.mkdir(), elsewhere.mkdir()
+    with zipfile.ZipFile(elsewhere / "trace.zip", "w") as z:
+        z.writestr("trace.trace", '{"type":"before","class":"Page","method":"goto"}\n')
+    record = TrialRecord(trial_id="t-a1-control", task="t", attempt=1, arm="control", experiment_id="e", outcome="passed",
+                         runner="r", grading="pinned", harbor_trial_dir=str(elsewhere))
+    page = render_trial_page(build_timeline(exp, record), exp)
+    assert f"playwright show-trace {elsewhere / 'trace.zip'}" in page

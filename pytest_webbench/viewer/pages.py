@@ -15,14 +15,10 @@ from __future__ import annotations
 import base64
 import functools
 import hashlib
-import json
 import os
 import re
 from html import escape
 from pathlib import Path
-from typing import Any
-
-import msgspec
 
 from ..design.pairing import PAIRED_ARMS
 from ..results.file_stamps import read_stamped
@@ -31,31 +27,12 @@ from .frames import frame_bytes, thumbnail
 from .review_blocks import pair_review_html, review_stamps, trial_review_html
 from .index_pages import INDEX_PAGE_ROWS, IndexInputs, page, pair_page_name, trial_page_name, write_index
 from .timeline import Timeline, build_timeline
+from .values import arguments_cell, json_cell, under_run
 
 PAGES = "pages"
 FRAMES = "frames"  # pages/frames/<content hash>.jpeg
 STAGING = ".staging"  # pages/.staging/: each page is written here, then renamed into pages/
 MAX_FRAMES = 40  # screenshots shown per trial; the trace holds them all
-def _json(value: Any) -> str:
-    """A value as indented JSON, cut at 4,000 characters. msgspec writes it: json's indenting
-    encoder is pure Python, a sixth of a first render's work (three values a trial). json writes
-    what msgspec cannot (a lone surrogate, a non-JSON object) or would write otherwise (NaN as null)."""
-    try:
-        text = msgspec.json.format(msgspec.json.encode(value), indent=1)
-        if b"null" in text and value is not None:
-            raise ValueError("maybe a non-finite float")
-        shown = text.decode()
-    except (TypeError, ValueError, OverflowError, RecursionError):
-        shown = json.dumps(value, indent=1, default=str)
-    return escape(shown[:4000])
-
-
-def _arguments(value: Any) -> str:
-    """A call's arguments; code shown as code, not as an escaped JSON string."""
-    if isinstance(value, dict) and isinstance(value.get("code"), str):
-        rest = {k: v for k, v in value.items() if k != "code"}
-        return f"<pre>{_json(rest)}</pre><pre>{escape(value['code'][:4000])}</pre>"
-    return f"<pre>{_json(value)}</pre>"
 
 
 class Pictures:
@@ -108,7 +85,7 @@ def trial_section(timeline: Timeline, experiment_dir: Path, pictures: Pictures |
            f'<p>Task <b>{e(r.task)}</b>, attempt {r.attempt}, arm <b>{e(r.arm)}</b>: '
            f'<b class="{e(r.outcome)}">{e(r.outcome)}</b>{f" ({e(r.stop_reason)})" if r.stop_reason else ""}. {e(r.detail)}</p>',
            "<table><tr><th>answer</th><th>expected</th><th>page value</th></tr>"
-           f"<tr><td><pre>{_json(r.answer)}</pre></td><td><pre>{_json(r.expected)}</pre></td><td><pre>{_json(r.page_value)}</pre></td></tr></table>",
+           f"<tr><td><pre>{json_cell(r.answer)}</pre></td><td><pre>{json_cell(r.expected)}</pre></td><td><pre>{json_cell(r.page_value)}</pre></td></tr></table>",
            f"<p>Agent {r.timings.agent_sec or 0:.1f} s (model {r.timings.model_sec or 0:.1f} s, browser calls "
            f"{r.timings.tool_sec or 0:.1f} s); {r.calls.forwarded} browser calls, {r.calls.rejected} rejected; "
            f"tokens {r.tokens.input or 0} in / {r.tokens.output or 0} out.</p>"]
@@ -119,7 +96,7 @@ def trial_section(timeline: Timeline, experiment_dir: Path, pictures: Pictures |
     if timeline.trace_path is not None:
         rel = os.path.relpath(timeline.trace_path, experiment_dir / PAGES)
         links.append(f'<a href="{e(rel)}">trace.zip</a> ({timeline.actions_traced} Playwright actions; open with '
-                     f"<code>playwright show-trace {e(str(timeline.trace_path.relative_to(experiment_dir)))}</code>)")
+                     f"<code>playwright show-trace {e(str(under_run(experiment_dir, timeline.trace_path)))}</code>)")
     if r.trace and r.trace.replay_url:
         links.append(f'<a href="{e(r.trace.replay_url)}">Kernel replay</a>')
     if r.trace and r.trace.live_view_url:
@@ -137,7 +114,7 @@ def trial_section(timeline: Timeline, experiment_dir: Path, pictures: Pictures |
         uri = pictures.frame(timeline, ev.frame) if ev.frame else None
         out.append(f'<tr class="{e(status)}" data-kind="{e(ev.kind)}"><td>{ev.time - start:.2f}</td><td>{what}</td>'
                    f"<td>{'' if ev.duration_ms is None else f'{ev.duration_ms:.0f}'}</td>"
-                   f"<td>{_arguments(ev.arguments) if ev.arguments is not None else ''}</td>"
+                   f"<td>{arguments_cell(ev.arguments) if ev.arguments is not None else ''}</td>"
                    f"<td><pre>{e(ev.result or '')}</pre></td>"
                    f"<td>{f'<img class=frame alt=screenshot src={e(uri)}>' if uri else ''}</td></tr>")
     out.append("</table>")
