@@ -127,7 +127,9 @@ def scan_records(experiment_dir: Path, read_many: ReadMany | None = None) -> Rec
                       dead_lines=lines - len(current), stamps=stamps,
                       pages_current=vouched | {tid for tid, line in given.items() if line[2]},
                       pages_written=pages_written, pages_unreadable=pages_unreadable,
-                      lines={tid: (line[0], line[2], line[3]) for part in (current, given) for tid, line in part.items()})
+                      # kept only for the index a stale scan will have written again (78 MB held at 100,000)
+                      lines={tid: (line[0], line[2], line[3]) for part in (current, given) for tid, line in part.items()}
+                      if unindexed or lines > len(current) else {})
 
 
 def _stat_in_child(trials_dir: Path) -> subprocess.Popen | None:
