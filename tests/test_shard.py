@@ -144,7 +144,7 @@ def test_the_deploy_scripts_three_shards_merge_to_the_unsharded_run_s_report(tmp
 
 def test_a_suite_file_changed_in_any_shard_is_changed_for_the_merged_run(tmp_path):
     from pytest_webbench.report.merge import _suite_checks
-    from pytest_webbench.results.records import SuiteCheck, write_suite_check
+    from pytest_webbench.results.run_notes import SuiteCheck, write_suite_check
 
     before = {"tasks/a": "1", "tasks/b": "2", "tasks/c": "3"}
     shards = [tmp_path / f"s{i}" for i in (1, 2, 3)]

@@ -352,7 +352,7 @@ async def sweep_run_browsers(experiment_dir, experiment_id: str) -> dict[str, st
     """At the end of a run: deletes every browser of the run still alive (a delete that failed, a
     worker that died mid-trial), and leaves on disk only those that could not be deleted, for the
     report. Returns them."""
-    from ..results.records import read_undeleted_browsers, record_undeleted_browser, clear_undeleted_browser
+    from ..results.run_notes import clear_undeleted_browser, read_undeleted_browsers, record_undeleted_browser
 
     backend = KernelBackend()
     try:

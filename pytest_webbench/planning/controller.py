@@ -199,7 +199,8 @@ class RunController:
 
 def _check_suite(st: WebbenchState) -> None:
     """The suite's hashes again, read afresh at the run's end, beside those the run planned with."""
-    from ..results.records import SuiteCheck, read_manifest, write_suite_check
+    from ..results.records import read_manifest
+    from ..results.run_notes import SuiteCheck, write_suite_check
     from ..design.suite import Suite
 
     before = read_manifest(st.experiment_dir).content_hashes
@@ -212,7 +213,7 @@ def _sweep_browsers(st: WebbenchState) -> dict[str, str]:
 
     from ..browsers.base import BackendError
     from ..browsers.kernel import sweep_run_browsers
-    from ..results.records import record_undeleted_browser
+    from ..results.run_notes import record_undeleted_browser
 
     try:
         return asyncio.run(sweep_run_browsers(st.experiment_dir, st.options.experiment_id))

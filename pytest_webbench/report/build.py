@@ -18,8 +18,8 @@ from pydantic import BaseModel, Field, PrivateAttr
 
 from ..results.harbor_jobs import read_job_problems
 from ..results.record_index import RecordScan, scan_records
-from ..results.records import (RecordSchema, RunManifest, TrialRecord, UndeletedBrowser, read_manifest, read_suite_check,
-                               read_undeleted_browsers)
+from ..results.records import RecordSchema, RunManifest, TrialRecord, read_manifest
+from ..results.run_notes import UndeletedBrowser, read_suite_check, read_undeleted_browsers
 from ..results.decisions import read_decisions
 from ..stats import ASSUMPTIONS
 from .arms import ArmTaskRow, ArmUsage, arm_task_rows, arm_usage
@@ -50,7 +50,7 @@ class Report(BaseModel):
     model: str | None
     browser: str
     isolation: str | None = None  # the agents' walls, from the manifest
-    suite_check: str = "not checked"  # the suite's files hashed at the run's end against the plan's (records.SuiteCheck)
+    suite_check: str = "not checked"  # the suite's files hashed at the run's end against the plan's (run_notes.SuiteCheck)
     attempts: int
     arms: list[str]
     complete: bool

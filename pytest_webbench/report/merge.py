@@ -19,8 +19,8 @@ from pathlib import Path
 from ..design.pairing import TrialKey, broken_pairs, order_trials
 from ..results.record_index import INDEX, rebuild_index
 from ..results.claims import ExperimentExists, claim_experiment_dir, resume_command
-from ..results.records import (SUITE_CHECK, UNDELETED_DIR, ManifestError, RunManifest, SuiteCheck, planned_trials,
-                               read_manifest, write_manifest, write_suite_check)
+from ..results.records import ManifestError, RunManifest, planned_trials, read_manifest, write_manifest
+from ..results.run_notes import SUITE_CHECK, UNDELETED_DIR, SuiteCheck, write_suite_check
 
 SAME = ("experiment_id", "suite", "runner", "model", "browser", "environment", "attempts", "arms", "paired", "content_hashes")
 

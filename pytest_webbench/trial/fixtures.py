@@ -11,7 +11,8 @@ import pytest
 
 from ..design.suite import TrialSpec
 from ..planning.state import WebbenchState, item_key, next_trial, state
-from ..results.records import harbor_folder, record_undeleted_browser, supersede_trial_dir
+from ..results.records import harbor_folder, supersede_trial_dir
+from ..results.run_notes import record_undeleted_browser
 from ..runners import runner_spec
 from .agent import AgentRunner
 from .recorder import RECORDER_KEY, TrialRecorder
@@ -87,7 +88,7 @@ def _end_the_inbox(handle, experiment_dir: Path) -> None:
     behind (the report names them), not lost in a warning."""
     import shutil
 
-    from ..results.records import record_undeleted_browser
+    from ..results.run_notes import record_undeleted_browser
     from .inbox import InboxError, close_account
 
     if handle.given_root is not None:
