@@ -223,7 +223,7 @@ def _read_batch(trials_dir: Path, trial_ids: list[str]) -> tuple[list[ReportedTr
     blobs: dict[str, bytes] = {}
     stamps: dict[str, Stamp] = {}
     problems: list[str] = []
-    folder = os.fspath(trials_dir)  # a string: a Path made a file was a fifth of the read
+    folder = os.fspath(trials_dir)  # a plain string: making a Path for each file was a fifth of the read
     for trial_id in trial_ids:
         try:
             blobs[trial_id], stamps[trial_id] = read_stamped(f"{folder}/{trial_id}.json")
