@@ -123,13 +123,13 @@ def scan_records(experiment_dir: Path, read_many: ReadMany | None = None) -> Rec
     stamps.update({tid: line[0] for tid, line in given.items()})
     records = sorted([*(line[1] for line in current.values()), *(line[1] for line in given.values()), *read],
                      key=attrgetter("trial_id"))
-    return RecordScan(records, problems + unreadable, mtimes, from_files=len(unindexed),
+    scan = RecordScan(records, problems + unreadable, mtimes, from_files=len(unindexed),
                       dead_lines=lines - len(current), stamps=stamps,
                       pages_current=vouched | {tid for tid, line in given.items() if line[2]},
-                      pages_written=pages_written, pages_unreadable=pages_unreadable,
-                      # kept only for the index a stale scan will have written again (78 MB held at 100,000)
-                      lines={tid: (line[0], line[2], line[3]) for part in (current, given) for tid, line in part.items()}
-                      if unindexed or lines > len(current) else {})
+                      pages_written=pages_written, pages_unreadable=pages_unreadable)
+    if scan.stale:  # held only for the index a stale scan will have written again (78 MB at 100,000)
+        scan.lines = {tid: (line[0], line[2], line[3]) for part in (current, given) for tid, line in part.items()}
+    return scan
 
 
 def _stat_in_child(trials_dir: Path) -> subprocess.Popen | None:

@@ -19,7 +19,7 @@ from ..browsers.base import TRACE_FILE
 from ..gateway.meter import read_model_log
 from ..grading.trajectory_scan import load_trajectory_steps
 from ..proxy.log import read_call_log
-from ..results.records import TrialRecord, final_screenshot, trial_dir
+from ..results.records import TrialRecord, final_screenshot
 from .frames import nearest_frame, read_trace
 
 AGENT_TEXT_CHARS = 1500
@@ -48,12 +48,13 @@ class Timeline(BaseModel):
 
 def build_timeline(experiment_dir: Path, record: TrialRecord) -> Timeline:
     # a trial that broke before grading names no folder, but its logs may be in the usual place
-    relative = record.harbor_trial_dir or f"jobs/{record.arm}/{record.trial_id}"
+    # joined as trial_dir and harbor_folder join it (an absolute part taken as it stands), but looked
+    # for by a plain string, not a Path (a third of the cost): records copied without jobs/ have no folder
+    where = os.path.join(experiment_dir, record.harbor_trial_dir or os.path.join("jobs", record.arm, record.trial_id))
     timeline = Timeline(record=record)
-    # looked for by a plain string, not a Path (a third of the cost): records copied without jobs/ have no folder
-    if not os.path.isdir(os.path.join(experiment_dir, relative)):
+    if not os.path.isdir(where):
         return timeline
-    folder = trial_dir(experiment_dir, record) or experiment_dir / relative
+    folder = Path(where)
     events = _browser_events(folder / "proxy-log.jsonl") + _model_events(folder / "model-log.jsonl") \
         + _agent_events(folder / "agent" / "trajectory.json")
     events.sort(key=lambda e: e.time)
